@@ -1,0 +1,207 @@
+"""Every setting in one table: name (= flag and config key), type, default, help.
+
+The flag ``--query.timeout`` and the config key ``query.timeout`` (or nested
+``query: {timeout: ...}``) are the same setting. ``--help`` and the README's
+settings section are generated from this table, so nothing goes undocumented.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import yaml
+
+_DURATION_RE = re.compile(r"^((\d+)y)?((\d+)w)?((\d+)d)?((\d+)h)?((\d+)m)?((\d+)s)?((\d+)ms)?$")
+_DURATION_UNITS = (365 * 86400, 7 * 86400, 86400, 3600, 60, 1, 0.001)
+
+
+def parse_duration(text: str) -> float:
+    """A Prometheus duration ("1h30m", "250ms", "2m") or plain seconds ("90", "1.5") -> seconds."""
+    s = str(text).strip()
+    try:
+        return float(s)
+    except ValueError:
+        pass
+    m = _DURATION_RE.match(s)
+    if not s or not m:
+        raise ValueError(f"not a duration: {text!r} (use e.g. 30s, 2m, 1h30m)")
+    return sum(int(m.group(2 * i + 2)) * unit for i, unit in enumerate(_DURATION_UNITS) if m.group(2 * i + 2))
+
+
+_SIZE_UNITS = {"": 1, "b": 1, "kb": 1000, "mb": 1000**2, "gb": 1000**3,
+               "kib": 1024, "mib": 1024**2, "gib": 1024**3, "k": 1024, "m": 1024**2, "g": 1024**3}
+
+
+def parse_size(text: str) -> int:
+    """Bytes: "32MiB", "512KB", "1073741824"."""
+    m = re.match(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$", str(text))
+    if not m or m.group(2).lower() not in _SIZE_UNITS:
+        raise ValueError(f"not a size: {text!r} (use e.g. 32MiB, 512KB, or bytes)")
+    return int(float(m.group(1)) * _SIZE_UNITS[m.group(2).lower()])
+
+
+def _nonneg_int(text: str) -> int:
+    v = int(str(text).replace("_", ""))
+    if v < 0:
+        raise ValueError(f"must be >= 0, got {v}")
+    return v
+
+
+def _positive_int(text: str) -> int:
+    v = _nonneg_int(text)
+    if v == 0:
+        raise ValueError("must be > 0")
+    return v
+
+
+def _listen_address(text: str) -> str:
+    host, sep, port = str(text).rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"not HOST:PORT: {text!r}")
+    return str(text)
+
+
+def _bool(text: str | bool) -> bool:
+    if isinstance(text, bool):
+        return text
+    s = str(text).lower()
+    if s in ("1", "true", "yes", "on"):
+        return True
+    if s in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"not a boolean: {text!r}")
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    parse: Callable[[Any], Any]
+    default: Any
+    help: str
+    repeated: bool = False  # flag may be given several times; value is a list
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name
+
+    @property
+    def attr(self) -> str:
+        return self.name.replace(".", "_").replace("-", "_")
+
+
+D, I, P, Z, S, B = parse_duration, _nonneg_int, _positive_int, parse_size, str, _bool
+
+SETTINGS: tuple[Setting, ...] = (
+    # --- web
+    Setting("web.listen-address", _listen_address, "0.0.0.0:9201", "Address to listen on for the API, remote write and /metrics."),
+    Setting("web.max-connections", P, 512, "Maximum simultaneous HTTP connections."),
+    # --- storage
+    Setting("storage.path", S, "./data", "Directory for the WAL, Parquet partitions and the series table."),
+    Setting("storage.flush-interval", D, 120.0, "How often the in-memory head is flushed to Parquet (and the WAL truncated)."),
+    Setting("storage.flush-max-samples", P, 5_000_000, "Flush the head early once it holds this many samples."),
+    Setting("storage.partition-duration", D, 3600.0, "Time span of one Parquet partition (hive-style, by hour by default)."),
+    Setting("storage.retention.time", D, 15 * 86400.0, "Partitions older than this are deleted."),
+    Setting("storage.wal-segment-size", Z, 64 * 1024**2, "WAL segment size before a new segment is started."),
+    Setting("storage.duckdb-memory-limit", Z, 4 * 1024**3, "DuckDB memory_limit for queries (bounds query memory)."),
+    Setting("storage.duckdb-threads", P, 2, "DuckDB worker threads."),
+    # --- remote write
+    Setting("remote-write.max-body-size", Z, 32 * 1024**2, "Largest compressed remote-write body accepted (413 above)."),
+    Setting("remote-write.max-decoded-size", Z, 128 * 1024**2, "Largest declared snappy-decoded size accepted (413 above, before decompressing)."),
+    # --- rules
+    Setting("rules.file", S, [], "Relabel/drop rule file (Prometheus relabel_config YAML list). Repeatable.", repeated=True),
+    # --- ingest limits (0 = unlimited)
+    Setting("ingest.max-series", I, 0, "Maximum active series in total; new series beyond it are dropped (0 = no limit)."),
+    Setting("ingest.max-series-per-metric", I, 0, "Maximum active series per metric name (0 = no limit)."),
+    Setting("ingest.max-label-names-per-series", I, 40, "Maximum labels per series, __name__ included (0 = no limit)."),
+    Setting("ingest.max-label-name-length", I, 256, "Maximum label name length in bytes (0 = no limit)."),
+    Setting("ingest.max-label-value-length", I, 4096, "Maximum label value length in bytes (0 = no limit)."),
+    # --- query limits
+    Setting("query.timeout", D, 120.0, "Maximum time a query may take; a request's timeout parameter can only shorten it."),
+    Setting("query.metadata-timeout", D, 10.0, "Deadline for /series, /labels, /label/<n>/values and /metadata."),
+    Setting("query.lookback-delta", D, 300.0, "How far back an instant selector looks for a sample."),
+    Setting("query.max-samples", P, 50_000_000, "Maximum samples a single query may load into memory."),
+    Setting("query.max-series", P, 500_000, "Maximum series a single query may select."),
+    Setting("query.max-concurrency", P, 4, "Queries evaluated at once; more wait in the queue."),
+    Setting("query.max-queue", I, 20, "Queries waiting for a slot; beyond it the answer is 429 with Retry-After."),
+    Setting("query.queue-timeout", D, 10.0, "How long a query may wait in the queue before 503."),
+    Setting("query.max-points-per-series", P, 11_000, "Maximum points per series in a range query (Prometheus: 11,000)."),
+    Setting("query.max-metadata-series", P, 30_000, "Server-side cap on /api/v1/series results (truncated with a warning)."),
+    Setting("query.max-label-values", P, 100_000, "Server-side cap on /labels and /label/<n>/values results (truncated with a warning)."),
+    Setting("query.metadata-default-window", D, 86400.0, "Window used by the metadata APIs when start/end are absent."),
+    Setting("query.max-response-bytes", Z, 256 * 1024**2, "Largest JSON result a query may produce (422 above)."),
+    Setting("query.blocked", S, [], "Blocked query: 'REGEX' or 'REGEX;min_range=1d;min_step=0;reason=...' (repeatable).", repeated=True),
+    Setting("log.level", S, "info", "Log level: debug, info, warn, error."),
+)
+
+BY_NAME = {s.name: s for s in SETTINGS}
+
+
+class ConfigError(ValueError):
+    """A bad flag or config value; the message names the setting."""
+
+
+@dataclass
+class Config:
+    values: dict[str, Any] = field(default_factory=dict)
+
+    def __getattr__(self, attr: str) -> Any:
+        try:
+            return self.__dict__["values"][attr]
+        except KeyError:
+            raise AttributeError(attr) from None
+
+    def get(self, name: str) -> Any:
+        return self.values[BY_NAME[name].attr]
+
+
+def _flatten(data: dict, prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, val in data.items():
+        name = f"{prefix}{key}"
+        if isinstance(val, dict) and name not in BY_NAME:
+            out.update(_flatten(val, name + "."))
+        else:
+            out[name] = val
+    return out
+
+
+def load(overrides: dict[str, Any] | None = None, config_file: str | None = None) -> Config:
+    """Defaults, then the config file, then flags/overrides (strings or typed values)."""
+    raw: dict[str, Any] = {}
+    if config_file:
+        try:
+            with open(config_file, encoding="utf-8") as fh:
+                data = yaml.safe_load(fh) or {}
+        except (OSError, yaml.YAMLError) as err:
+            raise ConfigError(f"config.file {config_file}: {err}") from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"config.file {config_file}: top level must be a mapping")
+        for name, val in _flatten(data).items():
+            if name not in BY_NAME:
+                raise ConfigError(f"config.file {config_file}: unknown setting {name!r}")
+            raw[name] = val
+    for name, val in (overrides or {}).items():
+        name = name.replace("_", "-") if name not in BY_NAME else name
+        if name not in BY_NAME:
+            raise ConfigError(f"unknown setting {name!r}")
+        if BY_NAME[name].repeated and name in raw:
+            raw[name] = list(raw[name]) + list(val)
+        else:
+            raw[name] = val
+    values: dict[str, Any] = {}
+    for s in SETTINGS:
+        if s.name not in raw:
+            values[s.attr] = list(s.default) if s.repeated else s.default
+            continue
+        val = raw[s.name]
+        try:
+            if s.repeated:
+                items = val if isinstance(val, list) else [val]
+                values[s.attr] = [s.parse(v) for v in items]
+            else:
+                values[s.attr] = s.parse(val)
+        except (ValueError, TypeError) as err:
+            raise ConfigError(f"invalid value {val!r} for {s.flag}: {err}") from None
+    return Config(values)

@@ -1,0 +1,101 @@
+"""The data model every layer shares: label sets, series ids, matchers, special values."""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from dataclasses import dataclass
+from typing import Iterable
+
+import numpy as np
+import re2
+
+# A label set is a tuple of (name, value) pairs sorted by name; it includes __name__.
+Labels = tuple[tuple[str, str], ...]
+
+METRIC_NAME = "__name__"
+
+# Prometheus's staleness marker: a NaN with this exact bit pattern (value.StaleNaN).
+STALE_NAN_BITS = 0x7FF0000000000002
+STALE_NAN = struct.unpack("<d", struct.pack("<Q", STALE_NAN_BITS))[0]
+
+
+def is_stale(values: np.ndarray) -> np.ndarray:
+    """Element-wise: is this float64 the staleness marker (by bit pattern, not by NaN-ness)."""
+    return values.view(np.uint64) == np.uint64(STALE_NAN_BITS)
+
+
+def canonical(pairs: Iterable[tuple[str, str]]) -> Labels:
+    """Sorted label tuple; empty values are dropped, as Prometheus treats them as absent."""
+    return tuple(sorted((n, v) for n, v in pairs if v != ""))
+
+
+def series_key(labels: Labels) -> bytes:
+    """The byte string a series id is hashed from: name\\xffvalue\\xff... in label order."""
+    return b"\xff".join(n.encode() + b"\xfe" + v.encode() for n, v in labels)
+
+
+def series_id(labels: Labels) -> int:
+    """A stable signed 64-bit id of a canonical label set (blake2b; stable across runs)."""
+    digest = hashlib.blake2b(series_key(labels), digest_size=8).digest()
+    return struct.unpack("<q", digest)[0]
+
+
+def metric_name(labels: Labels) -> str:
+    for n, v in labels:
+        if n == METRIC_NAME:
+            return v
+    return ""
+
+
+@dataclass(frozen=True)
+class Matcher:
+    """A PromQL label matcher. op is one of "=", "!=", "=~", "!~".
+
+    Regexes are fully anchored, as in Prometheus; a missing label matches as "".
+    """
+
+    name: str
+    op: str
+    value: str
+
+    def __post_init__(self) -> None:
+        if self.op not in ("=", "!=", "=~", "!~"):
+            raise ValueError(f"bad matcher op {self.op!r}")
+
+    def compiled(self) -> "re2._Regexp":
+        return _compile_anchored(self.value)
+
+    def matches(self, value: str) -> bool:
+        if self.op == "=":
+            return value == self.value
+        if self.op == "!=":
+            return value != self.value
+        hit = self.compiled().fullmatch(value) is not None
+        return hit if self.op == "=~" else not hit
+
+    def matches_empty(self) -> bool:
+        return self.matches("")
+
+    def __str__(self) -> str:
+        return f'{self.name}{self.op}"{self.value}"'
+
+
+_RE_CACHE: dict[str, "re2._Regexp"] = {}
+
+
+def _compile_anchored(pattern: str) -> "re2._Regexp":
+    rx = _RE_CACHE.get(pattern)
+    if rx is None:
+        options = re2.Options()
+        options.dot_nl = True  # Prometheus anchors as ^(?s:...)$
+        rx = re2.compile(f"(?:{pattern})", options)
+        if len(_RE_CACHE) > 10_000:
+            _RE_CACHE.clear()
+        _RE_CACHE[pattern] = rx
+    return rx
+
+
+def labels_match(labels: Labels, matchers: Iterable[Matcher]) -> bool:
+    d = dict(labels)
+    return all(m.matches(d.get(m.name, "")) for m in matchers)
