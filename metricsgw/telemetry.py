@@ -1,0 +1,62 @@
+"""metricsgw's own metrics, on a registry of their own (injected, so tests get a fresh one)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+_FAST = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
+_SLOW = (0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+
+
+class Telemetry:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.samples_ingested = Counter(
+            "metricsgw_ingested_samples", "Samples stored (acknowledged to the sender).", registry=r)
+        self.samples_discarded = Counter(
+            "metricsgw_discarded_samples", "Samples not stored, by reason.", ["reason"], registry=r)
+        self.histograms_discarded = Counter(
+            "metricsgw_discarded_histograms", "Native histogram samples not stored, by reason.", ["reason"], registry=r)
+        self.exemplars_discarded = Counter(
+            "metricsgw_discarded_exemplars", "Exemplars not stored, by reason.", ["reason"], registry=r)
+        self.write_requests = Counter(
+            "metricsgw_remote_write_requests", "Remote-write requests by protocol version and status code.",
+            ["version", "code"], registry=r)
+        self.active_series = Gauge(
+            "metricsgw_active_series", "Series that received samples within the active window.", registry=r)
+        self.head_samples = Gauge(
+            "metricsgw_head_samples", "Samples held in the in-memory head, not yet flushed.", registry=r)
+        self.wal_fsync = Histogram(
+            "metricsgw_wal_fsync_duration_seconds", "WAL write+fsync time per group commit.", buckets=_FAST, registry=r)
+        self.wal_group_size = Histogram(
+            "metricsgw_wal_group_commit_records", "WAL records written per fsync.",
+            buckets=(1, 2, 4, 8, 16, 32, 64), registry=r)
+        self.flush_duration = Histogram(
+            "metricsgw_flush_duration_seconds", "Head flush to Parquet time.", buckets=_SLOW, registry=r)
+        self.flush_failures = Counter(
+            "metricsgw_flush_failures", "Head flushes that failed (retried at the next interval).", registry=r)
+        self.replay_duration = Gauge(
+            "metricsgw_wal_replay_duration_seconds", "Time the last WAL replay took at start-up.", registry=r)
+        self.http_requests = Counter(
+            "metricsgw_http_requests", "HTTP requests by handler and status code.", ["handler", "code"], registry=r)
+        self.http_duration = Histogram(
+            "metricsgw_http_request_duration_seconds", "HTTP request duration by handler.", ["handler"],
+            buckets=_SLOW, registry=r)
+        self.query_duration = Histogram(
+            "metricsgw_query_duration_seconds", "PromQL evaluation time by endpoint.", ["endpoint"],
+            buckets=_SLOW, registry=r)
+        self.query_samples = Histogram(
+            "metricsgw_query_samples_loaded", "Samples loaded per query.",
+            buckets=(1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 5e7), registry=r)
+        self.guard_rejections = Counter(
+            "metricsgw_guard_rejections", "Requests refused or stopped by the query guard, by limit.",
+            ["limit"], registry=r)
+        self.queries_inflight = Gauge(
+            "metricsgw_queries_inflight", "Queries being evaluated now.", registry=r)
+        self.queries_queued = Gauge(
+            "metricsgw_queries_queued", "Queries waiting for a concurrency slot.", registry=r)
+        self.rules_reload_success = Gauge(
+            "metricsgw_rules_last_reload_successful", "1 if the last rules reload succeeded.", registry=r)
+        self.rules_loaded = Gauge(
+            "metricsgw_rules_loaded", "Relabel rules in force.", registry=r)
