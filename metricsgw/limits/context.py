@@ -82,6 +82,10 @@ class QueryContext:
         self._cancelled.set()
         self._interrupt_all()
 
+    def interrupt(self) -> None:
+        """Stop blocking work now (the deadline timer); ``check`` then reports the timeout."""
+        self._interrupt_all()
+
     @property
     def cancelled(self) -> bool:
         return self._cancelled.is_set()

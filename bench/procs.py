@@ -1,0 +1,228 @@
+"""Start and stop the servers under test; sample their CPU and memory; measure their disk.
+
+Both servers listen on 127.0.0.1 on a free port and write into a data dir we own.
+CPU is user+system seconds of the server process (and its children) from psutil;
+RSS is sampled every 0.1 s (peak and last). Disk is counted by walking the data dir,
+split by what the bytes are (Prometheus: WAL vs head chunks vs blocks; metricsgw: WAL vs
+Parquet vs the rest), because a young Prometheus keeps everything in its WAL.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+PROMETHEUS = "/usr/bin/prometheus"
+REPO = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http_get(url: str, timeout: float = 5.0) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+@dataclass
+class Server:
+    name: str
+    base_url: str
+    data_dir: Path
+    proc: subprocess.Popen
+    log_path: Path
+
+    @property
+    def write_url(self) -> str:
+        return self.base_url + "/api/v1/write"
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def wait_ready(self, timeout_s: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited with {self.proc.returncode}; log: {self.log_tail()}")
+            try:
+                if http_get(self.base_url + "/-/ready", timeout=1.0)[0] == 200:
+                    return
+            except OSError:
+                pass
+            time.sleep(0.1)
+        raise TimeoutError(f"{self.name} not ready after {timeout_s}s; log: {self.log_tail()}")
+
+    def stop(self, timeout_s: float = 60.0) -> int:
+        """SIGTERM (both servers shut down cleanly on it), SIGKILL if it hangs."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        return self.proc.returncode
+
+    def log_tail(self, n: int = 2000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-n:]
+        except OSError:
+            return ""
+
+
+def _spawn(name: str, argv: list[str], data_dir: Path, port: int, cwd: Path | None = None) -> Server:
+    data_dir.mkdir(parents=True, exist_ok=True)
+    log_path = data_dir.parent / f"{name}.log"
+    log = open(log_path, "wb")
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=cwd, start_new_session=True)
+    log.close()
+    return Server(name, f"http://127.0.0.1:{port}", data_dir, proc, log_path)
+
+
+def start_prometheus(work_dir: Path, port: int | None = None, extra: list[str] | None = None) -> Server:
+    """Real Prometheus as a remote-write receiver with nothing to scrape (admin API for snapshots)."""
+    port = port or free_port()
+    config = work_dir / "prometheus.yml"
+    work_dir.mkdir(parents=True, exist_ok=True)
+    config.write_text("global:\n  scrape_interval: 15s\nscrape_configs: []\n")
+    argv = [PROMETHEUS, "--web.enable-remote-write-receiver", "--web.enable-admin-api",
+            f"--storage.tsdb.path={work_dir / 'data'}", f"--web.listen-address=127.0.0.1:{port}",
+            f"--config.file={config}", "--log.level=warn", *(extra or [])]
+    return _spawn("prometheus", argv, work_dir / "data", port)
+
+
+def start_metricsgw(work_dir: Path, port: int | None = None, extra: list[str] | None = None) -> Server:
+    port = port or free_port()
+    argv = [sys.executable, "-m", "metricsgw", "serve", f"--web.listen-address=127.0.0.1:{port}",
+            f"--storage.path={work_dir / 'data'}", *(extra or [])]
+    return _spawn("metricsgw", argv, work_dir / "data", port, cwd=REPO)
+
+
+@dataclass
+class Usage:
+    cpu_s: float = 0.0
+    rss_peak: int = 0
+    rss_last: int = 0
+    samples: int = 0
+
+
+class ResourceSampler:
+    """Background thread: CPU seconds and RSS of a process tree between start() and stop()."""
+
+    def __init__(self, pid: int, period_s: float = 0.1) -> None:
+        self.proc = psutil.Process(pid)
+        self.period_s = period_s
+        self.usage = Usage()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._cpu0 = 0.0
+
+    def _cpu(self) -> float:
+        t = self.proc.cpu_times()
+        return t.user + t.system + t.children_user + t.children_system
+
+    def _rss(self) -> int:
+        rss = self.proc.memory_info().rss
+        for child in self.proc.children(recursive=True):
+            try:
+                rss += child.memory_info().rss
+            except psutil.Error:
+                pass
+        return rss
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                rss = self._rss()
+            except psutil.Error:
+                return
+            self.usage.rss_last = rss
+            self.usage.rss_peak = max(self.usage.rss_peak, rss)
+            self.usage.samples += 1
+            self._stop.wait(self.period_s)
+
+    def start(self) -> "ResourceSampler":
+        self._cpu0 = self._cpu()
+        self._thread.start()
+        return self
+
+    def stop(self) -> Usage:
+        self._stop.set()
+        self._thread.join()
+        try:
+            self.usage.cpu_s = self._cpu() - self._cpu0
+            self.usage.rss_last = self._rss()
+            self.usage.rss_peak = max(self.usage.rss_peak, self.usage.rss_last)
+        except psutil.Error:
+            pass
+        return self.usage
+
+
+def dir_bytes(path: Path) -> int:
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.stat(os.path.join(root, f)).st_size
+            except OSError:
+                pass
+    return total
+
+
+@dataclass
+class Disk:
+    total: int = 0
+    parts: dict[str, int] = field(default_factory=dict)
+
+
+def prometheus_disk(data_dir: Path) -> Disk:
+    """wal/ (incl. checkpoints), chunks_head/ (mmapped head chunks), blocks (ULID dirs)."""
+    parts = {"wal": dir_bytes(data_dir / "wal"), "chunks_head": dir_bytes(data_dir / "chunks_head"),
+             "blocks": sum(dir_bytes(p) for p in data_dir.iterdir() if p.is_dir() and len(p.name) == 26)}
+    return Disk(dir_bytes(data_dir) - dir_bytes(data_dir / "snapshots"), parts)
+
+
+def prometheus_snapshot(server: Server) -> Disk:
+    """Ask Prometheus to write its head as a block (admin API) and measure that block.
+
+    That is the size the data would have after compaction: the fair at-rest figure."""
+    req = urllib.request.Request(server.base_url + "/api/v1/admin/tsdb/snapshot", method="POST")
+    with urllib.request.urlopen(req, timeout=600) as r:
+        name = json.loads(r.read())["data"]["name"]
+    snap = server.data_dir / "snapshots" / name
+    chunks = sum(dir_bytes(p / "chunks") for p in snap.iterdir() if p.is_dir())
+    index = sum((p / "index").stat().st_size for p in snap.iterdir() if (p / "index").exists())
+    return Disk(dir_bytes(snap), {"chunks": chunks, "index": index})
+
+
+def metricsgw_disk(data_dir: Path) -> Disk:
+    parts = {"parquet": 0, "wal": 0, "other": 0}
+    for root, _dirs, files in os.walk(data_dir):
+        for f in files:
+            p = os.path.join(root, f)
+            try:
+                size = os.stat(p).st_size
+            except OSError:
+                continue
+            rel = os.path.relpath(p, data_dir)
+            key = "parquet" if f.endswith(".parquet") else "wal" if rel.split(os.sep)[0].startswith("wal") else "other"
+            parts[key] += size
+    return Disk(sum(parts.values()), parts)

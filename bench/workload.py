@@ -1,0 +1,227 @@
+"""A deterministic GPU-cluster workload: series label sets plus vectorised values at any time.
+
+``Workload(nodes, seed)`` describes N GPU nodes (DCGM, node-exporter, iptables exporter) and
+three control-plane nodes (kube-apiserver, etcd histograms). Same ``nodes`` and ``seed`` give
+byte-identical series and values. Values are pure functions of (series, t): nothing is
+stateful, so a load driver can ask for any timestamp in any order.
+
+Value models (every parameter drawn once, per series, from the seeded generator):
+- gauge:   base + amp*sin(2*pi*t/period + phase) + noise, clipped, optionally integer;
+           optional rare "events" (e.g. an XID code) that hold for a 10-minute window.
+- counter: rate*elapsed + wobble*sin(w*elapsed), with wobble <= rate/w so it never decreases;
+           elapsed restarts when the exporter of that (node, job) restarts (occasional resets).
+- histogram: one counter per family gives _count; bucket = floor(count * CDF(le)), so buckets
+           are cumulative in `le`, monotone in time and `+Inf` == `_count`; _sum = count * mean.
+- mirror:  total - another series (FB_FREE = framebuffer total - FB_USED).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from metricsgw.model import Labels, canonical
+from metricsgw.storage.batch import MetricMetadata
+
+_WOBBLE_W = 2 * math.pi / 600.0  # counters speed up and slow down over a 10-minute cycle
+_EVENT_WINDOW_MS = 600_000
+
+_GAUGE, _COUNTER, _MIRROR = 0, 1, 2
+
+
+def _mix64(x: np.ndarray) -> np.ndarray:
+    """splitmix64 finaliser: a cheap, well-spread hash of uint64 arrays (wraps on purpose)."""
+    x = x + np.uint64(0x9E3779B97F4A7C15)
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def _unit(h: np.ndarray) -> np.ndarray:
+    """uint64 hash -> float64 in [0, 1)."""
+    return (h >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
+
+
+class SeriesBuilder:
+    """Collects series one by one (only at construction time) into column lists."""
+
+    def __init__(self, rng: np.random.Generator) -> None:
+        self.rng = rng
+        self.labels: list[Labels] = []
+        self.node: list[int] = []
+        self.kind: list[int] = []
+        # gauge columns
+        self.g = {k: [] for k in ("base", "amp", "period", "phase", "noise", "lo", "hi", "integer", "ev_p", "ev_v")}
+        # counter-derived columns
+        self.fam: list[int] = []
+        self.mult: list[float] = []
+        self.floor: list[bool] = []
+        self.mirror_of: list[int] = []
+        self.mirror_total: list[float] = []
+        # counter families and reset groups
+        self.f_rate: list[float] = []
+        self.f_wobble: list[float] = []
+        self.f_group: list[int] = []
+        self.f_integer: list[bool] = []
+        self.grp_period_ms: list[int] = []
+        self.grp_offset_ms: list[int] = []
+        self.meta: dict[str, MetricMetadata] = {}
+        self.current_node = 0
+
+    # -- registration ------------------------------------------------------------------------
+    def describe(self, family: str, type_: str, help_: str) -> None:
+        if family not in self.meta:
+            self.meta[family] = MetricMetadata(family, type_, help_)
+
+    def reset_group(self, mean_uptime_h: float) -> int:
+        """An exporter process: all its counters reset together when it restarts."""
+        short = self.rng.random() < 0.3  # some exporters restart often (crash loops, upgrades)
+        hours = self.rng.uniform(0.5, 6.0) if short else self.rng.uniform(0.5, 2.0) * mean_uptime_h
+        period = int(hours * 3_600_000)
+        self.grp_period_ms.append(period)
+        self.grp_offset_ms.append(int(self.rng.integers(0, period)))
+        return len(self.grp_period_ms) - 1
+
+    def family(self, rate: float, group: int, integer: bool) -> int:
+        self.f_rate.append(max(rate, 0.0))
+        self.f_wobble.append(float(self.rng.uniform(0.0, 0.8)))
+        self.f_group.append(group)
+        self.f_integer.append(integer)
+        return len(self.f_rate) - 1
+
+    def _add(self, pairs, kind: int) -> int:
+        self.labels.append(canonical(pairs))
+        self.node.append(self.current_node)
+        self.kind.append(kind)
+        return len(self.labels) - 1
+
+    def _gauge_cols(self, base=0.0, amp=0.0, period=3600.0, noise=0.0, lo=-math.inf, hi=math.inf,
+                    integer=False, ev_p=0.0, ev_v=0.0) -> None:
+        g = self.g
+        g["base"].append(base); g["amp"].append(amp); g["period"].append(period)
+        g["phase"].append(float(self.rng.uniform(0, 2 * math.pi))); g["noise"].append(noise)
+        g["lo"].append(lo); g["hi"].append(hi); g["integer"].append(integer)
+        g["ev_p"].append(ev_p); g["ev_v"].append(ev_v)
+
+    def _counter_cols(self, fam=-1, mult=1.0, floor=False, mirror_of=-1, mirror_total=0.0) -> None:
+        self.fam.append(fam); self.mult.append(mult); self.floor.append(floor)
+        self.mirror_of.append(mirror_of); self.mirror_total.append(mirror_total)
+
+    def gauge(self, pairs, **params) -> int:
+        i = self._add(pairs, _GAUGE)
+        self._gauge_cols(**params)
+        self._counter_cols()
+        return i
+
+    def counter(self, pairs, rate: float, group: int, integer: bool = True) -> int:
+        fam = self.family(rate, group, integer)
+        return self.derived(pairs, fam)
+
+    def derived(self, pairs, fam: int, mult: float = 1.0, floor: bool = False) -> int:
+        """A series whose value is family count * mult (histogram bucket/_sum/_count, counters)."""
+        i = self._add(pairs, _COUNTER)
+        self._gauge_cols()
+        self._counter_cols(fam=fam, mult=mult, floor=floor)
+        return i
+
+    def mirror(self, pairs, of: int, total: float) -> int:
+        i = self._add(pairs, _MIRROR)
+        self._gauge_cols()
+        self._counter_cols(mirror_of=of, mirror_total=total)
+        return i
+
+
+class Workload:
+    """N GPU nodes + 3 control-plane nodes. See the module docstring for the value models."""
+
+    CONTROL_PLANE_NODES = 3
+
+    def __init__(self, nodes: int, seed: int = 0) -> None:
+        from bench import workload_catalog  # the series templates live there (a table, mostly)
+
+        if nodes < 1:
+            raise ValueError("nodes must be >= 1")
+        self.nodes = nodes
+        self.seed = seed
+        b = SeriesBuilder(np.random.default_rng([seed, nodes]))
+        self.hostnames = workload_catalog.build(b, nodes, self.CONTROL_PLANE_NODES)
+        self._labels = b.labels
+        self._meta = list(b.meta.values())
+        self._compile(b, seed)
+
+    def _compile(self, b: SeriesBuilder, seed: int) -> None:
+        f64 = lambda xs: np.asarray(xs, np.float64)  # noqa: E731
+        self.node_of = np.asarray(b.node, np.int32)
+        kind = np.asarray(b.kind, np.int8)
+        self._gi = np.flatnonzero(kind == _GAUGE)
+        self._ci = np.flatnonzero(kind == _COUNTER)
+        self._mi = np.flatnonzero(kind == _MIRROR)
+        g = {k: np.asarray(v)[self._gi] for k, v in b.g.items()}
+        self._g_base, self._g_amp = f64(g["base"]), f64(g["amp"])
+        self._g_omega = 2 * math.pi / f64(g["period"])
+        self._g_phase, self._g_noise = f64(g["phase"]), f64(g["noise"])
+        self._g_lo, self._g_hi = f64(g["lo"]), f64(g["hi"])
+        self._g_int = np.asarray(g["integer"], bool)
+        self._g_ev_p, self._g_ev_v = f64(g["ev_p"]), f64(g["ev_v"])
+        self._c_fam = np.asarray(b.fam, np.int64)[self._ci]
+        self._c_mult = f64(b.mult)[self._ci]
+        self._c_floor = np.asarray(b.floor, bool)[self._ci]
+        self._m_of = np.asarray(b.mirror_of, np.int64)[self._mi]
+        self._m_total = f64(b.mirror_total)[self._mi]
+        rate = f64(b.f_rate)
+        self._f_rate = rate
+        self._f_wobble = f64(b.f_wobble) * rate / _WOBBLE_W  # amplitude <= rate/w keeps it monotone
+        grp = np.asarray(b.f_group, np.int64)
+        self._f_period = np.asarray(b.grp_period_ms, np.int64)[grp]
+        self._f_offset = np.asarray(b.grp_offset_ms, np.int64)[grp]
+        self._f_int = np.asarray(b.f_integer, bool)
+        # a per-series hash key: noise depends on (seed, series position, time) only
+        idx = np.arange(len(b.labels), dtype=np.uint64)
+        self._key = _mix64(idx ^ _mix64(np.full(len(idx), seed & 0xFFFFFFFFFFFFFFFF, np.uint64)))
+
+    # -- public API ----------------------------------------------------------------------------
+    def series(self) -> list[Labels]:
+        return self._labels
+
+    @property
+    def num_series(self) -> int:
+        return len(self._labels)
+
+    def metadata(self) -> list[MetricMetadata]:
+        return list(self._meta)
+
+    def family_counts(self, t_ms: int) -> np.ndarray:
+        """Counter family values at t (before per-series multipliers)."""
+        elapsed_s = ((np.int64(t_ms) - self._f_offset) % self._f_period).astype(np.float64) / 1000.0
+        c = self._f_rate * elapsed_s + self._f_wobble * np.sin(_WOBBLE_W * elapsed_s)
+        return np.where(self._f_int, np.floor(c), c)
+
+    def samples_at(self, t_ms: int) -> np.ndarray:
+        """One float64 per series (in ``series()`` order) at time t_ms; vectorised, stateless."""
+        t_ms = int(t_ms)
+        out = np.empty(self.num_series, np.float64)
+        # gauges
+        key = self._key[self._gi]
+        u = _unit(_mix64(key ^ _mix64(np.full(len(key), t_ms // 1000, np.uint64))))
+        g = self._g_base + self._g_amp * np.sin(self._g_omega * (t_ms / 1000.0) + self._g_phase)
+        g += self._g_noise * (2.0 * u - 1.0)
+        g = np.clip(g, self._g_lo, self._g_hi)
+        g = np.where(self._g_int, np.round(g), g)
+        ev = _unit(_mix64(key + _mix64(np.full(len(key), t_ms // _EVENT_WINDOW_MS + 7, np.uint64))))
+        out[self._gi] = np.where(ev < self._g_ev_p, self._g_ev_v, g)
+        # counters and histogram parts
+        c = self.family_counts(t_ms)[self._c_fam] * self._c_mult
+        out[self._ci] = np.where(self._c_floor, np.floor(c), c)
+        # mirrors (their sources are gauges or counters, already filled in)
+        out[self._mi] = self._m_total - out[self._m_of]
+        return out
+
+    def series_of_nodes(self, node_range: range) -> np.ndarray:
+        """Indices of the series belonging to nodes in node_range (GPU nodes first, then control plane)."""
+        return np.flatnonzero((self.node_of >= node_range.start) & (self.node_of < node_range.stop))
+
+    def exposition(self, t_ms: int, node_range: range) -> str:
+        from bench.exposition import render
+
+        return render(self, t_ms, node_range)

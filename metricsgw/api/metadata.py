@@ -1,0 +1,159 @@
+"""/api/v1/series, /labels, /label/<name>/values, /metadata: from the series table, bounded.
+
+These are the calls that took Prometheus down (``/api/v1/series?match[]={le!=""}`` with no time
+range). Here each one: has its own short deadline (--query.metadata-timeout), uses a default time
+window when start/end are absent (--query.metadata-default-window), answers from the series table
+only (never samples), honours Prometheus's ``limit`` and applies a server-side cap, truncating with
+a ``warnings`` entry as Prometheus does for ``limit``.
+"""
+
+from __future__ import annotations
+
+import promql_parser as pp
+from aiohttp import web
+
+from ..appkeys import CONFIG, STORAGE
+from ..errors import BadData
+from ..model import Matcher
+from ..promql import parser
+from .params import now_s, parse_limit, parse_time, read_params
+from .query import query_context
+from .response import success
+from .running import run_guarded
+
+
+def parse_match(params) -> list[list[Matcher]]:
+    """Each ``match[]`` is a series selector; several are OR-ed."""
+    sets = []
+    for text in params.getall("match[]", []):
+        try:
+            expr = pp.parse(text)
+        except (ValueError, BaseException) as err:  # the Rust parser may panic on odd input
+            if isinstance(err, (KeyboardInterrupt, SystemExit)):
+                raise
+            raise BadData(f'invalid parameter "match[]": {err}') from None
+        if not isinstance(expr, pp.VectorSelector):
+            raise BadData(f'invalid parameter "match[]": {text!r} is not a series selector')
+        ms = parser.matchers(expr)
+        if all(m.matches_empty() for m in ms):
+            raise BadData('invalid parameter "match[]": match[] must contain at least one non-empty matcher')
+        sets.append(ms)
+    return sets
+
+
+def _window(request: web.Request, params) -> tuple[int, int]:
+    cfg = request.app[CONFIG]
+    end = parse_time(params.get("end"), "end", default=now_s())
+    start = parse_time(params.get("start"), "start", default=end - cfg.query_metadata_default_window)
+    if end < start:
+        raise BadData('invalid parameter "end": end timestamp must not be before start time')
+    return int(start * 1000), int(end * 1000)
+
+
+def _cap(request: web.Request, params, server_cap: int) -> tuple[int, bool]:
+    """(effective limit, whether it is the user's). One more is fetched to detect truncation."""
+    user = parse_limit(params.get("limit"))
+    if user is not None and user <= server_cap:
+        return user, True
+    return server_cap, False
+
+
+def _truncation_warning(by_user: bool, limit: int, setting: str) -> str:
+    if by_user:
+        return "results truncated due to limit"
+    return f"results truncated to {limit} by the server (raise {setting} or narrow match[] and the time range)"
+
+
+async def series(request: web.Request) -> web.Response:
+    params = await read_params(request)
+    sets = parse_match(params)
+    if not sets:
+        raise BadData('invalid parameter "match[]": no match[] parameter provided')
+    start_ms, end_ms = _window(request, params)
+    limit, by_user = _cap(request, params, request.app[CONFIG].query_max_metadata_series)
+    ctx = query_context(request, params.get("timeout"), metadata=True)
+    ctx.max_series = max(ctx.max_series, limit + 1)  # the cap truncates; it does not fail
+    storage = request.app[STORAGE]
+
+    def work():
+        seen: dict = {}
+        for ms in sets:
+            for lb in storage.select_series(ms, start_ms, end_ms, ctx, limit=limit + 1 - len(seen)).labels:
+                seen[lb] = None
+            if len(seen) > limit:
+                break
+        return list(seen)
+
+    found = await run_guarded(request, "series", ctx, work)
+    warnings = []
+    if len(found) > limit:
+        found = found[:limit]
+        warnings.append(_truncation_warning(by_user, limit, "--query.max-metadata-series"))
+    return success([dict(lb) for lb in found], warnings)
+
+
+async def label_names(request: web.Request) -> web.Response:
+    params = await read_params(request)
+    sets = parse_match(params) or [[]]
+    start_ms, end_ms = _window(request, params)
+    limit, by_user = _cap(request, params, request.app[CONFIG].query_max_label_values)
+    ctx = query_context(request, params.get("timeout"), metadata=True)
+    storage = request.app[STORAGE]
+
+    def work():
+        names: set[str] = set()
+        for ms in sets:
+            names.update(storage.label_names(ms, start_ms, end_ms, ctx))
+        return sorted(names)
+
+    names = await run_guarded(request, "labels", ctx, work)
+    warnings = []
+    if len(names) > limit:
+        names = names[:limit]
+        warnings.append(_truncation_warning(by_user, limit, "--query.max-label-values"))
+    return success(names, warnings)
+
+
+async def label_values(request: web.Request) -> web.Response:
+    name = request.match_info["name"]
+    params = await read_params(request)
+    sets = parse_match(params) or [[]]
+    start_ms, end_ms = _window(request, params)
+    limit, by_user = _cap(request, params, request.app[CONFIG].query_max_label_values)
+    ctx = query_context(request, params.get("timeout"), metadata=True)
+    storage = request.app[STORAGE]
+
+    def work():
+        values: set[str] = set()
+        for ms in sets:
+            values.update(storage.label_values(name, ms, start_ms, end_ms, ctx))
+        return sorted(values)
+
+    values = await run_guarded(request, "label_values", ctx, work)
+    warnings = []
+    if len(values) > limit:
+        values = values[:limit]
+        warnings.append(_truncation_warning(by_user, limit, "--query.max-label-values"))
+    return success(values, warnings)
+
+
+async def metadata(request: web.Request) -> web.Response:
+    params = await read_params(request)
+    limit = parse_limit(params.get("limit"))
+    metric = params.get("metric") or None
+    return success(request.app[STORAGE].metadata(metric, limit))
+
+
+async def buildinfo(request: web.Request) -> web.Response:
+    from .. import __version__
+
+    # No "features" field: Grafana then treats us as Prometheus and picks APIs by version.
+    return success({"version": "2.42.0", "revision": f"metricsgw-{__version__}", "branch": "metricsgw",
+                    "buildUser": "metricsgw", "buildDate": "", "goVersion": "python"})
+
+
+async def query_exemplars(request: web.Request) -> web.Response:
+    params = await read_params(request)
+    if params.get("query") is not None:
+        parser.parse(params["query"])
+    return success([])

@@ -1,0 +1,78 @@
+"""/api/v1/query, /api/v1/query_range, /api/v1/format_query."""
+
+from __future__ import annotations
+
+import time
+
+from aiohttp import web
+
+from ..appkeys import BLOCKED, CONFIG, ENGINE, TELEMETRY
+from ..errors import BadData
+from ..limits.context import QueryContext
+from ..promql import parser
+from ..promql.render import render
+from .params import now_s, parse_step, parse_time, parse_timeout, read_params
+from .response import success
+from .running import run_guarded
+
+
+def query_context(request: web.Request, timeout_param: str | None, metadata: bool = False) -> QueryContext:
+    cfg = request.app[CONFIG]
+    if metadata:
+        return QueryContext.for_request(parse_timeout(timeout_param), cfg.query_metadata_timeout,
+                                        timeout_setting="--query.metadata-timeout",
+                                        max_samples=cfg.query_max_samples, max_series=cfg.query_max_series)
+    return QueryContext.for_request(parse_timeout(timeout_param), cfg.query_timeout,
+                                    max_samples=cfg.query_max_samples, max_series=cfg.query_max_series)
+
+
+def _query_text(params) -> str:
+    q = params.get("query")
+    if q is None or q.strip() == "":
+        raise BadData('invalid parameter "query": 1:1: parse error: no expression found in input')
+    return q
+
+
+async def instant_query(request: web.Request) -> web.Response:
+    params = await read_params(request)
+    query = _query_text(params)
+    t = parse_time(params.get("time"), "time", default=now_s())
+    ctx = query_context(request, params.get("timeout"))
+    request.app[BLOCKED].check(query, None, None)
+    engine = request.app[ENGINE]
+    t0 = time.perf_counter()
+    value = await run_guarded(request, "query", ctx, lambda: render(engine.instant(query, t, ctx)))
+    request.app[TELEMETRY].query_duration.labels("query").observe(time.perf_counter() - t0)
+    return success(value)
+
+
+async def range_query(request: web.Request) -> web.Response:
+    params = await read_params(request)
+    query = _query_text(params)
+    start = parse_time(params.get("start"), "start")
+    end = parse_time(params.get("end"), "end")
+    if end < start:
+        raise BadData('invalid parameter "end": end timestamp must not be before start time')
+    step = parse_step(params.get("step"))
+    if step <= 0:
+        raise BadData('invalid parameter "step": zero or negative query resolution step widths are not accepted. '
+                      "Try a positive integer")
+    cfg = request.app[CONFIG]
+    if (end - start) / step > cfg.query_max_points_per_series:
+        raise BadData(f'invalid parameter "step": exceeded maximum resolution of '
+                      f'{cfg.query_max_points_per_series:,} points per timeseries. '
+                      "Try decreasing the query resolution (?step=XX)")
+    ctx = query_context(request, params.get("timeout"))
+    request.app[BLOCKED].check(query, end - start, step)
+    engine = request.app[ENGINE]
+    t0 = time.perf_counter()
+    value = await run_guarded(request, "query_range", ctx,
+                              lambda: render(engine.range(query, start, end, step, ctx)))
+    request.app[TELEMETRY].query_duration.labels("query_range").observe(time.perf_counter() - t0)
+    return success(value)
+
+
+async def format_query(request: web.Request) -> web.Response:
+    params = await read_params(request)
+    expr = parser.parse(_query_text(params))
+    return success(expr.prettify())

@@ -1,0 +1,55 @@
+"""Run blocking query work off the event loop, inside the guard, stoppable.
+
+A query runs in the query thread pool (never the one ingestion uses). Its ``QueryContext`` is
+interrupted when the deadline passes (a timer) or when aiohttp cancels the handler because the
+client hung up, which stops DuckDB at once and numpy work at the next stage check.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Callable, TypeVar
+
+from aiohttp import web
+
+from ..appkeys import GUARD, QUERY_POOL, TELEMETRY
+from ..errors import GatewayError, LimitExceeded, QueryTimeout
+from ..limits.context import QueryContext
+
+T = TypeVar("T")
+
+
+async def run_guarded(request: web.Request, kind: str, ctx: QueryContext, fn: Callable[[], T]) -> T:
+    guard = request.app[GUARD]
+    tel = request.app[TELEMETRY]
+    async with guard.slot(kind):
+        loop = asyncio.get_running_loop()
+        timer = loop.call_later(max(ctx.remaining(), 0.0), ctx.interrupt)
+        fut = loop.run_in_executor(request.app[QUERY_POOL], fn)
+        try:
+            return await asyncio.shield(fut)
+        except asyncio.CancelledError:
+            ctx.cancel()  # the client went away: stop DuckDB and the evaluator
+            tel.guard_rejections.labels("client_disconnect").inc()
+            raise
+        except QueryTimeout:
+            tel.guard_rejections.labels(ctx.timeout_setting.lstrip("-")).inc()
+            raise
+        except LimitExceeded as err:
+            tel.guard_rejections.labels(_limit_name(err)).inc()
+            raise
+        except GatewayError:
+            raise
+        finally:
+            timer.cancel()
+
+
+def _limit_name(err: LimitExceeded) -> str:
+    text = str(err)
+    start = text.find("--")
+    if start < 0:
+        return "other"
+    end = start + 2
+    while end < len(text) and (text[end].isalnum() or text[end] in ".-_"):
+        end += 1
+    return text[start + 2:end]

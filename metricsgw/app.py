@@ -1,0 +1,110 @@
+"""build_app(cfg): the components, the routes, start-up (WAL replay) and clean-up."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from concurrent.futures import ThreadPoolExecutor
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from . import appkeys as K
+from .api import metadata, query
+from .api.middleware import prometheus_errors
+from .config import Config
+from .ingest.pipeline import IngestPipeline
+from .limits.blocked import BlockedQueries
+from .limits.guard import QueryGuard
+from .limits.ingest import IngestLimits
+from .promql.engine import Engine
+from .remote.write_handler import handle_write
+from .rules.loader import RuleHolder
+from .storage.store import Storage
+from .telemetry import Telemetry
+
+log = logging.getLogger(__name__)
+
+
+def build_app(cfg: Config, telemetry: Telemetry | None = None) -> web.Application:
+    tel = telemetry or Telemetry()
+    app = web.Application(middlewares=[prometheus_errors], client_max_size=cfg.remote_write_max_body_size)
+    storage = Storage(
+        cfg.storage_path, flush_interval_s=cfg.storage_flush_interval, flush_max_samples=cfg.storage_flush_max_samples,
+        partition_ms=int(cfg.storage_partition_duration * 1000), retention_ms=int(cfg.storage_retention_time * 1000),
+        wal_segment_size=cfg.storage_wal_segment_size, duckdb_memory_limit=cfg.storage_duckdb_memory_limit,
+        duckdb_threads=cfg.storage_duckdb_threads, telemetry=tel)
+    rules = RuleHolder(cfg.rules_file, tel)
+    app[K.CONFIG] = cfg
+    app[K.TELEMETRY] = tel
+    app[K.STORAGE] = storage
+    app[K.RULES] = rules
+    app[K.PIPELINE] = IngestPipeline(storage, tel, rules_holder=rules, limits=IngestLimits(cfg))
+    app[K.ENGINE] = Engine(storage, lookback_s=cfg.query_lookback_delta, max_points=cfg.query_max_points_per_series)
+    app[K.GUARD] = QueryGuard(cfg.query_max_concurrency, cfg.query_max_queue, cfg.query_queue_timeout, tel)
+    app[K.BLOCKED] = BlockedQueries(cfg.query_blocked)
+    # Queries get their own threads: ingestion (event loop + WAL thread) never waits behind them.
+    app[K.QUERY_POOL] = ThreadPoolExecutor(cfg.query_max_concurrency + 2, thread_name_prefix="query")
+
+    r = app.router
+    r.add_post("/api/v1/write", handle_write)
+    for path, handler in (("/api/v1/query", query.instant_query), ("/api/v1/query_range", query.range_query),
+                          ("/api/v1/series", metadata.series), ("/api/v1/labels", metadata.label_names),
+                          ("/api/v1/format_query", query.format_query)):
+        r.add_get(path, handler)
+        r.add_post(path, handler)
+    r.add_get("/api/v1/label/{name}/values", metadata.label_values)
+    r.add_get("/api/v1/metadata", metadata.metadata)
+    r.add_get("/api/v1/status/buildinfo", metadata.buildinfo)
+    r.add_get("/api/v1/query_exemplars", metadata.query_exemplars)
+    r.add_post("/api/v1/query_exemplars", metadata.query_exemplars)
+    r.add_get("/-/healthy", healthy)
+    r.add_get("/-/ready", ready)
+    r.add_post("/-/reload", reload_rules)
+    r.add_put("/-/reload", reload_rules)
+    r.add_get("/metrics", own_metrics)
+
+    app.on_startup.append(_open_storage)
+    app.on_cleanup.append(_close_storage)
+    return app
+
+
+async def _open_storage(app: web.Application) -> None:
+    # Replay in the background so /-/healthy answers at once and /-/ready turns 200 when done.
+    storage = app[K.STORAGE]
+
+    async def replay() -> None:
+        await asyncio.to_thread(storage.open)
+        storage.start_background()
+
+    app[K.REPLAY_TASK] = asyncio.get_running_loop().create_task(replay())
+
+
+async def _close_storage(app: web.Application) -> None:
+    task = app[K.REPLAY_TASK]
+    if not task.done():
+        await task
+    await asyncio.to_thread(app[K.STORAGE].close)
+    app[K.QUERY_POOL].shutdown(wait=False, cancel_futures=True)
+
+
+async def healthy(request: web.Request) -> web.Response:
+    return web.Response(text="metricsgw is Healthy.\n")
+
+
+async def ready(request: web.Request) -> web.Response:
+    if request.app[K.STORAGE].ready:
+        return web.Response(text="metricsgw is Ready.\n")
+    return web.Response(status=503, text="Service Unavailable: replaying the WAL\n")
+
+
+async def reload_rules(request: web.Request) -> web.Response:
+    ok, message = request.app[K.RULES].reload()
+    if ok:
+        return web.Response(text=message + "\n")
+    return web.Response(status=500, text=f"failed to reload rules, keeping the last good ones: {message}\n")
+
+
+async def own_metrics(request: web.Request) -> web.Response:
+    body = generate_latest(request.app[K.TELEMETRY].registry)
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})

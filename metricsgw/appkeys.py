@@ -1,0 +1,18 @@
+"""Typed keys for the components an aiohttp app carries (created in app.build_app)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+CONFIG: web.AppKey[Any] = web.AppKey("config")
+STORAGE: web.AppKey[Any] = web.AppKey("storage")
+TELEMETRY: web.AppKey[Any] = web.AppKey("telemetry")
+PIPELINE: web.AppKey[Any] = web.AppKey("pipeline")
+RULES: web.AppKey[Any] = web.AppKey("rules")
+ENGINE: web.AppKey[Any] = web.AppKey("engine")
+GUARD: web.AppKey[Any] = web.AppKey("guard")
+BLOCKED: web.AppKey[Any] = web.AppKey("blocked")
+QUERY_POOL: web.AppKey[Any] = web.AppKey("query_pool")
+REPLAY_TASK: web.AppKey[Any] = web.AppKey("replay_task")

@@ -1,0 +1,86 @@
+"""`metricsgw serve [flags]` and `metricsgw check rules FILE...`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+
+from . import __version__
+from .config import SETTINGS, ConfigError, load
+
+
+def _serve_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser("serve", help="run the gateway",
+                       description="Run the gateway. Every flag is also a config-file key (same name).")
+    p.add_argument("--config.file", dest="config_file", default=None,
+                   help="YAML file of settings; flags override it")
+    for s in SETTINGS:
+        default = s.default if not s.repeated else "none"
+        kwargs = {"dest": s.attr, "help": s.help, "default": argparse.SUPPRESS, "metavar": "VALUE"}
+        if s.repeated:
+            kwargs["action"] = "append"
+        p.add_argument(s.flag, **kwargs)
+        p._option_string_actions[s.flag].help = f"{s.help} (default: {_show(default)})"
+    return p
+
+
+def _show(value) -> str:
+    return str(value) if not isinstance(value, float) else f"{value:g}s"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="metricsgw", description="Prometheus-compatible metrics gateway and query guard.")
+    parser.add_argument("--version", action="version", version=f"metricsgw {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _serve_parser(sub)
+    check = sub.add_parser("check", help="validate files, like promtool check")
+    check_sub = check.add_subparsers(dest="what", required=True)
+    rules = check_sub.add_parser("rules", help="validate relabel rule files")
+    rules.add_argument("files", nargs="+")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "check":
+        from .rules.check import main as check_rules
+        return check_rules(args.files)
+    overrides = {s.name: getattr(args, s.attr) for s in SETTINGS if hasattr(args, s.attr)}
+    try:
+        cfg = load(overrides, args.config_file)
+    except ConfigError as err:
+        print(f"metricsgw: error: {err}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=getattr(logging, cfg.log_level.upper().replace("WARN", "WARNING"), logging.INFO),
+                        format="ts=%(asctime)s level=%(levelname)s component=%(name)s msg=%(message)s")
+    try:
+        asyncio.run(_serve(cfg))
+    except ConfigError as err:
+        print(f"metricsgw: error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+async def _serve(cfg) -> None:
+    from aiohttp import web
+
+    from .app import build_app
+    from .appkeys import RULES
+
+    app = build_app(cfg)
+    host, _, port = cfg.web_listen_address.rpartition(":")
+    runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host or "0.0.0.0", int(port), backlog=cfg.web_max_connections)
+    await site.start()
+    logging.getLogger("metricsgw").info("listening on %s, storage at %s", cfg.web_listen_address, cfg.storage_path)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    loop.add_signal_handler(signal.SIGINT, stop.set)
+    loop.add_signal_handler(signal.SIGHUP, lambda: app[RULES].reload())
+    await stop.wait()
+    await runner.cleanup()

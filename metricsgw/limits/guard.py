@@ -1,0 +1,105 @@
+"""The query guard: at most ``max_concurrency`` queries run; up to ``max_queue`` wait, in order.
+
+``async with guard.slot("query_range"):`` waits for a slot. A full queue answers at once with
+``TooManyRequests`` (429 + Retry-After), so Grafana backs off instead of piling on; a query that
+waited longer than ``queue_timeout_s`` gets ``Unavailable`` (503). A finished query hands its
+slot straight to the oldest waiter, so a newcomer cannot overtake the queue.
+
+Runs on the event loop (not thread-safe by design: slots are taken before work goes to threads).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import math
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator
+
+from ..errors import TooManyRequests, Unavailable
+
+
+class QueryGuard:
+    def __init__(self, max_concurrency: int, max_queue: int, queue_timeout_s: float, telemetry: Any = None) -> None:
+        if max_concurrency < 1:
+            raise ValueError("max_concurrency must be >= 1")
+        self.max_concurrency = max_concurrency
+        self.max_queue = max(0, max_queue)
+        self.queue_timeout_s = queue_timeout_s
+        self.telemetry = telemetry
+        self.running = 0
+        self._waiters: collections.deque[asyncio.Future] = collections.deque()
+
+    @property
+    def queued(self) -> int:
+        return len(self._waiters)
+
+    @asynccontextmanager
+    async def slot(self, kind: str = "query") -> AsyncIterator[None]:
+        await self._acquire(kind)
+        try:
+            yield
+        finally:
+            self._release()
+
+    async def _acquire(self, kind: str) -> None:
+        if self.running < self.max_concurrency and not self._waiters:
+            self.running += 1
+            self._report()
+            return
+        if len(self._waiters) >= self.max_queue:
+            self._rejected("max_queue")
+            raise TooManyRequests(
+                f"too many queries: {self.running} running and {len(self._waiters)} queued "
+                f"(limits --query.max-concurrency={self.max_concurrency}, --query.max-queue={self.max_queue}); "
+                f"{kind} refused, retry later", retry_after_s=self._retry_after())
+        fut: asyncio.Future = asyncio.get_running_loop().create_future()
+        self._waiters.append(fut)
+        self._report()
+        try:
+            await asyncio.wait_for(asyncio.shield(fut), self.queue_timeout_s)
+        except (asyncio.TimeoutError, asyncio.CancelledError) as exc:
+            if fut.done() and not fut.cancelled():
+                self._release()  # the slot was handed to us just as we gave up: pass it on
+            else:
+                fut.cancel()
+                self._remove(fut)
+            self._report()
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            self._rejected("queue_timeout")
+            raise Unavailable(
+                f"{kind} waited {self.queue_timeout_s:g}s for a query slot "
+                f"(limits --query.queue-timeout={self.queue_timeout_s:g}s, "
+                f"--query.max-concurrency={self.max_concurrency}); the server is overloaded, retry later",
+                retry_after_s=self._retry_after()) from None
+        # a slot handed over by _release: running was not decremented for us
+        self._report()
+
+    def _release(self) -> None:
+        while self._waiters:
+            fut = self._waiters.popleft()
+            if not fut.done():
+                fut.set_result(None)  # hand the slot over; running stays the same
+                self._report()
+                return
+        self.running -= 1
+        self._report()
+
+    def _remove(self, fut: asyncio.Future) -> None:
+        try:
+            self._waiters.remove(fut)
+        except ValueError:
+            pass
+
+    def _retry_after(self) -> int:
+        return max(1, math.ceil(min(self.queue_timeout_s, 60.0)))
+
+    def _rejected(self, limit: str) -> None:
+        if self.telemetry is not None:
+            self.telemetry.guard_rejections.labels(limit=limit).inc()
+
+    def _report(self) -> None:
+        if self.telemetry is not None:
+            self.telemetry.queries_inflight.set(self.running)
+            self.telemetry.queries_queued.set(len(self._waiters))

@@ -1,0 +1,210 @@
+"""Aggregation operators over a (series x step) matrix: each series maps to a group id,
+and groups are reduced with ufunc.at / masked sorts, for all steps at once."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..errors import ExecError
+from ..model import METRIC_NAME, Labels
+from .format import format_value
+from .value import Series
+
+
+def group_labels(labels: Labels, without: bool, names: list[str]) -> Labels:
+    if without:
+        drop = set(names) | {METRIC_NAME}
+        return tuple(p for p in labels if p[0] not in drop)
+    keep = set(names)
+    return tuple(p for p in labels if p[0] in keep)
+
+
+def _groups(s: Series, without: bool, names: list[str]) -> tuple[list[Labels], np.ndarray]:
+    keys: dict[Labels, int] = {}
+    gid = np.empty(len(s), np.int64)
+    for i, lbls in enumerate(s.labels):
+        g = group_labels(lbls, without, names)
+        gid[i] = keys.setdefault(g, len(keys))
+    return list(keys), gid
+
+
+def aggregate(op: str, s: Series, without: bool, names: list[str], param=None) -> Series:
+    steps = s.values.shape[1]
+    if op in ("topk", "bottomk"):
+        return _topk(s, without, names, param, op == "bottomk")
+    if op == "count_values":
+        return _count_values(s, without, names, param)
+    glabels, gid = _groups(s, without, names)
+    g = len(glabels)
+    m, v = s.mask, s.values
+    count = np.zeros((g, steps))
+    np.add.at(count, gid, m.astype(np.float64))
+    present = count > 0
+    if op == "sum":
+        out = np.zeros((g, steps))
+        np.add.at(out, gid, np.where(m, v, 0.0))
+    elif op == "count":
+        out = count
+    elif op == "group":
+        out = np.ones((g, steps))
+    elif op in ("min", "max"):
+        out = np.full((g, steps), np.nan)
+        fill = np.inf if op == "min" else -np.inf
+        (np.fmin if op == "min" else np.fmax).at(out, gid, np.where(m, v, np.nan))
+        del fill
+    elif op == "avg":
+        out = _avg(gid, g, v, m, count)
+    elif op in ("stddev", "stdvar"):
+        out = _welford_var(gid, g, v, m)
+        if op == "stddev":
+            out = np.sqrt(out)
+    elif op == "quantile":
+        out = _quantile(gid, g, v, m, param)
+    else:
+        raise ExecError(f"unknown aggregation {op}")
+    return Series(glabels, np.where(present, out, 0.0), present).compact()
+
+
+def _avg(gid, g, v, m, count) -> np.ndarray:
+    total = np.zeros(count.shape)
+    np.add.at(total, gid, np.where(m, v, 0.0))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = total / count
+    # Where the plain sum overflowed, use Prometheus's incremental mean, which does not.
+    bad = (count > 0) & ~np.isfinite(total)
+    if bad.any():
+        inc = _incremental_mean(gid, g, v, m)
+        out[bad] = inc[bad]
+    return out
+
+
+def _ranks(gid: np.ndarray, g: int) -> np.ndarray:
+    """Position of each series within its group, in input order."""
+    rank = np.empty(len(gid), np.int64)
+    seen = np.zeros(g, np.int64)
+    for i, x in enumerate(gid.tolist()):
+        rank[i] = seen[x]
+        seen[x] += 1
+    return rank
+
+
+def _incremental_mean(gid, g, v, m) -> np.ndarray:
+    """Prometheus 2.42's running mean: one pass per rank, all groups and steps at once."""
+    steps = v.shape[1]
+    mean = np.zeros((g, steps))
+    n = np.zeros((g, steps))
+    rank = _ranks(gid, g)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        for r in range(int(rank.max()) + 1 if len(rank) else 0):
+            rows = np.flatnonzero(rank == r)
+            gg, x, mm = gid[rows], v[rows], m[rows]
+            cur, nn = mean[gg], n[gg] + mm
+            same_inf = np.isinf(cur) & np.isinf(x) & ((cur > 0) == (x > 0))
+            finite_x = np.isinf(cur) & ~np.isinf(x) & ~np.isnan(x)
+            upd = cur + x / nn - cur / nn
+            new = np.where(mm & ~(same_inf | finite_x), upd, cur)
+            mean[gg], n[gg] = new, nn
+    return mean
+
+
+def _welford_var(gid, g, v, m) -> np.ndarray:
+    steps = v.shape[1]
+    mean = np.zeros((g, steps))
+    acc = np.zeros((g, steps))
+    n = np.zeros((g, steps))
+    rank = _ranks(gid, g)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        for r in range(int(rank.max()) + 1 if len(rank) else 0):
+            rows = np.flatnonzero(rank == r)
+            gg, x, mm = gid[rows], v[rows], m[rows]
+            nn = n[gg] + mm
+            delta = x - mean[gg]
+            new_mean = np.where(mm, mean[gg] + delta / nn, mean[gg])
+            acc[gg] = np.where(mm, acc[gg] + delta * (x - new_mean), acc[gg])
+            mean[gg], n[gg] = new_mean, nn
+        return acc / n
+
+
+def quantile_sorted(q: float, vals: np.ndarray) -> float:
+    """Prometheus's quantile() over already sorted values (NaNs first)."""
+    n = len(vals)
+    if n == 0:
+        return math.nan
+    if math.isnan(q):
+        return math.nan
+    if q < 0:
+        return -math.inf
+    if q > 1:
+        return math.inf
+    rank = q * (n - 1)
+    lower = max(0, math.floor(rank))
+    upper = min(n - 1, lower + 1)
+    w = rank - math.floor(rank)
+    return float(vals[lower] * (1 - w) + vals[upper] * w)
+
+
+def _quantile(gid, g, v, m, q) -> np.ndarray:
+    steps = v.shape[1]
+    out = np.full((g, steps), np.nan)
+    qs = q.values
+    for gi in range(g):
+        rows = np.flatnonzero(gid == gi)
+        for k in range(steps):
+            vals = v[rows, k][m[rows, k]]
+            nan = np.isnan(vals)
+            out[gi, k] = quantile_sorted(qs[k], np.concatenate([vals[nan], np.sort(vals[~nan])]))
+    return out
+
+
+def _topk(s: Series, without: bool, names: list[str], param, bottom: bool) -> Series:
+    steps = s.values.shape[1]
+    _, gid = _groups(s, without, names)
+    ks = np.nan_to_num(param.values, nan=0.0, posinf=2**62, neginf=-(2**62))
+    ks = np.clip(ks, -(2**62), 2**62).astype(np.int64)
+    v, m = s.values, s.mask
+    nan = np.isnan(v)
+    # Sort key per step: present non-NaN by value, then NaN, then absent (never picked).
+    tier = np.where(~m, 2, np.where(nan, 1, 0))
+    val = np.where(m & ~nan, -v if not bottom else v, 0.0)
+    keep = np.zeros(m.shape, bool)
+    rank_of = np.zeros(m.shape, np.int64)
+    for gi in np.unique(gid):
+        rows = np.flatnonzero(gid == gi)
+        order = np.lexsort((val[rows], tier[rows]), axis=0)  # [members, steps]
+        ranks = np.empty_like(order)
+        np.put_along_axis(ranks, order, np.arange(len(rows))[:, None].repeat(steps, 1), axis=0)
+        keep[rows] = (ranks < ks[None, :]) & m[rows]
+        rank_of[rows] = ranks
+    out = Series(list(s.labels), np.where(keep, v, 0.0), keep).compact()
+    if steps == 1 and len(out):
+        # Instant result order: by group of first appearance, then rank (Prometheus's order).
+        kept = np.flatnonzero(keep.any(axis=1))
+        order = np.lexsort((rank_of[kept, 0], gid[kept]))
+        out = Series([out.labels[i] for i in order], out.values[order], out.mask[order])
+    return out
+
+
+def _count_values(s: Series, without: bool, names: list[str], label: str) -> Series:
+    if not _valid_label_name(label):
+        raise ExecError(f"invalid label name {label!r}")
+    steps = s.values.shape[1]
+    cells: dict[Labels, np.ndarray] = {}
+    rows, cols = np.nonzero(s.mask)
+    for i, k in zip(rows.tolist(), cols.tolist()):
+        base = group_labels(s.labels[i], without, names)
+        lbls = tuple(sorted([p for p in base if p[0] != label] + [(label, format_value(s.values[i, k]))]))
+        arr = cells.get(lbls)
+        if arr is None:
+            arr = cells[lbls] = np.zeros(steps)
+        arr[k] += 1
+    labels = list(cells)
+    vals = np.array([cells[l] for l in labels]).reshape(len(labels), steps)
+    return Series(labels, vals, vals > 0)
+
+
+def _valid_label_name(name: str) -> bool:
+    import re
+
+    return re.fullmatch(r"[a-zA-Z_][a-zA-Z0-9_]*", name) is not None

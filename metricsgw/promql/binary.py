@@ -1,0 +1,223 @@
+"""Binary operators: arithmetic, comparisons and set operators, with Prometheus's vector
+matching (on/ignoring, group_left/group_right), over whole (series x step) matrices.
+
+Label signatures are matched once; each result row then takes its partner's values
+for all steps in one numpy expression."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ExecError
+from ..model import METRIC_NAME, Labels
+from .value import ScalarSteps, Series, drop_name
+
+ARITH = {"+", "-", "*", "/", "%", "^", "atan2"}
+COMPARE = {"==", "!=", ">", "<", ">=", "<="}
+SETOPS = {"and", "or", "unless"}
+
+
+def apply(op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        if op == "+":
+            return a + b
+        if op == "-":
+            return a - b
+        if op == "*":
+            return a * b
+        if op == "/":
+            return a / b
+        if op == "%":
+            return np.fmod(a, b)
+        if op == "^":
+            return np.power(a, b)
+        if op == "atan2":
+            return np.arctan2(a, b)
+        if op == "==":
+            return a == b
+        if op == "!=":
+            return a != b
+        if op == ">":
+            return a > b
+        if op == "<":
+            return a < b
+        if op == ">=":
+            return a >= b
+        if op == "<=":
+            return a <= b
+    raise ExecError(f"unknown operator {op}")
+
+
+def scalar_scalar(op: str, a: ScalarSteps, b: ScalarSteps) -> ScalarSteps:
+    r = apply(op, a.values, b.values)
+    return ScalarSteps(r.astype(np.float64))
+
+
+def vector_scalar(op: str, vec: Series, sc: ScalarSteps, vec_on_left: bool, return_bool: bool) -> Series:
+    s = sc.values[None, :]
+    lhs, rhs = (vec.values, s) if vec_on_left else (s, vec.values)
+    res = apply(op, lhs, rhs)
+    if op in COMPARE:
+        if return_bool:
+            vals, mask = res.astype(np.float64), vec.mask
+        else:
+            vals, mask = vec.values, vec.mask & res  # the vector's value is kept either side
+    else:
+        vals, mask = res, vec.mask
+    labels = vec.labels
+    if op in ARITH or return_bool:
+        labels = [drop_name(l) for l in labels]
+    return dedupe(Series(labels, np.where(mask, vals, 0.0), mask).compact())
+
+
+def _signature(labels: Labels, on: bool, names: list[str]) -> Labels:
+    if on:
+        keep = set(names)
+        return tuple(p for p in labels if p[0] in keep)
+    drop = set(names) | {METRIC_NAME}
+    return tuple(p for p in labels if p[0] not in drop)
+
+
+def _fmt(labels: Labels) -> str:
+    return "{" + ", ".join(f'{n}="{v}"' for n, v in labels) + "}"
+
+
+def _index_one_side(s: Series, on: bool, names: list[str], side: str):
+    """For each signature, the row present at each step: (sigs, row[n_sigs, steps], has)."""
+    sig_ids: dict[Labels, int] = {}
+    sig_of = np.empty(len(s), np.int64)
+    for i, l in enumerate(s.labels):
+        sig_of[i] = sig_ids.setdefault(_signature(l, on, names), len(sig_ids))
+    steps = s.mask.shape[1]
+    cnt = np.zeros((len(sig_ids), steps), np.int64)
+    np.add.at(cnt, sig_of, s.mask.astype(np.int64))
+    if (cnt > 1).any():
+        g, k = np.argwhere(cnt > 1)[0]
+        rows = [i for i in np.flatnonzero(sig_of == g) if s.mask[i, k]][:2]
+        sig = list(sig_ids)[g]
+        raise ExecError(
+            f"found duplicate series for the match group {_fmt(sig)} on the {side} hand-side of the operation: "
+            f"[{_fmt(s.labels[rows[0]])}, {_fmt(s.labels[rows[1]])}];"
+            "many-to-many matching not allowed: matching labels must be unique on one side"
+        )
+    row = np.full((len(sig_ids), steps), -1, np.int64)
+    rr, kk = np.nonzero(s.mask)
+    row[sig_of[rr], kk] = rr
+    return sig_ids, row
+
+
+def vector_vector(op: str, lhs: Series, rhs: Series, on: bool, names: list[str], card: str,
+                  include: list[str], return_bool: bool) -> Series:
+    if op in SETOPS:
+        return _set_op(op, lhs, rhs, on, names)
+    steps = lhs.mask.shape[1]
+    swap = card == "one-to-many"
+    many, one = (rhs, lhs) if swap else (lhs, rhs)
+    sigs, row = _index_one_side(one, on, names, "left" if swap else "right")
+    out_labels: list[Labels] = []
+    out_vals, out_mask = [], []
+    matched = np.zeros((len(sigs), steps), np.int64)
+    for i, l in enumerate(many.labels):
+        g = sigs.get(_signature(l, on, names))
+        if g is None:
+            continue
+        r = row[g]
+        ok = (r >= 0) & many.mask[i]
+        if not ok.any():
+            continue
+        partner = one.values[np.maximum(r, 0), np.arange(steps)]
+        a, b = (partner, many.values[i]) if swap else (many.values[i], partner)
+        res = apply(op, a, b)
+        if op in COMPARE:
+            if return_bool:
+                vals = res.astype(np.float64)
+            else:
+                vals = a  # comparisons keep the left-hand value
+                ok = ok & res
+        else:
+            vals = res
+        matched[g] += ok
+        out_labels.append(_result_labels(l, one.labels, r, ok, op, on, names, card, include, return_bool))
+        out_vals.append(np.where(ok, vals, 0.0))
+        out_mask.append(ok)
+    if card == "one-to-one" and (matched > 1).any():
+        raise ExecError("multiple matches for labels: many-to-one matching must be explicit (group_left/group_right)")
+    if not out_labels:
+        return Series.empty(steps)
+    res_s = Series(out_labels, np.array(out_vals), np.array(out_mask)).compact()
+    if card != "one-to-one":
+        return dedupe(res_s, "multiple matches for labels: grouping labels must ensure unique matches")
+    return dedupe(res_s)
+
+
+def _result_labels(l: Labels, one_labels, r, ok, op, on, names, card, include, return_bool) -> Labels:
+    d = dict(l)
+    if op in ARITH or return_bool:
+        d.pop(METRIC_NAME, None)
+    if card == "one-to-one":
+        if on:
+            d = {k: v for k, v in d.items() if k in set(names)}
+        else:
+            for n in names:
+                d.pop(n, None)
+    if include:
+        # Included labels come from the "one" side (first step where a partner exists).
+        k = int(np.flatnonzero(ok)[0])
+        other = dict(one_labels[int(r[k])])
+        for n in include:
+            if other.get(n, ""):
+                d[n] = other[n]
+            else:
+                d.pop(n, None)
+    return tuple(sorted(d.items()))
+
+
+def _set_op(op: str, lhs: Series, rhs: Series, on: bool, names: list[str]) -> Series:
+    steps = lhs.mask.shape[1]
+
+    def presence(s: Series) -> dict[Labels, np.ndarray]:
+        got: dict[Labels, np.ndarray] = {}
+        for i, l in enumerate(s.labels):
+            sig = _signature(l, on, names)
+            got[sig] = got.get(sig, np.zeros(steps, bool)) | s.mask[i]
+        return got
+
+    if op in ("and", "unless"):
+        rp = presence(rhs)
+        none = np.zeros(steps, bool)
+        masks = []
+        for i, l in enumerate(lhs.labels):
+            has = rp.get(_signature(l, on, names), none)
+            masks.append(lhs.mask[i] & (has if op == "and" else ~has))
+        mask = np.array(masks).reshape(len(lhs), steps)
+        return Series(list(lhs.labels), np.where(mask, lhs.values, 0.0), mask).compact()
+    lp = presence(lhs)
+    none = np.zeros(steps, bool)
+    rmask = np.array([rhs.mask[i] & ~lp.get(_signature(l, on, names), none) for i, l in enumerate(rhs.labels)])
+    rmask = rmask.reshape(len(rhs), steps)
+    labels = list(lhs.labels) + list(rhs.labels)
+    values = np.concatenate([lhs.values, np.where(rmask, rhs.values, 0.0)])
+    mask = np.concatenate([lhs.mask, rmask])
+    return Series(labels, values, mask).compact()
+
+
+def dedupe(s: Series, msg: str = "vector cannot contain metrics with the same labelset") -> Series:
+    """Merge rows whose label sets became equal (e.g. after dropping __name__); two of them
+    with a point at the same step is Prometheus's 'same labelset' error."""
+    if len(set(s.labels)) == len(s.labels):
+        return s
+    where: dict[Labels, int] = {}
+    labels, vals, masks = [], [], []
+    for i, l in enumerate(s.labels):
+        j = where.get(l)
+        if j is None:
+            where[l] = len(labels)
+            labels.append(l)
+            vals.append(s.values[i].copy())
+            masks.append(s.mask[i].copy())
+            continue
+        if (masks[j] & s.mask[i]).any():
+            raise ExecError(msg)
+        vals[j] = np.where(s.mask[i], s.values[i], vals[j])
+        masks[j] |= s.mask[i]
+    return Series(labels, np.array(vals), np.array(masks))

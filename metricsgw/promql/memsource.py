@@ -1,0 +1,84 @@
+"""An in-memory sample source with the storage read interface, for tests and golden scripts.
+
+It implements exactly the three read methods the engine may use, with the same types
+and ordering guarantees as the DuckDB storage (samples sorted by (sid, t), one per (sid, t)).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..limits.context import QueryContext
+from ..model import Labels, Matcher, canonical, labels_match, series_id
+from ..storage.batch import SampleBlock, SeriesSet
+
+
+class MemSource:
+    def __init__(self) -> None:
+        self._labels: dict[int, Labels] = {}
+        self._t: dict[int, list[np.ndarray]] = {}
+        self._v: dict[int, list[np.ndarray]] = {}
+        self._sorted: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def add(self, labels: Labels | dict[str, str], t_ms, v) -> int:
+        """Add samples of one series; a later sample at the same t replaces the earlier one."""
+        lbls = canonical(labels.items() if isinstance(labels, dict) else labels)
+        sid = series_id(lbls)
+        self._labels[sid] = lbls
+        self._t.setdefault(sid, []).append(np.asarray(t_ms, np.int64))
+        self._v.setdefault(sid, []).append(np.asarray(v, np.float64))
+        self._sorted.pop(sid, None)
+        return sid
+
+    def clear(self) -> None:
+        self.__init__()
+
+    def _series(self, sid: int) -> tuple[np.ndarray, np.ndarray]:
+        got = self._sorted.get(sid)
+        if got is None:
+            t = np.concatenate(self._t[sid])
+            v = np.concatenate(self._v[sid])
+            # Last write wins: reverse, stable-unique on t, keep the first (= latest) seen.
+            rt, rv = t[::-1], v[::-1]
+            ut, first = np.unique(rt, return_index=True)
+            got = (ut, rv[first])
+            self._sorted[sid] = got
+        return got
+
+    # ---- the read interface ----------------------------------------------------------
+
+    def select_series(
+        self, matchers: list[Matcher], start_ms: int, end_ms: int, ctx: QueryContext, limit: int | None = None
+    ) -> SeriesSet:
+        ctx.check("select series")
+        hits = []
+        for sid, lbls in self._labels.items():
+            if not labels_match(lbls, matchers):
+                continue
+            t, _ = self._series(sid)
+            if len(t) and t[0] <= end_ms and t[-1] >= start_ms:
+                hits.append((lbls, sid))
+        hits.sort()
+        if limit:
+            hits = hits[:limit]
+        return SeriesSet(np.array([s for _, s in hits], np.int64), [lbls for lbls, _ in hits])
+
+    def estimate_samples(self, series: SeriesSet, start_ms: int, end_ms: int) -> int:
+        n = 0
+        for sid in series.ids.tolist():
+            t, _ = self._series(sid)
+            n += int(np.searchsorted(t, end_ms, "right") - np.searchsorted(t, start_ms, "left"))
+        return n
+
+    def read_samples(self, ids: np.ndarray, start_ms: int, end_ms: int, ctx: QueryContext) -> SampleBlock:
+        ctx.check("read samples")
+        sids, ts, vs = [], [], []
+        for sid in sorted(ids.tolist()):
+            t, v = self._series(sid)
+            a, b = np.searchsorted(t, start_ms, "left"), np.searchsorted(t, end_ms, "right")
+            sids.append(np.full(b - a, sid, np.int64))
+            ts.append(t[a:b])
+            vs.append(v[a:b])
+        if not sids:
+            return SampleBlock.empty()
+        return SampleBlock(np.concatenate(sids), np.concatenate(ts), np.concatenate(vs))

@@ -1,0 +1,117 @@
+"""Adapter over the ``promql_parser`` package (a Rust PromQL parser).
+
+The engine walks promql_parser's own AST; this module owns everything that is awkward
+about it: error texts, durations as ms, the @ modifier, operator names.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+
+import promql_parser as pp
+
+from ..errors import BadData, NotSupported
+from ..model import Matcher
+
+MAX_QUERY_LEN = 1 << 16
+
+_OPS = {pp.MatchOp.Equal: "=", pp.MatchOp.NotEqual: "!=", pp.MatchOp.Re: "=~", pp.MatchOp.NotRe: "!~"}
+
+
+def parse(query: str) -> "pp.Expr":
+    """Parse a query; a syntax error becomes BadData worded like Prometheus's."""
+    if not query.strip():
+        raise BadData('invalid parameter "query": 1:1: parse error: no expression found in input')
+    try:
+        return pp.parse(query)
+    except ValueError as err:
+        msg = str(err)
+        if msg.startswith("unknown function with name"):
+            name = msg.rsplit(" ", 1)[-1].strip("'\"")
+            if name in _KNOWN_UNPARSED:
+                raise NotSupported(f"function {name}()") from None
+        raise BadData(f'invalid parameter "query": parse error: {msg}') from None
+    except BaseException as err:  # the Rust side panics on a few inputs (pyo3 PanicException)
+        if isinstance(err, (KeyboardInterrupt, SystemExit)):
+            raise
+        raise BadData(f'invalid parameter "query": parse error: {err}') from None
+
+
+# Functions Prometheus knows that the parser package does not.
+_KNOWN_UNPARSED = {"holt_winters"}
+
+
+def duration_ms(td: _dt.timedelta | None) -> int:
+    if td is None:
+        return 0
+    return (td.days * 86_400_000) + td.seconds * 1000 + td.microseconds // 1000
+
+
+def op_name(node: object) -> str:
+    """'sum', '+', '==', 'and', ... for AggregateExpr and BinaryExpr."""
+    return str(node.op)  # type: ignore[attr-defined]
+
+
+def matchers(vs: "pp.VectorSelector") -> list[Matcher]:
+    ms = vs.matchers
+    if ms.or_matchers:
+        raise NotSupported("'or' inside a label matcher set")
+    out = [Matcher(m.name, _OPS[m.op], m.value) for m in ms.matchers]
+    if vs.name and not any(m.name == "__name__" for m in out):
+        out.append(Matcher("__name__", "=", vs.name))
+    return out
+
+
+def at_modifier(node: object) -> tuple[str, int] | None:
+    """None, ("start", 0), ("end", 0) or ("at", ms) for a selector/subquery's @."""
+    try:
+        at = node.at  # type: ignore[attr-defined]
+    except AttributeError:
+        return None
+    if at is None:
+        return None
+    if at.type == pp.AtModifierType.Start:
+        return ("start", 0)
+    if at.type == pp.AtModifierType.End:
+        return ("end", 0)
+    try:
+        when = at.at
+    except BaseException as err:  # pyo3 panics converting a pre-1970 time
+        if isinstance(err, (KeyboardInterrupt, SystemExit)):
+            raise
+        raise NotSupported("@ modifier with a negative timestamp") from None
+    delta = when - _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+    return ("at", duration_ms(delta))
+
+
+def is_bool(node: "pp.BinaryExpr") -> bool:
+    return bool(node.modifier is not None and node.modifier.return_bool)
+
+
+def matching(node: "pp.BinaryExpr") -> tuple[bool, list[str], str, list[str]]:
+    """(on, labels, card, include) for a binary expression.
+
+    card is "one-to-one", "many-to-one" (group_left), "one-to-many" (group_right) or
+    "many-to-many" (set operators)."""
+    mod = node.modifier
+    if mod is None:
+        return False, [], "one-to-one", []
+    on, labels = False, []
+    if mod.matching is not None:
+        on = mod.matching.type == pp.LabelModifierType.Include
+        labels = list(mod.matching.labels)
+    card = {
+        pp.VectorMatchCardinality.OneToOne: "one-to-one",
+        pp.VectorMatchCardinality.ManyToOne: "many-to-one",
+        pp.VectorMatchCardinality.OneToMany: "one-to-many",
+        pp.VectorMatchCardinality.ManyToMany: "many-to-many",
+    }[mod.card]
+    return on, labels, card, list(mod.group_labels or [])
+
+
+def grouping(node: "pp.AggregateExpr") -> tuple[bool, list[str]]:
+    """(without, labels) of an aggregation."""
+    mod = node.modifier
+    if mod is None:
+        return False, []
+    return mod.type == pp.AggModifierType.Without, list(mod.labels)

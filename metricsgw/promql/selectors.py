@@ -1,0 +1,126 @@
+"""Selecting samples: instant selectors with lookback and staleness, and range windows.
+
+All steps at once: samples of every series are laid out in one array sorted by (series, t);
+one combined key (series * span + t) lets a single ``np.searchsorted`` find, for every
+(series, step), the last sample <= T and the first sample >= T - range.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..limits.context import QueryContext
+from ..model import Labels, Matcher, is_stale
+from .value import Ranges, Series
+
+
+class Loaded:
+    """Samples of the selected series, grouped by series in label order."""
+
+    def __init__(self, labels: list[Labels], t: np.ndarray, v: np.ndarray, offsets: np.ndarray):
+        self.labels, self.t, self.v, self.offsets = labels, t, v, offsets
+
+    def without_stale(self) -> "Loaded":
+        """Range windows skip stale markers, as Prometheus does."""
+        stale = is_stale(self.v)
+        if not stale.any():
+            return self
+        keep = ~stale
+        counts = _segment_counts(keep, self.offsets)
+        offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        return Loaded(self.labels, self.t[keep], self.v[keep], offsets)
+
+
+def _segment_counts(flags: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    csum = np.concatenate([[0], np.cumsum(flags, dtype=np.int64)])
+    return csum[offsets[1:]] - csum[offsets[:-1]]
+
+
+def load(source, matchers: list[Matcher], start_ms: int, end_ms: int, ctx: QueryContext) -> Loaded:
+    """Select series and read their samples in [start_ms, end_ms], charging budgets first."""
+    ctx.check("select series")
+    ss = source.select_series(matchers, start_ms, end_ms, ctx)
+    ctx.charge_series(len(ss), "select series")
+    if len(ss) == 0:
+        return Loaded([], np.empty(0, np.int64), np.empty(0), np.zeros(1, np.int64))
+    estimate = int(source.estimate_samples(ss, start_ms, end_ms))
+    ctx.charge_samples(estimate, "series selection")  # refuse before touching samples
+    block = source.read_samples(ss.ids, start_ms, end_ms, ctx)
+    if len(block) > estimate:
+        ctx.charge_samples(len(block) - estimate, "sample loading")
+    ctx.check("sample loading")
+    # Map each sample's sid to the series' position in label order.
+    order = np.argsort(ss.ids, kind="stable")
+    sorted_ids = ss.ids[order]
+    pos = np.searchsorted(sorted_ids, block.sid)
+    pos = np.clip(pos, 0, len(sorted_ids) - 1)
+    valid = sorted_ids[pos] == block.sid
+    idx = order[pos[valid]]
+    t, v = block.t[valid], block.v[valid]
+    perm = np.lexsort((t, idx))
+    idx, t, v = idx[perm], t[perm], v[perm]
+    counts = np.bincount(idx, minlength=len(ss))
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    return Loaded(list(ss.labels), t, v, offsets)
+
+
+def _keys(offsets: np.ndarray, t: np.ndarray, base: int, span: int) -> np.ndarray:
+    n = len(offsets) - 1
+    idx = np.repeat(np.arange(n, dtype=np.int64), np.diff(offsets))
+    return idx * span + (t - base)
+
+
+def search(offsets: np.ndarray, t: np.ndarray, times: np.ndarray, side: str) -> np.ndarray:
+    """For every series i and query time times[k]: the index into t (global) where times[k]
+    would be inserted within series i's slice. Returns int64 [n_series, n_steps]."""
+    n = len(offsets) - 1
+    if n == 0:
+        return np.empty((0, len(times)), np.int64)
+    lo_t = min(int(times.min()), int(t.min()) if len(t) else int(times.min()))
+    hi_t = max(int(times.max()), int(t.max()) if len(t) else int(times.max()))
+    base, span = lo_t, hi_t - lo_t + 1
+    if n * span < (1 << 62):
+        keys = _keys(offsets, t, base, span)
+        q = np.arange(n, dtype=np.int64)[:, None] * span + (times[None, :] - base)
+        return np.searchsorted(keys, q, side=side).astype(np.int64)
+    out = np.empty((n, len(times)), np.int64)
+    for i in range(n):  # enormous time spans: fall back to one search per series
+        a, b = offsets[i], offsets[i + 1]
+        out[i] = a + np.searchsorted(t[a:b], times, side=side)
+    return out
+
+
+def instant(loaded: Loaded, ref_ms: np.ndarray, lookback_ms: int) -> Series:
+    """The value of each series at each ref time: last sample in [T - lookback, T], unless stale."""
+    n, steps = len(loaded.labels), len(ref_ms)
+    if n == 0:
+        return Series.empty(steps)
+    hi = search(loaded.offsets, loaded.t, ref_ms, "right")
+    last = hi - 1
+    starts = loaded.offsets[:-1, None]
+    has = last >= starts
+    li = np.where(has, last, 0)
+    if len(loaded.t) == 0:
+        return Series.empty(steps)
+    st = loaded.t[li]
+    sv = loaded.v[li]
+    mask = has & (st >= ref_ms[None, :] - lookback_ms) & ~is_stale(sv)
+    values = np.where(mask, sv, 0.0)
+    return Series(list(loaded.labels), values, mask, np.where(mask, st, 0)).compact()
+
+
+def ranges(loaded: Loaded, end_ms: np.ndarray, range_ms: int) -> Ranges:
+    """Windows [end - range, end] (both inclusive, as Prometheus 2.x) for every step."""
+    ld = loaded.without_stale()
+    lo = search(ld.offsets, ld.t, end_ms - range_ms, "left")
+    hi = search(ld.offsets, ld.t, end_ms, "right")
+    return Ranges(list(ld.labels), ld.t, ld.v, ld.offsets, lo, hi, end_ms, range_ms)
+
+
+def series_as_samples(s: Series, grid_ms: np.ndarray) -> Loaded:
+    """A subquery's inner result as raw samples (present points only)."""
+    m = s.mask
+    counts = m.sum(axis=1)
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    rows, cols = np.nonzero(m)  # row-major: grouped by series, then time
+    return Loaded(list(s.labels), grid_ms[cols].astype(np.int64), s.values[rows, cols], offsets)

@@ -1,0 +1,117 @@
+"""PromQL values, evaluated for every step of a query at once.
+
+Inside the engine an instant vector is ``Series``: one row per label set, one column per
+step, with a presence mask (a point may be missing at some steps). A range vector is
+``Ranges``: raw samples per series plus the window each step looks at. The public results
+(`Vector`, `Matrix`, `Scalar`, `String`) are what the API renders.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..model import METRIC_NAME, Labels
+
+
+@dataclass
+class Series:
+    """An instant vector at every step: labels[i] has values[i, k] where mask[i, k]."""
+
+    labels: list[Labels]
+    values: np.ndarray  # float64 [n_series, n_steps]
+    mask: np.ndarray  # bool [n_series, n_steps]
+    # Timestamps (ms) of the selected samples, only for plain selectors (timestamp()).
+    sample_t: np.ndarray | None = None
+
+    @classmethod
+    def empty(cls, n_steps: int) -> "Series":
+        return cls([], np.empty((0, n_steps)), np.empty((0, n_steps), bool))
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def compact(self) -> "Series":
+        """Drop series that have no point at any step."""
+        keep = self.mask.any(axis=1)
+        if keep.all():
+            return self
+        idx = np.flatnonzero(keep)
+        st = None if self.sample_t is None else self.sample_t[idx]
+        return Series([self.labels[i] for i in idx], self.values[idx], self.mask[idx], st)
+
+
+@dataclass
+class ScalarSteps:
+    """A scalar at every step."""
+
+    values: np.ndarray  # float64 [n_steps]
+
+
+@dataclass
+class StringValue:
+    value: str
+
+
+@dataclass
+class Ranges:
+    """A range vector: samples of each series (concatenated, sorted by series then time)
+    and, for each (series, step), the half-open index window [lo, hi) into them."""
+
+    labels: list[Labels]
+    t: np.ndarray  # int64 ms, all series concatenated
+    v: np.ndarray  # float64
+    offsets: np.ndarray  # int64 [n_series + 1]: series i is t[offsets[i]:offsets[i+1]]
+    lo: np.ndarray  # int64 [n_series, n_steps]
+    hi: np.ndarray  # int64 [n_series, n_steps]
+    range_end: np.ndarray  # int64 ms [n_steps]: the window's right edge (after @/offset)
+    range_ms: int
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+
+def drop_name(labels: Labels) -> Labels:
+    return tuple(p for p in labels if p[0] != METRIC_NAME)
+
+
+# ---- Public results ---------------------------------------------------------------
+
+
+@dataclass
+class Scalar:
+    t: float  # seconds
+    v: float
+
+
+@dataclass
+class String:
+    t: float
+    s: str
+
+
+@dataclass
+class Vector:
+    """An instant query's vector: one point per series, all at time ``t`` (seconds)."""
+
+    t: float
+    labels: list[Labels]
+    values: np.ndarray  # float64 [n]
+
+
+@dataclass
+class Matrix:
+    """Series with their points: for series i, t_ms[offsets[i]:offsets[i+1]] and v likewise."""
+
+    labels: list[Labels]
+    t_ms: np.ndarray  # int64
+    v: np.ndarray  # float64
+    offsets: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
+
+    def points(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        a, b = self.offsets[i], self.offsets[i + 1]
+        return self.t_ms[a:b], self.v[a:b]
+
+
+Value = Scalar | String | Vector | Matrix

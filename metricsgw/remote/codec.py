@@ -1,0 +1,343 @@
+"""Remote-write payloads: bytes <-> series. Pure (no aiohttp), bounded before any work.
+
+``decode_request`` negotiates the protocol from Content-Type (Remote-Write 2.0 spec),
+checks the snappy length preamble against a limit BEFORE decompressing, and parses the
+protobuf into a ``DecodedWrite``. ``encode_v1`` / ``encode_v2`` build payloads for tests
+and the benchmark driver.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+import numpy as np
+import snappy
+from google.protobuf.message import DecodeError
+
+from ..errors import BadData, PayloadTooLarge, UnsupportedMediaType
+from ..storage.batch import MetricMetadata
+from .proto import remote_v1_pb2 as v1pb
+from .proto import remote_v2_pb2 as v2pb
+
+PROTO_V1 = "prometheus.WriteRequest"
+PROTO_V2 = "io.prometheus.write.v2.Request"
+
+# MetricMetadata.type names, in enum order (v1 and v2 share the order).
+METRIC_TYPES = ("unknown", "counter", "gauge", "histogram", "gaugehistogram", "summary", "info", "stateset")
+_TYPE_NUMBER = {name: i for i, name in enumerate(METRIC_TYPES)}
+
+Pairs = Iterable[tuple[str, str]]
+SeriesInput = Sequence[tuple[Pairs, Sequence[tuple[int, float]]]]
+
+
+# ---------------------------------------------------------------- encoding
+
+
+def encode_v1(series: SeriesInput, metadata: Sequence[MetricMetadata] | None = None,
+              compress: bool = True) -> bytes:
+    """A snappy-compressed ``prometheus.WriteRequest``.
+
+    ``series`` is a list of (label pairs, [(ts_ms, value), ...]); labels are sent in the
+    order given (sort them yourself to mimic Prometheus)."""
+    req = v1pb.WriteRequest()
+    for labels, samples in series:
+        ts = req.timeseries.add()
+        for name, value in labels:
+            ts.labels.add(name=name, value=value)
+        for t, v in samples:
+            ts.samples.add(timestamp=int(t), value=float(v))
+    for md in metadata or ():
+        req.metadata.add(type=_TYPE_NUMBER.get(md.type, 0), metric_family_name=md.metric,
+                         help=md.help, unit=md.unit)
+    raw = req.SerializeToString()
+    return snappy.compress(raw) if compress else raw
+
+
+def encode_v2(series: SeriesInput, metadata: dict[str, MetricMetadata] | None = None,
+              compress: bool = True) -> bytes:
+    """A snappy-compressed ``io.prometheus.write.v2.Request``.
+
+    ``metadata`` maps a metric name to its metadata; it is attached to every series of
+    that metric (v2 carries metadata per series)."""
+    symbols: dict[str, int] = {"": 0}
+
+    def ref(s: str) -> int:
+        r = symbols.get(s)
+        if r is None:
+            r = symbols[s] = len(symbols)
+        return r
+
+    req = v2pb.Request()
+    for labels, samples in series:
+        ts = req.timeseries.add()
+        name = ""
+        for n, v in labels:
+            ts.labels_refs.extend((ref(n), ref(v)))
+            if n == "__name__":
+                name = v
+        for t, v in samples:
+            ts.samples.add(timestamp=int(t), value=float(v))
+        md = (metadata or {}).get(name)
+        if md is not None:
+            ts.metadata.type = _TYPE_NUMBER.get(md.type, 0)
+            ts.metadata.help_ref = ref(md.help)
+            ts.metadata.unit_ref = ref(md.unit)
+    req.symbols.extend(symbols)  # dicts keep insertion order == ref order
+    raw = req.SerializeToString()
+    return snappy.compress(raw) if compress else raw
+
+
+# ---------------------------------------------------------------- negotiation and bounds
+
+
+def negotiate(content_type: str | None, content_encoding: str | None) -> int:
+    """Protocol version (1 or 2) from the headers, as Prometheus's write handler reads them."""
+    enc = (content_encoding or "").strip().lower()
+    if enc not in ("", "snappy"):  # no header: treat as snappy, as Prometheus does for 1.0 clients
+        raise UnsupportedMediaType(f"unsupported Content-Encoding {content_encoding!r}; only snappy is accepted")
+    ct = (content_type or "").strip()
+    if not ct:
+        return 1
+    media, *params = ct.split(";")
+    if media.strip().lower() != "application/x-protobuf":
+        raise UnsupportedMediaType(f"unsupported Content-Type {content_type!r}; expected application/x-protobuf")
+    for param in params:
+        key, sep, val = param.partition("=")
+        if not sep:
+            raise UnsupportedMediaType(f"malformed Content-Type parameter {param.strip()!r} in {content_type!r}")
+        if key.strip().lower() == "proto":
+            proto = val.strip().strip('"')
+            if proto == PROTO_V1:
+                return 1
+            if proto == PROTO_V2:
+                return 2
+            raise UnsupportedMediaType(
+                f"unsupported remote-write protobuf message {proto!r}; accepted: {PROTO_V1}, {PROTO_V2}")
+    return 1
+
+
+def snappy_declared_length(body: bytes) -> int:
+    """The decoded length a snappy block declares in its varint preamble (no decompression)."""
+    result = shift = 0
+    for i in range(min(len(body), 10)):
+        byte = body[i]
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result
+        shift += 7
+    raise BadData("snappy: corrupt input (bad length preamble)")
+
+
+def decompress(body: bytes, max_decoded_size: int) -> bytes:
+    """Snappy block -> bytes, refusing over-limit payloads before allocating anything."""
+    declared = snappy_declared_length(body)
+    if declared > max_decoded_size:
+        raise PayloadTooLarge(
+            f"snappy payload declares {declared} decoded bytes, over the limit of {max_decoded_size} "
+            f"(--remote-write.max-decoded-size)")
+    try:
+        raw = snappy.uncompress(body)
+    except Exception as err:  # python-snappy/cramjam raise several types for corrupt input
+        raise BadData(f"snappy: corrupt input: {err}") from None
+    if len(raw) != declared:
+        raise BadData(f"snappy: corrupt input (declared {declared} bytes, got {len(raw)})")
+    return raw
+
+
+# ---------------------------------------------------------------- decoding
+
+RawPairs = list[tuple[bytes, bytes]]
+
+
+class DecodedWrite:
+    """One decoded write request, column-wise.
+
+    Per series i: ``keys[i]`` (a hashable raw label key: the label records' bytes for v1, a
+    tuple of name/value symbol bytes for v2; None when the series' labels cannot be
+    decoded, see ``problems``), ``counts[i]`` samples stored at ``t``/``v`` in series
+    order. ``label_pairs(i)`` decodes series i's labels on demand as raw (name, value)
+    bytes in sender order; validation turns them into ``Labels``.
+    """
+
+    __slots__ = ("version", "keys", "counts", "t", "v", "histograms", "exemplars", "metadata",
+                 "problems", "_pairs")
+
+    def __init__(self, version: int, keys: list, counts: np.ndarray, t: np.ndarray, v: np.ndarray,
+                 histograms: int = 0, exemplars: int = 0, metadata: list[MetricMetadata] | None = None,
+                 problems: dict[int, str] | None = None, pairs=None) -> None:
+        self.version = version
+        self.keys = keys
+        self.counts = counts
+        self.t = t
+        self.v = v
+        self.histograms = histograms
+        self.exemplars = exemplars
+        self.metadata = metadata or []
+        self.problems = problems or {}
+        self._pairs = pairs
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    @property
+    def samples(self) -> int:
+        return len(self.t)
+
+    def label_pairs(self, i: int) -> RawPairs:
+        return self._pairs(i)
+
+    def offsets(self) -> np.ndarray:
+        """Start index of each series' samples in ``t``/``v`` (length n+1)."""
+        out = np.zeros(len(self.counts) + 1, np.int64)
+        np.cumsum(self.counts, out=out[1:])
+        return out
+
+
+def decode_request(body: bytes, content_type: str | None, content_encoding: str | None,
+                   max_decoded_size: int) -> DecodedWrite:
+    version = negotiate(content_type, content_encoding)
+    raw = decompress(body, max_decoded_size)
+    return decode_v1(raw) if version == 1 else decode_v2(raw)
+
+
+def _v1_label_records_pairs(key: bytes) -> RawPairs:
+    labels = v1pb.RawTimeSeries.FromString(key).labels
+    out = []
+    for item in labels:
+        lbl = v1pb.RawLabel.FromString(item)
+        out.append((lbl.name, lbl.value))
+    return out
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _v1_metadata(items) -> list[MetricMetadata]:
+    return [MetricMetadata(m.metric_family_name, METRIC_TYPES[m.type] if 0 <= m.type < len(METRIC_TYPES) else "unknown",
+                           m.help, m.unit) for m in items]
+
+
+def decode_v1(raw: bytes) -> DecodedWrite:
+    from .fastscan import scan_series
+
+    try:
+        blobs = v1pb.BlobWriteRequest.FromString(raw)
+        scanned = scan_series(list(blobs.timeseries))
+        if scanned is None:
+            return _decode_v1_generic(raw)
+    except DecodeError as err:
+        raise BadData(f"cannot decode remote-write 1.0 protobuf: {err}") from None
+    return DecodedWrite(1, scanned.keys, scanned.counts, scanned.t, scanned.v, scanned.histograms,
+                        scanned.exemplars, _v1_metadata(blobs.metadata), pairs=_KeyPairs(scanned.keys))
+
+
+class _KeyPairs:
+    """label_pairs for v1: the key already holds the label records."""
+
+    __slots__ = ("keys",)
+
+    def __init__(self, keys: list[bytes]) -> None:
+        self.keys = keys
+
+    def __call__(self, i: int) -> RawPairs:
+        return _v1_label_records_pairs(self.keys[i])
+
+
+def _decode_v1_generic(raw: bytes) -> DecodedWrite:
+    """Any valid encoding, via the generated code; keys match the fast path's."""
+    try:
+        req = v1pb.RawWriteRequest.FromString(raw)
+        for ts in req.timeseries:  # make upb check nested labels now, not lazily later
+            for item in ts.labels:
+                v1pb.RawLabel.FromString(item)
+    except DecodeError as err:
+        raise BadData(f"cannot decode remote-write 1.0 protobuf: {err}") from None
+    keys, counts, t, v = [], [], [], []
+    hist = exem = 0
+    for ts in req.timeseries:
+        keys.append(b"".join(b"\n" + _varint(len(item)) + item for item in ts.labels))
+        counts.append(len(ts.samples))
+        for s in ts.samples:
+            t.append(s.timestamp)
+            v.append(s.value)
+        hist += len(ts.histograms)
+        exem += len(ts.exemplars)
+    return DecodedWrite(1, keys, np.array(counts, np.int64), np.array(t, np.int64), np.array(v, np.float64),
+                        hist, exem, _v1_metadata(req.metadata), pairs=_KeyPairs(keys))
+
+
+def decode_v2(raw: bytes) -> DecodedWrite:
+    try:
+        req = v2pb.RawRequest.FromString(raw)
+    except DecodeError as err:
+        raise BadData(f"cannot decode remote-write 2.0 protobuf: {err}") from None
+    symbols = list(req.symbols)
+    if symbols and symbols[0] != b"":
+        raise BadData("remote-write 2.0: symbols table must start with an empty string")
+    nsym = len(symbols)
+    lookup = symbols.__getitem__
+    keys: list = []
+    counts, t, v = [], [], []
+    problems: dict[int, str] = {}
+    meta: dict[MetricMetadata, None] = {}
+    hist = exem = 0
+    for i, ts in enumerate(req.timeseries):
+        refs = ts.labels_refs
+        key = None
+        if len(refs) % 2:
+            problems[i] = f"labels_refs has odd length {len(refs)}"
+        elif refs and max(refs) >= nsym:
+            problems[i] = f"label reference {max(refs)} out of range (symbols table has {nsym} entries)"
+        else:
+            key = tuple(map(lookup, refs))
+        keys.append(key)
+        counts.append(len(ts.samples))
+        for s in ts.samples:
+            t.append(s.timestamp)
+            v.append(s.value)
+        hist += len(ts.histograms)
+        exem += len(ts.exemplars)
+        if key is not None and ts.HasField("metadata"):
+            md = _v2_metadata(ts.metadata, key, symbols)
+            if md is not None:
+                meta[md] = None
+    return DecodedWrite(2, keys, np.array(counts, np.int64), np.array(t, np.int64), np.array(v, np.float64),
+                        hist, exem, list(meta), problems, pairs=_TuplePairs(keys))
+
+
+def _v2_metadata(md, key: tuple, symbols: list[bytes]) -> MetricMetadata | None:
+    nsym = len(symbols)
+    if md.help_ref >= nsym or md.unit_ref >= nsym:
+        return None
+    help_, unit = symbols[md.help_ref], symbols[md.unit_ref]
+    if not (md.type or help_ or unit):
+        return None
+    name = b""
+    for j in range(0, len(key), 2):
+        if key[j] == b"__name__":
+            name = key[j + 1]
+            break
+    if not name:
+        return None
+    try:
+        return MetricMetadata(name.decode(), METRIC_TYPES[md.type] if 0 <= md.type < len(METRIC_TYPES) else "unknown",
+                              help_.decode(), unit.decode())
+    except UnicodeDecodeError:
+        return None
+
+
+class _TuplePairs:
+    __slots__ = ("keys",)
+
+    def __init__(self, keys: list) -> None:
+        self.keys = keys
+
+    def __call__(self, i: int) -> RawPairs:
+        key = self.keys[i]
+        return list(zip(key[0::2], key[1::2]))

@@ -1,0 +1,101 @@
+"""POST /api/v1/write: bound the body, decode, run the ingest pipeline, append, answer.
+
+Orchestration only: codec.py decodes, ingest/pipeline.py decides what is stored, storage
+makes it durable. Status codes follow the sender's retry logic (design.md 3): 204 all
+stored; 400 some series refused on purpose (the rest *was* stored; no retry); 413/415
+for a body we will not read; 503 only when storage fails (the sender retries).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from aiohttp import web
+
+from ..appkeys import CONFIG, PIPELINE, STORAGE, TELEMETRY
+from ..errors import GatewayError, IngestRejected, PayloadTooLarge, Unavailable
+from . import codec
+
+log = logging.getLogger(__name__)
+
+MAX_LISTED_REJECTIONS = 10
+_CHUNK = 256 * 1024
+
+H_SAMPLES = "X-Prometheus-Remote-Write-Samples-Written"
+H_HISTOGRAMS = "X-Prometheus-Remote-Write-Histograms-Written"
+H_EXEMPLARS = "X-Prometheus-Remote-Write-Exemplars-Written"
+
+
+async def read_bounded(request: web.Request, limit: int) -> bytes:
+    """The request body, refusing (413) as soon as it is known to exceed ``limit`` bytes."""
+    too_large = PayloadTooLarge(f"remote-write body over {limit} bytes (--remote-write.max-body-size)")
+    if request.content_length is not None and request.content_length > limit:
+        raise too_large
+    chunks, total = [], 0
+    async for chunk in request.content.iter_chunked(_CHUNK):
+        total += len(chunk)
+        if total > limit:  # chunked or lying Content-Length: stop reading right here
+            raise too_large
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def written_headers(version: int, samples: int) -> dict[str, str]:
+    """Remote-Write 2.0 'written' headers; histograms and exemplars are not stored yet."""
+    if version != 2:
+        return {}
+    return {H_SAMPLES: str(samples), H_HISTOGRAMS: "0", H_EXEMPLARS: "0"}
+
+
+def rejection_text(rejections: list, stored_samples: int) -> str:
+    refused = sum(r.samples for r in rejections)
+    lines = [f"{len(rejections)} series rejected, {refused} samples not stored "
+             f"({stored_samples} samples of valid series were stored):"]
+    lines += [f"{r.reason}: {r.message}" for r in rejections[:MAX_LISTED_REJECTIONS]]
+    if len(rejections) > MAX_LISTED_REJECTIONS:
+        lines.append(f"and {len(rejections) - MAX_LISTED_REJECTIONS} more")
+    return "\n".join(lines)
+
+
+async def handle_write(request: web.Request) -> web.Response:
+    app = request.app
+    cfg, telemetry = app[CONFIG], app[TELEMETRY]
+    ctype = request.headers.get("Content-Type")
+    cenc = request.headers.get("Content-Encoding")
+    version = "unknown"
+    try:
+        proto = codec.negotiate(ctype, cenc)  # 415 before reading anything
+        version = str(proto)
+        body = await read_bounded(request, cfg.remote_write_max_body_size)
+        decoded = codec.decode_request(body, ctype, cenc, cfg.remote_write_max_decoded_size)
+        batch, rejections = app[PIPELINE].process(decoded)
+        if len(batch) or batch.new_series or batch.metadata:
+            await _append(app[STORAGE], batch)
+        stored = len(batch)
+        if stored:
+            telemetry.samples_ingested.inc(stored)
+        headers = written_headers(proto, stored)
+        if rejections:
+            err = IngestRejected(rejection_text(rejections, stored))
+            err.headers = headers  # partial write: the 2.0 spec still wants the counts
+            raise err
+    except GatewayError as err:
+        telemetry.write_requests.labels(version, str(err.status)).inc()
+        raise
+    telemetry.write_requests.labels(version, "204").inc()
+    return web.Response(status=204, headers=headers)
+
+
+async def _append(storage, batch) -> None:
+    # Shielded: a sender that disconnects mid-request must not cancel a half-done WAL
+    # append; the append finishes (or fails) on its own and the next request sees it.
+    try:
+        await asyncio.shield(storage.append(batch))
+    except GatewayError:
+        raise
+    except asyncio.CancelledError:
+        raise
+    except Exception as err:  # disk full, I/O error...: our failure, the sender must retry
+        log.exception("storage append failed")
+        raise Unavailable(f"storage append failed: {err}") from None

@@ -1,0 +1,201 @@
+"""The series table in memory: every known series, its labels and its time span.
+
+Labels are dictionary-encoded per metric: for each (metric, label name) an int32 code column
+over a small list of distinct values (code 0 = label absent = ""). A matcher is evaluated once
+per distinct value and broadcast to all rows through the codes, so selecting series costs
+numpy work per row, never Python work per row. This also keeps memory near 40-60 bytes per
+series instead of Python tuples of strings (kilobytes).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator
+
+import numpy as np
+
+from ..model import METRIC_NAME, Labels, Matcher
+
+
+class _Grow:
+    """An appendable numpy column (amortised doubling)."""
+
+    __slots__ = ("a", "n")
+
+    def __init__(self, dtype, fill=0) -> None:
+        self.a = np.full(64, fill, dtype=dtype)
+        self.n = 0
+
+    def append(self, value, fill=0) -> None:
+        if self.n == len(self.a):
+            self.a = np.concatenate([self.a, np.full(len(self.a), fill, dtype=self.a.dtype)])
+        self.a[self.n] = value
+        self.n += 1
+
+    def pad_to(self, n: int, fill=0) -> None:
+        while len(self.a) < n:
+            self.a = np.concatenate([self.a, np.full(len(self.a), fill, dtype=self.a.dtype)])
+        self.n = max(self.n, n)
+
+    @property
+    def view(self) -> np.ndarray:
+        return self.a[: self.n]
+
+
+@dataclass
+class _Column:
+    values: list[str] = field(default_factory=lambda: [""])
+    index: dict[str, int] = field(default_factory=lambda: {"": 0})
+    codes: _Grow = field(default_factory=lambda: _Grow(np.int32))
+
+    def code_of(self, value: str) -> int:
+        c = self.index.get(value)
+        if c is None:
+            c = len(self.values)
+            self.values.append(value)
+            self.index[value] = c
+        return c
+
+    def match_mask(self, m: Matcher, nrows: int) -> np.ndarray:
+        ok = np.fromiter((m.matches(v) for v in self.values), dtype=bool, count=len(self.values))
+        codes = self.codes.view
+        if len(codes) < nrows:  # rows added before this label name existed are absent ("")
+            codes = np.concatenate([codes, np.zeros(nrows - len(codes), np.int32)])
+        return ok[codes[:nrows]]
+
+
+class MetricTable:
+    """All series of one metric name."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.gidx = _Grow(np.int64)
+        self.columns: dict[str, _Column] = {}
+
+    def __len__(self) -> int:
+        return self.gidx.n
+
+    def add(self, gidx: int, labels: Labels) -> None:
+        row = self.gidx.n
+        self.gidx.append(gidx)
+        for n, v in labels:
+            if n == METRIC_NAME:
+                continue
+            col = self.columns.get(n)
+            if col is None:
+                col = self.columns[n] = _Column()
+            col.codes.pad_to(row)
+            col.codes.append(col.code_of(v))
+
+    def mask(self, matchers: Iterable[Matcher]) -> np.ndarray:
+        n = len(self)
+        mask = np.ones(n, dtype=bool)
+        for m in matchers:
+            if m.name == METRIC_NAME:
+                continue
+            col = self.columns.get(m.name)
+            if col is None:
+                if not m.matches(""):
+                    return np.zeros(n, dtype=bool)
+                continue
+            mask &= col.match_mask(m, n)
+            if not mask.any():
+                break
+        return mask
+
+    def labels_at(self, row: int) -> Labels:
+        pairs = [(METRIC_NAME, self.name)]
+        for n, col in self.columns.items():
+            codes = col.codes.view
+            if row < len(codes) and codes[row]:
+                pairs.append((n, col.values[codes[row]]))
+        return tuple(sorted(pairs))
+
+
+class Catalog:
+    """sid -> dense index -> (metric table, row); time span per series for windowed metadata calls."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.by_sid: dict[int, int] = {}
+        self.sids = _Grow(np.int64)
+        self.first_ms = _Grow(np.int64, np.iinfo(np.int64).max)
+        self.last_ms = _Grow(np.int64, np.iinfo(np.int64).min)
+        self.metric_of: list[MetricTable] = []
+        self.metrics: dict[str, MetricTable] = {}
+
+    def __len__(self) -> int:
+        return self.sids.n
+
+    def __contains__(self, sid: int) -> bool:
+        return sid in self.by_sid
+
+    def add(self, sid: int, labels: Labels) -> bool:
+        """Register a series; False if it was known already."""
+        with self._lock:
+            if sid in self.by_sid:
+                return False
+            g = self.sids.n
+            self.by_sid[sid] = g
+            self.sids.append(sid)
+            self.first_ms.append(np.iinfo(np.int64).max, np.iinfo(np.int64).max)
+            self.last_ms.append(np.iinfo(np.int64).min, np.iinfo(np.int64).min)
+            name = dict(labels).get(METRIC_NAME, "")
+            table = self.metrics.get(name)
+            if table is None:
+                table = self.metrics[name] = MetricTable(name)
+            table.add(g, labels)
+            self.metric_of.append(table)
+            return True
+
+    def dense(self, sids: np.ndarray) -> np.ndarray:
+        uniq, inverse = np.unique(sids, return_inverse=True)
+        by_sid = self.by_sid
+        g = np.fromiter((by_sid[int(s)] for s in uniq), dtype=np.int64, count=len(uniq))
+        return g[inverse]
+
+    def touch(self, sids: np.ndarray, t: np.ndarray) -> None:
+        """Extend each series' time span to cover these samples."""
+        if len(sids) == 0:
+            return
+        g = self.dense(sids)
+        np.minimum.at(self.first_ms.a, g, t)
+        np.maximum.at(self.last_ms.a, g, t)
+
+    def labels(self, sid: int) -> Labels:
+        g = self.by_sid[sid]
+        table = self.metric_of[g]
+        row = int(np.searchsorted(table.gidx.view, g))
+        return table.labels_at(row)
+
+    def metric_tables(self, matchers: list[Matcher]) -> Iterator[MetricTable]:
+        names = [m for m in matchers if m.name == METRIC_NAME]
+        if names and names[0].op == "=" and len(names) == 1:
+            t = self.metrics.get(names[0].value)
+            if t is not None:
+                yield t
+            return
+        for name, table in list(self.metrics.items()):
+            if all(m.matches(name) for m in names):
+                yield table
+
+    def select(self, matchers: list[Matcher], start_ms: int | None = None, end_ms: int | None = None,
+               check=None) -> Iterator[tuple[MetricTable, np.ndarray]]:
+        """Yield (table, rows) of series matching all matchers and overlapping [start, end]."""
+        for table in self.metric_tables(matchers):
+            if check is not None:
+                check("series selection")
+            n = len(table)
+            mask = table.mask(matchers)
+            if start_ms is not None and end_ms is not None:
+                g = table.gidx.view[:n]
+                mask &= (self.last_ms.a[g] >= start_ms) & (self.first_ms.a[g] <= end_ms)
+            rows = np.flatnonzero(mask)
+            if len(rows):
+                yield table, rows
+
+    def active_count(self, since_ms: int, table: MetricTable | None = None) -> int:
+        if table is None:
+            return int(np.count_nonzero(self.last_ms.view >= since_ms))
+        return int(np.count_nonzero(self.last_ms.a[table.gidx.view] >= since_ms))

@@ -1,0 +1,96 @@
+"""The in-memory head: samples acknowledged since the last flush, as numpy column chunks.
+
+Appends add a chunk (no per-sample work). Reads consolidate pending chunks into one block
+sorted by (sid, t) the first time they need to, so a query finds each series with a
+binary search instead of scanning the whole head. A flush takes the head away as a frozen
+snapshot that stays readable until its Parquet files are in place.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from .batch import SampleBlock
+
+
+class HeadBlock:
+    """Samples sorted by (sid, t)."""
+
+    def __init__(self, sid: np.ndarray, t: np.ndarray, v: np.ndarray) -> None:
+        order = np.lexsort((t, sid))
+        self.sid, self.t, self.v = sid[order], t[order], v[order]
+
+    def __len__(self) -> int:
+        return len(self.sid)
+
+    def select(self, ids_sorted: np.ndarray, start_ms: int, end_ms: int) -> SampleBlock:
+        lo = np.searchsorted(self.sid, ids_sorted, "left")
+        hi = np.searchsorted(self.sid, ids_sorted, "right")
+        keep = hi > lo
+        lo, hi = lo[keep], hi[keep]
+        if not len(lo):
+            return SampleBlock.empty()
+        lengths = hi - lo
+        idx = np.repeat(lo - np.cumsum(lengths) + lengths, lengths) + np.arange(lengths.sum())
+        t = self.t[idx]
+        inwin = (t >= start_ms) & (t <= end_ms)
+        idx = idx[inwin]
+        return SampleBlock(self.sid[idx], self.t[idx], self.v[idx])
+
+
+class Head:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._chunks: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self._blocks: list[HeadBlock] = []
+        self._samples = 0
+        self.min_t = np.iinfo(np.int64).max
+        self.max_t = np.iinfo(np.int64).min
+
+    def __len__(self) -> int:
+        return self._samples
+
+    def append(self, sid: np.ndarray, t: np.ndarray, v: np.ndarray) -> None:
+        if not len(sid):
+            return
+        with self._lock:
+            self._chunks.append((sid, t, v))
+            self._samples += len(sid)
+            self.min_t = min(self.min_t, int(t.min()))
+            self.max_t = max(self.max_t, int(t.max()))
+
+    def blocks(self) -> list[HeadBlock]:
+        """Sorted blocks covering everything appended so far (consolidates pending chunks)."""
+        with self._lock:
+            if self._chunks:
+                chunks, self._chunks = self._chunks, []
+                self._blocks.append(HeadBlock(np.concatenate([c[0] for c in chunks]),
+                                              np.concatenate([c[1] for c in chunks]),
+                                              np.concatenate([c[2] for c in chunks])))
+                # Merge like an LSM tree: a block is merged into its predecessor once it is at least
+                # half its size, so there are O(log n) blocks and each sample is re-sorted O(log n) times.
+                while len(self._blocks) > 1 and 2 * len(self._blocks[-1]) >= len(self._blocks[-2]):
+                    b2, b1 = self._blocks.pop(), self._blocks.pop()
+                    self._blocks.append(HeadBlock(np.concatenate([b1.sid, b2.sid]), np.concatenate([b1.t, b2.t]),
+                                                  np.concatenate([b1.v, b2.v])))
+            return list(self._blocks)
+
+    def select(self, ids_sorted: np.ndarray, start_ms: int, end_ms: int) -> list[SampleBlock]:
+        if start_ms > self.max_t or end_ms < self.min_t:
+            return []
+        return [b.select(ids_sorted, start_ms, end_ms) for b in self.blocks()]
+
+    def columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Everything, as one sorted (sid, t, v) triple (for a flush)."""
+        blocks = self.blocks()
+        if not blocks:
+            e = np.empty(0, np.int64)
+            return e, e, np.empty(0, np.float64)
+        if len(blocks) == 1:
+            b = blocks[0]
+        else:
+            b = HeadBlock(np.concatenate([x.sid for x in blocks]), np.concatenate([x.t for x in blocks]),
+                          np.concatenate([x.v for x in blocks]))
+        return b.sid, b.t, b.v

@@ -1,0 +1,299 @@
+"""Storage lifecycle and write side: open (replay), append (durable), flush, retention.
+
+Ordering that makes ``kill -9`` safe: an append puts its samples in the head and submits its
+WAL record under one lock, and a flush cuts the WAL and swaps the head under the same lock.
+So every record in a WAL segment <= the cut is in the flushed snapshot, and a segment is
+deleted only after the snapshot's Parquet files and the ``flushed`` marker are on disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import threading
+import time
+
+import numpy as np
+
+from ..errors import Unavailable
+from . import parquet_io, records
+from .batch import AppendBatch, MetricMetadata
+from .catalog import Catalog
+from .head import Head
+from .querier import StorageReader
+from .wal import WAL, fsync_dir, list_segments, read_segment, segment_name
+
+log = logging.getLogger(__name__)
+
+_ACTIVE_WINDOW_MS = 3600_000  # a series is active if it received a sample within the last hour
+
+
+class Storage(StorageReader):
+    def __init__(self, path: str, *, flush_interval_s: float = 120.0, flush_max_samples: int = 5_000_000,
+                 partition_ms: int = 3600_000, retention_ms: int = 15 * 86400_000,
+                 wal_segment_size: int = 64 << 20, duckdb_memory_limit: int = 4 << 30, duckdb_threads: int = 2,
+                 telemetry=None) -> None:
+        self.path = os.path.abspath(path)
+        self.flush_interval_s = flush_interval_s
+        self.flush_max_samples = flush_max_samples
+        self.partition_ms = partition_ms
+        self.retention_ms = retention_ms
+        self.wal_segment_size = wal_segment_size
+        self.telemetry = telemetry
+        self.catalog = Catalog()
+        self.head = Head()
+        self.flushing: list[Head] = []
+        self.files: list[parquet_io.SampleFile] = []
+        self.metadata_by_metric: dict[str, dict[MetricMetadata, None]] = {}
+        self.ready = False
+        self.wal: WAL | None = None
+        self._swap_lock = threading.Lock()
+        self._flush_lock = threading.Lock()
+        self._unflushed_series: list[tuple[int, tuple]] = []
+        self._seq = 0
+        self._interval_ms = 15_000.0
+        self._stop = threading.Event()
+        self._flusher: threading.Thread | None = None
+        self._init_reader(duckdb_memory_limit, duckdb_threads)
+
+    # ---------------------------------------------------------------- lifecycle
+    def open(self) -> None:
+        """Load the series table and partitions, replay the WAL. Blocking; run off the event loop."""
+        t0 = time.perf_counter()
+        os.makedirs(self.path, exist_ok=True)
+        removed = parquet_io.clean_temporaries(self.path)
+        if removed:
+            log.warning("removed %d half-written file(s) left by a crash", removed)
+        series, self._seq = parquet_io.read_series_files(self.path)
+        for sid, labels in series:
+            self.catalog.add(sid, labels)
+        self.files = parquet_io.list_sample_files(self.path)
+        self._seq = max([self._seq] + [f.seq for f in self.files])
+        self._load_spans()
+        self._load_metadata()
+        wal_dir = os.path.join(self.path, "wal")
+        os.makedirs(wal_dir, exist_ok=True)
+        flushed_upto = self._read_marker()
+        replayed = 0
+        for seg in list_segments(wal_dir):
+            seg_path = os.path.join(wal_dir, segment_name(seg))
+            if seg <= flushed_upto:
+                os.remove(seg_path)
+                continue
+            for payload in read_segment(seg_path):
+                self._apply(records.decode(payload))
+                replayed += 1
+        self.wal = WAL(wal_dir, self.wal_segment_size, on_fsync=self._observe_fsync)
+        elapsed = time.perf_counter() - t0
+        if self.telemetry:
+            self.telemetry.replay_duration.set(elapsed)
+        log.info("storage open: %d series, %d partition files, %d WAL records replayed (%d head samples) in %.2fs",
+                 len(self.catalog), len(self.files), replayed, len(self.head), elapsed)
+        self.ready = True
+
+    def start_background(self) -> None:
+        self._flusher = threading.Thread(target=self._flush_loop, name="flusher", daemon=True)
+        self._flusher.start()
+
+    def close(self, flush: bool = True) -> None:
+        self._stop.set()
+        if self._flusher:
+            self._flusher.join(timeout=60)
+        if flush and self.ready:
+            self.flush()
+        if self.wal:
+            self.wal.close()
+        self._close_reader()
+
+    # ---------------------------------------------------------------- write side
+    def has_series(self, sid: int) -> bool:
+        return sid in self.catalog
+
+    def active_series(self) -> int:
+        return self.catalog.active_count(self._active_since())
+
+    def active_series_for_metric(self, name: str) -> int:
+        table = self.catalog.metrics.get(name)
+        return 0 if table is None else self.catalog.active_count(self._active_since(), table)
+
+    def _active_since(self) -> int:
+        return int(time.time() * 1000) - _ACTIVE_WINDOW_MS
+
+    async def append(self, batch: AppendBatch) -> None:
+        """Durable when it returns: the WAL record is fsync'd."""
+        if self.wal is None or not self.ready:
+            raise Unavailable("storage is not ready (WAL replay in progress)")
+        if len(self.head) > 4 * self.flush_max_samples:
+            raise Unavailable("head is full: flushing to Parquet is behind; retry later", retry_after_s=5)
+        payload = records.encode(batch)
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+
+        def done(err: BaseException | None) -> None:
+            def settle() -> None:
+                if not fut.done():
+                    fut.set_result(err)
+            loop.call_soon_threadsafe(settle)
+
+        with self._swap_lock:
+            self._apply(batch)
+            self.wal.submit(payload, done)
+        err = await fut
+        if err is not None:
+            raise Unavailable(f"WAL write failed: {err}")
+
+    def _apply(self, batch: AppendBatch) -> None:
+        for sid, labels in batch.new_series:
+            if self.catalog.add(sid, labels):
+                self._unflushed_series.append((sid, labels))
+        for m in batch.metadata:
+            self.metadata_by_metric.setdefault(m.metric, {})[m] = None
+        if len(batch.sid):
+            self.head.append(batch.sid, batch.t, batch.v)
+            self.catalog.touch(batch.sid, batch.t)
+        if self.telemetry:
+            self.telemetry.head_samples.set(len(self.head))
+
+    def _observe_fsync(self, seconds: float, records_n: int) -> None:
+        if self.telemetry:
+            self.telemetry.wal_fsync.observe(seconds)
+            self.telemetry.wal_group_size.observe(records_n)
+
+    # ---------------------------------------------------------------- flush
+    def _flush_loop(self) -> None:
+        last = time.monotonic()
+        while not self._stop.wait(1.0):
+            due = time.monotonic() - last >= self.flush_interval_s
+            if due or len(self.head) >= self.flush_max_samples:
+                try:
+                    self.flush()
+                    self.apply_retention()
+                except Exception:
+                    log.exception("flush failed; will retry")
+                    if self.telemetry:
+                        self.telemetry.flush_failures.inc()
+                last = time.monotonic()
+            if self.telemetry:
+                self.telemetry.active_series.set(self.active_series())
+
+    def flush(self) -> None:
+        """Head -> Parquet partitions + series table; then drop the flushed WAL segments."""
+        with self._flush_lock:
+            t0 = time.perf_counter()
+            with self._swap_lock:
+                if not len(self.head) and not self._unflushed_series:
+                    return
+                cut = self.wal.cut()
+                snap, self.head = self.head, Head()
+                self.flushing.append(snap)
+                new_series, self._unflushed_series = self._unflushed_series, []
+                meta = {k: list(v) for k, v in self.metadata_by_metric.items()}
+            new_files = self._write_snapshot(snap, new_series)
+            self._write_metadata(meta)
+            self._write_marker(cut)
+            with self._swap_lock:
+                self.files = sorted(self.files + new_files, key=lambda f: (f.partition_ms, f.seq))
+                self.flushing.remove(snap)
+            self.wal.remove_upto(cut)
+            if self.telemetry:
+                self.telemetry.flush_duration.observe(time.perf_counter() - t0)
+                self.telemetry.head_samples.set(len(self.head))
+
+    def _write_snapshot(self, snap: Head, new_series: list) -> list[parquet_io.SampleFile]:
+        sid, t, v = snap.columns()
+        files: list[parquet_io.SampleFile] = []
+        if len(sid):
+            self._estimate_interval(sid, t)
+            g = self.catalog.dense(sid)
+            names = np.array([tb.name for tb in self.catalog.metric_of], dtype=object)
+            metric_all = names[g]
+            part = (t // self.partition_ms) * self.partition_ms
+            for p in np.unique(part):
+                m = part == p
+                order = np.lexsort((t[m], sid[m], metric_all[m]))
+                self._seq += 1
+                files.append(parquet_io.write_samples(
+                    self.path, int(p), self._seq, metric_all[m][order], sid[m][order], t[m][order], v[m][order]))
+            self._seq += 1
+            self._write_spans(self._seq, sid, t)
+        if new_series:
+            self._seq += 1
+            parquet_io.write_series(self.path, self._seq, new_series)
+        return files
+
+    def _estimate_interval(self, sid: np.ndarray, t: np.ndarray) -> None:
+        """Median scrape interval, used to estimate a query's samples before reading them."""
+        same = sid[1:] == sid[:-1]
+        gaps = (t[1:] - t[:-1])[same]
+        gaps = gaps[gaps > 0]
+        if len(gaps):
+            self._interval_ms = float(np.median(gaps))
+
+    # ---------------------------------------------------------------- small side files
+    def _write_json_atomic(self, name: str, obj) -> None:
+        path = os.path.join(self.path, name)
+        with open(path + ".tmp", "w", encoding="utf-8") as fh:
+            json.dump(obj, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(path + ".tmp", path)
+        fsync_dir(self.path)
+
+    def _write_marker(self, seg: int) -> None:
+        self._write_json_atomic("flushed.json", {"wal_segment": seg})
+
+    def _read_marker(self) -> int:
+        try:
+            with open(os.path.join(self.path, "flushed.json"), encoding="utf-8") as fh:
+                return int(json.load(fh)["wal_segment"])
+        except FileNotFoundError:
+            return 0
+
+    def _write_metadata(self, meta: dict[str, list[MetricMetadata]]) -> None:
+        self._write_json_atomic("metadata.json", {k: [[m.type, m.help, m.unit] for m in v] for k, v in meta.items()})
+
+    def _load_metadata(self) -> None:
+        try:
+            with open(os.path.join(self.path, "metadata.json"), encoding="utf-8") as fh:
+                data = json.load(fh)
+        except FileNotFoundError:
+            return
+        for metric, entries in data.items():
+            self.metadata_by_metric[metric] = {MetricMetadata(metric, *e): None for e in entries}
+
+    def _write_spans(self, seq: int, sid: np.ndarray, t: np.ndarray) -> None:
+        """Per-series first/last timestamps of this flush, so start-up rebuilds time spans cheaply."""
+        import pyarrow as pa
+        starts = np.flatnonzero(np.r_[True, sid[1:] != sid[:-1]])
+        ends = np.r_[starts[1:], len(sid)] - 1
+        table = pa.table({"sid": sid[starts], "min_t": t[starts], "max_t": t[ends]})
+        os.makedirs(os.path.join(self.path, "spans"), exist_ok=True)
+        parquet_io._write_atomic(table, os.path.join(self.path, "spans", f"spans-{seq:08d}.parquet"))
+
+    def _load_spans(self) -> None:
+        import pyarrow.parquet as pq
+        sdir = os.path.join(self.path, "spans")
+        if not os.path.isdir(sdir):
+            return
+        for f in sorted(os.listdir(sdir)):
+            if not f.endswith(".parquet"):
+                continue
+            tb = pq.read_table(os.path.join(sdir, f))
+            sid = tb.column("sid").to_numpy()
+            known = np.fromiter((int(s) in self.catalog for s in sid), bool, len(sid))
+            self.catalog.touch(sid[known], tb.column("min_t").to_numpy()[known])
+            self.catalog.touch(sid[known], tb.column("max_t").to_numpy()[known])
+
+    # ---------------------------------------------------------------- retention
+    def apply_retention(self) -> None:
+        cutoff = int(time.time() * 1000) - self.retention_ms
+        with self._swap_lock:
+            old = [f for f in self.files if f.partition_ms + self.partition_ms < cutoff]
+            self.files = [f for f in self.files if f not in old]
+        for f in old:
+            os.remove(f.path)
+            pdir = os.path.dirname(f.path)
+            if not os.listdir(pdir):
+                os.rmdir(pdir)
