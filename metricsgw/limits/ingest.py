@@ -60,6 +60,10 @@ def describe_series(labels: Labels, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+def _cut(s: str, n: int) -> str:
+    return s if len(s) <= n else s[:n] + "..."
+
+
 def _byte_len_over(s: str, limit: int) -> int:
     """The UTF-8 length of s if it is over limit, else 0 (skips encoding when it cannot be over)."""
     n = len(s)
@@ -126,13 +130,13 @@ class IngestLimits:
                 n = _byte_len_over(name, self.max_name_len)
                 if n:
                     return ("label_name_too_long",
-                            f"label name {name[:40]!r}... is {n} bytes, longer than the limit "
+                            f"label name {_cut(name, 40)!r} is {n} bytes, longer than the limit "
                             f"--ingest.max-label-name-length={self.max_name_len}: {describe_series(labels)}")
             if self.max_value_len:
                 n = _byte_len_over(value, self.max_value_len)
                 if n:
                     return ("label_value_too_long",
-                            f"value of label {name[:80]!r} is {n} bytes, longer than the limit "
+                            f"value of label {_cut(name, 80)!r} is {n} bytes, longer than the limit "
                             f"--ingest.max-label-value-length={self.max_value_len}: {describe_series(labels)}")
         return None
 

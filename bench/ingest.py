@@ -1,0 +1,163 @@
+"""Ingest benchmark: the same pre-encoded remote-write load against metricsgw and Prometheus.
+
+    python -m bench.ingest --nodes 1000 --duration 2m
+
+Runs the servers one after the other on this machine (the load driver shares the CPU with
+them: read the ratios, not the absolute numbers), prints a Markdown table and writes the
+full results to bench/results/ingest-<time>.json.
+
+What is measured, per server:
+- samples/s: acknowledged samples / wall time of the send phase;
+- CPU s per million samples: server user+system CPU during the send phase;
+- RSS per active series: (RSS at the end - RSS when idle before the load) / series, and peak RSS;
+- disk bytes per sample: data-dir bytes after the load / samples. A young Prometheus holds all of
+  it in its WAL (not compressed), so we also ask it for a snapshot, which writes the head as a
+  compacted block: that "block" figure is what the data costs at rest after compaction.
+  For metricsgw, the dir is measured both while running and after a clean shutdown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+from bench import procs
+from bench.load import LoadResult, Plan, prepare, send_all
+from metricsgw.config import parse_duration
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def active_series(server: procs.Server, fallback: int) -> int:
+    """From /api/v1/status/tsdb (both servers serve it); the workload's count if unavailable."""
+    try:
+        status, body = procs.http_get(server.base_url + "/api/v1/status/tsdb", timeout=30)
+        if status == 200:
+            return int(json.loads(body)["data"]["headStats"]["numSeries"])
+    except (OSError, KeyError, ValueError, TypeError):
+        pass
+    return fallback
+
+
+def run_one(kind: str, shards, preamble, num_series: int, time_limit_s: float, work: Path,
+            extra: list[str]) -> dict:
+    start = procs.start_prometheus if kind == "prometheus" else procs.start_metricsgw
+    server = start(work / kind, extra=extra)
+    out: dict = {"server": kind}
+    try:
+        server.wait_ready()
+        time.sleep(1.0)
+        idle = procs.ResourceSampler(server.pid).start().stop()
+        sampler = procs.ResourceSampler(server.pid).start()
+        res: LoadResult = asyncio.run(send_all(server.write_url, shards, time_limit_s, preamble))
+        usage = sampler.stop()
+        series = active_series(server, num_series)
+        out |= {"load": res.summary(), "cpu_s": usage.cpu_s, "rss_idle": idle.rss_last,
+                "rss_peak": usage.rss_peak, "rss_end": usage.rss_last, "active_series": series}
+        if kind == "prometheus":
+            disk = procs.prometheus_disk(server.data_dir)
+            out["disk_running"] = vars(disk)
+            t0 = time.perf_counter()
+            out["disk_block"] = vars(procs.prometheus_snapshot(server))
+            out["snapshot_s"] = time.perf_counter() - t0
+        else:
+            out["disk_running"] = vars(procs.metricsgw_disk(server.data_dir))
+    finally:
+        out["exit_code"] = server.stop()
+        out["log_tail"] = server.log_tail(1500)
+    if kind == "metricsgw":
+        out["disk_stopped"] = vars(procs.metricsgw_disk(server.data_dir))
+    return out
+
+
+def derive(r: dict) -> dict:
+    """The table's figures from one raw result."""
+    ok = r["load"]["samples_ok"]
+    series = max(r["active_series"], 1)
+    d = {"samples_per_s": r["load"]["samples_per_s"],
+         "cpu_s_per_M": r["cpu_s"] / (ok / 1e6) if ok else float("nan"),
+         "rss_bytes_per_series": (r["rss_end"] - r["rss_idle"]) / series,
+         "rss_peak_mb": r["rss_peak"] / 2**20,
+         "disk_bytes_per_sample": r["disk_running"]["total"] / ok if ok else float("nan"),
+         "p99_ms": r["load"]["latency_p99_ms"], "failed": r["load"]["requests_failed"]}
+    at_rest = r.get("disk_block") or r.get("disk_stopped")
+    if at_rest:
+        d["at_rest_bytes_per_sample"] = at_rest["total"] / ok if ok else float("nan")
+    return d
+
+
+def table(results: dict[str, dict]) -> str:
+    rows = [("samples/s", "samples_per_s", "{:,.0f}"), ("server CPU s / 1M samples", "cpu_s_per_M", "{:.2f}"),
+            ("RSS bytes / active series", "rss_bytes_per_series", "{:,.0f}"), ("peak RSS MiB", "rss_peak_mb", "{:,.0f}"),
+            ("disk bytes / sample (running)", "disk_bytes_per_sample", "{:.2f}"),
+            ("disk bytes / sample (at rest*)", "at_rest_bytes_per_sample", "{:.2f}"),
+            ("request p99 ms", "p99_ms", "{:.1f}"), ("failed requests", "failed", "{:d}")]
+    names = [n for n in ("metricsgw", "prometheus") if n in results]
+    derived = {n: derive(results[n]) for n in names}
+    head = "| figure | " + " | ".join(names) + (" | metricsgw / Prometheus |" if len(names) == 2 else " |")
+    lines = [head, "|" + "---|" * (len(names) + 1 + (len(names) == 2))]
+    for label, key, fmt in rows:
+        vals = [derived[n].get(key) for n in names]
+        cells = [fmt.format(v) if v is not None else "-" for v in vals]
+        if len(names) == 2:
+            a, b = vals
+            cells.append(f"{a / b:.2f}" if a is not None and b not in (None, 0) else "-")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    lines.append("\n*at rest: Prometheus = its head written as a block by the snapshot API (what compaction "
+                 "would keep); metricsgw = data dir after a clean shutdown.")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--nodes", type=int, default=1000)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--duration", default="2m", help="span of simulated data (scrapes = duration / interval)")
+    ap.add_argument("--interval", default="15s")
+    ap.add_argument("--connections", type=int, default=4)
+    ap.add_argument("--samples-per-series", type=int, default=1)
+    ap.add_argument("--time-limit", default="3m", help="send phase limit per server")
+    ap.add_argument("--targets", default="metricsgw,prometheus")
+    ap.add_argument("--metricsgw-flag", action="append", default=[], help="extra flag for metricsgw serve")
+    ap.add_argument("--keep", action="store_true", help="keep the data dirs")
+    a = ap.parse_args(argv)
+    plan = Plan(a.nodes, a.seed, parse_duration(a.duration), parse_duration(a.interval), a.connections,
+                samples_per_series=a.samples_per_series)
+    t0 = time.perf_counter()
+    workload, preamble, shards = prepare(plan)
+    n_req = sum(len(s) for s in shards)
+    print(f"workload: {a.nodes} nodes, {workload.num_series:,} series x {plan.scrapes} scrapes = "
+          f"{workload.num_series * plan.scrapes:,} samples in {n_req:,} requests (encoded in "
+          f"{time.perf_counter() - t0:.1f}s)", flush=True)
+    work = Path(tempfile.mkdtemp(prefix="bench-ingest-"))
+    results: dict[str, dict] = {}
+    try:
+        for kind in [t.strip() for t in a.targets.split(",") if t.strip()]:
+            print(f"running {kind} ...", flush=True)
+            try:
+                results[kind] = run_one(kind, shards, preamble, workload.num_series,
+                                        parse_duration(a.time_limit), work,
+                                        a.metricsgw_flag if kind == "metricsgw" else [])
+            except (RuntimeError, TimeoutError, OSError) as err:
+                print(f"  {kind} failed: {err}", flush=True)
+                continue
+            print(f"  {json.dumps(derive(results[kind]))}", flush=True)
+    finally:
+        if not a.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    print()
+    print(table(results))
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / time.strftime("ingest-%Y%m%dT%H%M%SZ.json", time.gmtime())
+    path.write_text(json.dumps({"plan": vars(plan), "num_series": workload.num_series, "results": results},
+                               indent=2, default=str))
+    print(f"\nresults: {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,142 @@
+"""Function calls: evaluate the arguments, then dispatch by name to functions.py,
+rangefuncs.py or histograms.py. A function we do not evaluate is NotSupported."""
+
+from __future__ import annotations
+
+import numpy as np
+import promql_parser as pp
+
+from ..errors import BadData, NotSupported
+from . import functions as F
+from . import parser, rangefuncs as R
+from .histograms import histogram_quantile
+from .value import Ranges, ScalarSteps, Series, StringValue
+
+RATE_LIKE = {
+    "rate": (True, True),
+    "increase": (True, False),
+    "delta": (False, False),
+}
+OVER_TIME = {
+    "count_over_time", "present_over_time", "sum_over_time", "avg_over_time", "min_over_time",
+    "max_over_time", "last_over_time", "stddev_over_time", "stdvar_over_time",
+}
+
+
+def _unwrap(node):
+    while isinstance(node, pp.ParenExpr):
+        node = node.expr
+    return node
+
+
+def call(engine, node: "pp.Call", env):
+    name = node.func.name
+    args = list(node.args)
+    n_steps = len(env.steps)
+
+    def ev(i: int):
+        return engine.eval(args[i], env)
+
+    def scalar_arg(i: int) -> np.ndarray:
+        v = ev(i)
+        if not isinstance(v, ScalarSteps):
+            raise BadData(f"expected scalar argument {i + 1} to {name}()")
+        return v.values
+
+    def string_arg(i: int) -> str:
+        v = ev(i)
+        if not isinstance(v, StringValue):
+            raise BadData(f"expected string argument {i + 1} to {name}()")
+        return v.value
+
+    def vector_arg(i: int) -> Series:
+        v = ev(i)
+        if not isinstance(v, Series):
+            raise BadData(f"expected instant vector argument {i + 1} to {name}()")
+        return v
+
+    def range_arg(i: int) -> Ranges:
+        v = ev(i)
+        if not isinstance(v, Ranges):
+            raise BadData(f"expected range vector argument {i + 1} to {name}()")
+        return v
+
+    if name in RATE_LIKE:
+        counter, is_rate = RATE_LIKE[name]
+        return R.extrapolated_rate(range_arg(0), counter, is_rate)
+    if name in ("irate", "idelta"):
+        return R.instant_rate(range_arg(0), name == "irate")
+    if name == "changes":
+        return R.changes(range_arg(0))
+    if name == "resets":
+        return R.resets(range_arg(0))
+    if name in OVER_TIME:
+        return _dedupe_whole(R.over_time(name, range_arg(0)))
+    if name == "quantile_over_time":
+        q = scalar_arg(0)
+        return _dedupe_whole(R.quantile_over_time(q, range_arg(1)))
+    if name == "deriv":
+        return _dedupe_whole(R.deriv(range_arg(0)))
+    if name == "predict_linear":
+        r = range_arg(0)
+        return _dedupe_whole(R.predict_linear(r, env.steps, scalar_arg(1)))
+    if name == "absent_over_time":
+        r = range_arg(0)
+        present = (r.hi > r.lo).any(axis=0) if len(r) else np.zeros(n_steps, bool)
+        return F.absent(present, F.absent_labels(_selector_matchers(args[0])))
+    if name == "absent":
+        s = vector_arg(0)
+        present = s.mask.any(axis=0) if len(s) else np.zeros(n_steps, bool)
+        return F.absent(present, F.absent_labels(_selector_matchers(args[0])))
+    if name in F.MATH:
+        return F.math_fn(name, vector_arg(0))
+    if name == "round":
+        return F.round_fn(vector_arg(0), ScalarSteps(scalar_arg(1)) if len(args) > 1 else None)
+    if name == "clamp":
+        return F.clamp(vector_arg(0), scalar_arg(1), scalar_arg(2))
+    if name == "clamp_min":
+        return F.clamp(vector_arg(0), scalar_arg(1), None)
+    if name == "clamp_max":
+        return F.clamp(vector_arg(0), None, scalar_arg(1))
+    if name == "timestamp":
+        return F.timestamp(vector_arg(0), env.steps)
+    if name == "time":
+        return ScalarSteps(env.steps / 1000.0)
+    if name == "vector":
+        return F.vector(ScalarSteps(scalar_arg(0)))
+    if name == "scalar":
+        return F.scalar(vector_arg(0))
+    if name in ("sort", "sort_desc"):
+        return F.sort(vector_arg(0), name == "sort_desc")
+    if name == "label_replace":
+        return F.label_replace(vector_arg(0), string_arg(1), string_arg(2), string_arg(3), string_arg(4))
+    if name == "label_join":
+        return F.label_join(vector_arg(0), string_arg(1), string_arg(2), [string_arg(i) for i in range(3, len(args))])
+    if name == "histogram_quantile":
+        return histogram_quantile(ScalarSteps(scalar_arg(0)), vector_arg(1))
+    if name in F.DATE_FUNCS:
+        if args:
+            return F.date_fn(name, vector_arg(0))
+        return F.date_fn(name, F.vector(ScalarSteps(env.steps / 1000.0)))
+    raise NotSupported(f"function {name}()")
+
+
+def _selector_matchers(node):
+    node = _unwrap(node)
+    if isinstance(node, pp.MatrixSelector):
+        node = node.vector_selector
+    if isinstance(node, pp.VectorSelector):
+        return parser.matchers(node)
+    return []
+
+
+def _dedupe_whole(s: Series) -> Series:
+    """Range functions: two series with one label set (after dropping __name__) is an error
+    for the whole result, as in Prometheus's matrix-function path."""
+    from .binary import dedupe
+
+    if len(set(s.labels)) != len(s.labels):
+        from ..errors import ExecError
+
+        raise ExecError("vector cannot contain metrics with the same labelset")
+    return dedupe(s)

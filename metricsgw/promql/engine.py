@@ -1,0 +1,236 @@
+"""The PromQL engine: parse, then evaluate the AST for every step of the query at once.
+
+``Engine(source)`` only uses the source's select_series / estimate_samples / read_samples,
+so the DuckDB storage and the in-memory MemSource are interchangeable.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import promql_parser as pp
+
+from ..errors import BadData, NotSupported
+from ..limits.context import QueryContext
+from . import binary, parser, selectors
+from .aggregations import aggregate
+from .calls import call
+from .value import Matrix, Ranges, Scalar, ScalarSteps, Series, String, StringValue, Value, Vector, drop_name
+
+
+@dataclass
+class Env:
+    steps: np.ndarray  # int64 ms: the evaluation times
+    start_ms: int  # the query's own start/end, for @ start() / end()
+    end_ms: int
+    ctx: QueryContext
+
+
+class Engine:
+    def __init__(self, source, lookback_s: float = 300.0, max_points: int = 11000,
+                 subquery_step_s: float = 60.0) -> None:
+        self.source = source
+        self.lookback_ms = int(round(lookback_s * 1000))
+        self.max_points = max_points
+        self.subquery_step_ms = int(round(subquery_step_s * 1000))
+
+    # ---- public API -----------------------------------------------------------------
+
+    def instant(self, query: str, t_s: float, ctx: QueryContext) -> Value:
+        node = parser.parse(query)
+        t = _ms(t_s)
+        env = Env(np.array([t], np.int64), t, t, ctx)
+        res = self.eval(node, env)
+        ctx.check("result")
+        ts = t / 1000.0
+        if isinstance(res, Series):
+            rows = np.flatnonzero(res.mask[:, 0])
+            return Vector(ts, [res.labels[i] for i in rows], res.values[rows, 0].copy())
+        if isinstance(res, ScalarSteps):
+            return Scalar(ts, float(res.values[0]))
+        if isinstance(res, StringValue):
+            return String(ts, res.value)
+        return _ranges_matrix(res)
+
+    def range(self, query: str, start_s: float, end_s: float, step_s: float, ctx: QueryContext) -> Value:
+        start, end, step = _ms(start_s), _ms(end_s), _ms(step_s)
+        if step <= 0:
+            raise BadData("zero or negative query resolution step widths are not accepted. Try a positive integer")
+        if end < start:
+            raise BadData("end timestamp must not be before start time")
+        if (end - start) // step > self.max_points:
+            raise BadData(
+                f"exceeded maximum resolution of {self.max_points:,} points per timeseries. "
+                "Try decreasing the query resolution (?step=XX)"
+            )
+        node = parser.parse(query)
+        steps = np.arange(start, end + 1, step, dtype=np.int64)
+        env = Env(steps, start, end, ctx)
+        res = self.eval(node, env)
+        ctx.check("result")
+        if isinstance(res, ScalarSteps):
+            res = Series([()], res.values[None, :], np.ones((1, len(steps)), bool))
+        if not isinstance(res, Series):
+            kind = "range vector" if isinstance(res, Ranges) else "string"
+            raise BadData(f'invalid expression type "{kind}" for range query, must be Scalar or instant Vector')
+        return series_matrix(res, steps)
+
+    # ---- evaluation -------------------------------------------------------------------
+
+    def eval(self, node, env: Env):
+        env.ctx.check("evaluation")
+        if isinstance(node, pp.ParenExpr):
+            return self.eval(node.expr, env)
+        if isinstance(node, pp.NumberLiteral):
+            return ScalarSteps(np.full(len(env.steps), float(node.val)))
+        if isinstance(node, pp.StringLiteral):
+            return StringValue(node.val)
+        if isinstance(node, pp.UnaryExpr):
+            return _negate(self.eval(node.expr, env))
+        if isinstance(node, pp.VectorSelector):
+            return self.vector_selector(node, env)
+        if isinstance(node, pp.MatrixSelector):
+            return self.matrix_selector(node, env)
+        if isinstance(node, pp.SubqueryExpr):
+            return self.subquery(node, env)
+        if isinstance(node, pp.Call):
+            return call(self, node, env)
+        if isinstance(node, pp.AggregateExpr):
+            return self.aggregate(node, env)
+        if isinstance(node, pp.BinaryExpr):
+            return self.binary(node, env)
+        raise NotSupported(f"expression {type(node).__name__}")
+
+    def ref_times(self, node, env: Env) -> np.ndarray:
+        """Evaluation times after @ and offset: where a selector or subquery looks."""
+        at = parser.at_modifier(node)
+        if at is None:
+            t = env.steps
+        else:
+            kind, ms = at
+            fixed = env.start_ms if kind == "start" else env.end_ms if kind == "end" else ms
+            t = np.full(len(env.steps), fixed, np.int64)
+        return t - parser.duration_ms(node.offset)
+
+    def vector_selector(self, node: "pp.VectorSelector", env: Env) -> Series:
+        ref = self.ref_times(node, env)
+        ms = parser.matchers(node)
+        _check_matchers(ms)
+        loaded = selectors.load(self.source, ms, int(ref.min()) - self.lookback_ms, int(ref.max()), env.ctx)
+        return selectors.instant(loaded, ref, self.lookback_ms)
+
+    def matrix_selector(self, node: "pp.MatrixSelector", env: Env) -> Ranges:
+        vs = node.vector_selector
+        ref = self.ref_times(vs, env)
+        rng = parser.duration_ms(node.range)
+        ms = parser.matchers(vs)
+        _check_matchers(ms)
+        loaded = selectors.load(self.source, ms, int(ref.min()) - rng, int(ref.max()), env.ctx)
+        return selectors.ranges(loaded, ref, rng)
+
+    def subquery(self, node: "pp.SubqueryExpr", env: Env) -> Ranges:
+        ref = self.ref_times(node, env)
+        rng = parser.duration_ms(node.range)
+        step = parser.duration_ms(node.step) if node.step is not None else self.subquery_step_ms
+        if step <= 0:
+            raise BadData("zero or negative subquery step")
+        lo = int(ref.min()) - rng
+        first = (lo // step) * step
+        if first < lo:
+            first += step
+        grid = np.arange(first, int(ref.max()) + 1, step, dtype=np.int64)
+        if len(grid) == 0:
+            return selectors.ranges(selectors.series_as_samples(Series.empty(0), grid), ref, rng)
+        env.ctx.charge_samples(0, "subquery")
+        inner = self.eval(node.expr, Env(grid, env.start_ms, env.end_ms, env.ctx))
+        if isinstance(inner, ScalarSteps):
+            inner = Series([()], inner.values[None, :], np.ones((1, len(grid)), bool))
+        if not isinstance(inner, Series):
+            raise BadData("subquery is only allowed on instant vector")
+        env.ctx.charge_samples(int(inner.mask.sum()), "subquery evaluation")
+        return selectors.ranges(selectors.series_as_samples(inner, grid), ref, rng)
+
+    def aggregate(self, node: "pp.AggregateExpr", env: Env) -> Series:
+        op = parser.op_name(node).lower()
+        without, names = parser.grouping(node)
+        param = None
+        if node.param is not None:
+            param = self.eval(node.param, env)
+        inner = self.eval(node.expr, env)
+        if not isinstance(inner, Series):
+            raise BadData(f"expected instant vector in aggregation {op}")
+        if op in ("topk", "bottomk", "quantile") and not isinstance(param, ScalarSteps):
+            raise BadData(f"expected scalar parameter in aggregation {op}")
+        if op == "count_values":
+            if not isinstance(param, StringValue):
+                raise BadData("expected string parameter in count_values")
+            param = param.value
+        if op not in {"sum", "avg", "min", "max", "count", "group", "stddev", "stdvar", "topk", "bottomk",
+                      "quantile", "count_values"}:
+            raise NotSupported(f"aggregation {op}")
+        return aggregate(op, inner, without, names, param)
+
+    def binary(self, node: "pp.BinaryExpr", env: Env):
+        op = parser.op_name(node).lower()
+        lhs = self.eval(node.lhs, env)
+        rhs = self.eval(node.rhs, env)
+        rb = parser.is_bool(node)
+        if isinstance(lhs, ScalarSteps) and isinstance(rhs, ScalarSteps):
+            return binary.scalar_scalar(op, lhs, rhs)
+        if isinstance(lhs, Series) and isinstance(rhs, ScalarSteps):
+            return binary.vector_scalar(op, lhs, rhs, True, rb)
+        if isinstance(lhs, ScalarSteps) and isinstance(rhs, Series):
+            return binary.vector_scalar(op, rhs, lhs, False, rb)
+        if isinstance(lhs, Series) and isinstance(rhs, Series):
+            on, names, card, include = parser.matching(node)
+            return binary.vector_vector(op, lhs, rhs, on, names, card, include, rb)
+        raise BadData(f"binary expression must contain only scalar and instant vector types")
+
+
+def _ms(t_s: float) -> int:
+    if not math.isfinite(t_s):
+        raise BadData(f"invalid time {t_s}")
+    return int(round(t_s * 1000))
+
+
+def _check_matchers(ms) -> None:
+    if all(m.matches_empty() for m in ms):
+        raise BadData("vector selector must contain at least one non-empty matcher")
+
+
+def _negate(v):
+    if isinstance(v, ScalarSteps):
+        return ScalarSteps(-v.values)
+    if isinstance(v, Series):
+        return binary.dedupe(Series([drop_name(l) for l in v.labels], -v.values, v.mask))
+    raise BadData("unary expression only allowed on expressions of type scalar or instant vector")
+
+
+def series_matrix(s: Series, steps: np.ndarray) -> Matrix:
+    """A range query's result: series sorted by labels, each with its present points."""
+    order = sorted(range(len(s)), key=lambda i: s.labels[i])
+    order = [i for i in order if s.mask[i].any()]
+    if not order:
+        return Matrix([], np.empty(0, np.int64), np.empty(0), np.zeros(1, np.int64))
+    m = s.mask[order]
+    rows, cols = np.nonzero(m)
+    offsets = np.concatenate([[0], np.cumsum(m.sum(axis=1))]).astype(np.int64)
+    return Matrix([s.labels[i] for i in order], steps[cols].astype(np.int64), s.values[order][rows, cols], offsets)
+
+
+def _ranges_matrix(r: Ranges) -> Matrix:
+    """An instant query of a range vector: the raw samples in each series' window."""
+    labels, ts, vs, offs = [], [], [], [0]
+    for i, l in enumerate(r.labels):
+        a, b = int(r.lo[i, 0]), int(r.hi[i, 0])
+        if b <= a:
+            continue
+        labels.append(l)
+        ts.append(r.t[a:b])
+        vs.append(r.v[a:b])
+        offs.append(offs[-1] + b - a)
+    if not labels:
+        return Matrix([], np.empty(0, np.int64), np.empty(0), np.zeros(1, np.int64))
+    return Matrix(labels, np.concatenate(ts), np.concatenate(vs), np.array(offs, np.int64))

@@ -1,0 +1,103 @@
+"""histogram_quantile over classic (le-bucketed) histograms, as Prometheus 2.42's
+bucketQuantile: sort by le, coalesce equal bounds, force monotonic counts, interpolate."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..model import METRIC_NAME, Labels
+from .value import ScalarSteps, Series
+
+
+def _parse_le(v: str) -> float | None:
+    try:
+        return float(v)  # Go's ParseFloat accepts "+Inf", "Inf", "1e3", ...
+    except ValueError:
+        return None
+
+
+def histogram_quantile(q: ScalarSteps, s: Series) -> Series:
+    steps = s.values.shape[1]
+    groups: dict[Labels, list[tuple[float, int]]] = {}
+    for i, l in enumerate(s.labels):
+        le = None
+        rest = []
+        for n, v in l:
+            if n == "le":
+                le = _parse_le(v)
+            elif n != METRIC_NAME:
+                rest.append((n, v))
+        if le is None:
+            continue
+        groups.setdefault(tuple(rest), []).append((le, i))
+    labels, vals, masks = [], [], []
+    for g, members in groups.items():
+        members.sort(key=lambda p: p[0])
+        les = np.array([p[0] for p in members])
+        rows = np.array([p[1] for p in members])
+        counts, mask = s.values[rows], s.mask[rows]
+        out = np.full(steps, np.nan)
+        present = mask.any(axis=0)
+        full = mask.all(axis=0)
+        ks = np.flatnonzero(full)
+        if len(ks):
+            out[ks] = _quantile_columns(q.values[ks], les, counts[:, ks])
+        for k in np.flatnonzero(present & ~full).tolist():  # some buckets missing at this step
+            m = mask[:, k]
+            out[k] = _quantile_columns(q.values[k : k + 1], les[m], counts[m, k : k + 1])[0]
+        labels.append(g)
+        vals.append(out)
+        masks.append(present)
+    if not labels:
+        return Series.empty(steps)
+    return Series(labels, np.where(np.array(masks), np.array(vals), 0.0), np.array(masks)).compact()
+
+
+def _quantile_columns(q: np.ndarray, les: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """bucketQuantile for every column (step) at once; les sorted ascending."""
+    ncol = counts.shape[1]
+    out = np.full(ncol, np.nan)
+    if len(les) == 0 or not math.isinf(les[-1]) or les[-1] < 0:
+        return _q_edges(q, out)
+    # Coalesce buckets with the same upper bound (sum their counts).
+    uniq, start = np.unique(les, return_index=True)
+    c = np.add.reduceat(counts, start, axis=0)
+    c = _monotonic(c)
+    if len(uniq) < 2:
+        return _q_edges(q, out)
+    total = c[-1]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        rank = q * total
+        ge = c[:-1] >= rank[None, :]
+        b = np.where(ge.any(axis=0), np.argmax(ge, axis=0), len(uniq) - 1)
+        cols = np.arange(ncol)
+        end = uniq[b]
+        prev_b = np.maximum(b - 1, 0)
+        start_b = np.where(b > 0, uniq[prev_b], 0.0)
+        cnt = c[b, cols] - np.where(b > 0, c[prev_b, cols], 0.0)
+        rk = rank - np.where(b > 0, c[prev_b, cols], 0.0)
+        res = start_b + (end - start_b) * (rk / cnt)
+        res = np.where(b == len(uniq) - 1, uniq[-2], res)
+        res = np.where((b == 0) & (uniq[0] <= 0), uniq[0], res)
+    return _q_edges(q, np.where(total == 0, np.nan, res))
+
+
+def _q_edges(q: np.ndarray, res: np.ndarray) -> np.ndarray:
+    res = np.where(np.isnan(q), np.nan, res)
+    res = np.where(q < 0, -np.inf, res)
+    return np.where(q > 1, np.inf, res)
+
+
+def _monotonic(c: np.ndarray) -> np.ndarray:
+    """Go's ensureMonotonic: a NaN count never raises the running max."""
+    out = c.copy()
+    run = np.full(c.shape[1], -np.inf)
+    for i in range(len(c)):
+        cur = c[i]
+        raise_ = cur > run
+        lower = cur < run
+        run = np.where(raise_, cur, run)
+        out[i] = np.where(lower, run, cur)
+    return out
