@@ -1,7 +1,8 @@
 """Prometheus text exposition (format 0.0.4) of a workload subset, for a small scrape target.
 
-`job` and `instance` are left out: the scraping Prometheus attaches its own, and exposing them
-would turn them into `exported_job`/`exported_instance`.
+All labels are exposed, `job` and `instance` too: they are what tells the nodes apart (and the
+several `up` series), so a scraping Prometheus keeps them as `exported_job`/`exported_instance`
+(or as they are with `honor_labels: true`).
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import math
 from metricsgw.model import METRIC_NAME
 
 _SUFFIXES = ("_bucket", "_sum", "_count")
-_DROP = ("job", "instance")
 
 
 def _escape(value: str) -> str:
@@ -54,7 +54,7 @@ def render(workload, t_ms: int, node_range: range) -> str:
             for n, v in labels[i]:
                 if n == METRIC_NAME:
                     name = v
-                elif n not in _DROP:
+                else:
                     pairs.append(f'{n}="{_escape(v)}"')
             out.append(f"{name}{{{','.join(pairs)}}} {_fmt(float(values[i]))}")
     return "\n".join(out) + "\n"

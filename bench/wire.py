@@ -86,6 +86,7 @@ class Request:
     body: bytes  # snappy-compressed
     samples: int
     series: int
+    first_scrape: int = 0  # index of the first scrape in it (0 = creates the series)
 
 
 def build_requests(workload, start_ms: int, scrapes: int, interval_ms: int, shards: int = 4,
@@ -112,7 +113,7 @@ def build_requests(workload, start_ms: int, scrapes: int, interval_ms: int, shar
             for c0 in range(0, len(idx), per_req):
                 chunk = idx[c0: c0 + per_req]
                 raw = encode_write_request([label_bytes[i] for i in chunk], values[chunk, k0: k0 + len(ts)], ts)
-                reqs.append(Request(snappy.compress(raw), len(chunk) * len(ts), len(chunk)))
+                reqs.append(Request(snappy.compress(raw), len(chunk) * len(ts), len(chunk), k0))
         out.append(reqs)
     return out
 

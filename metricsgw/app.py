@@ -56,6 +56,7 @@ def build_app(cfg: Config, telemetry: Telemetry | None = None) -> web.Applicatio
     r.add_get("/api/v1/label/{name}/values", metadata.label_values)
     r.add_get("/api/v1/metadata", metadata.metadata)
     r.add_get("/api/v1/status/buildinfo", metadata.buildinfo)
+    r.add_get("/api/v1/status/tsdb", metadata.tsdb_status)
     r.add_get("/api/v1/query_exemplars", metadata.query_exemplars)
     r.add_post("/api/v1/query_exemplars", metadata.query_exemplars)
     r.add_get("/-/healthy", healthy)

@@ -63,13 +63,13 @@ def call(engine, node: "pp.Call", env):
 
     if name in RATE_LIKE:
         counter, is_rate = RATE_LIKE[name]
-        return R.extrapolated_rate(range_arg(0), counter, is_rate)
+        return _dedupe_whole(R.extrapolated_rate(range_arg(0), counter, is_rate))
     if name in ("irate", "idelta"):
-        return R.instant_rate(range_arg(0), name == "irate")
+        return _dedupe_whole(R.instant_rate(range_arg(0), name == "irate"))
     if name == "changes":
-        return R.changes(range_arg(0))
+        return _dedupe_whole(R.changes(range_arg(0)))
     if name == "resets":
-        return R.resets(range_arg(0))
+        return _dedupe_whole(R.resets(range_arg(0)))
     if name in OVER_TIME:
         return _dedupe_whole(R.over_time(name, range_arg(0)))
     if name == "quantile_over_time":

@@ -15,7 +15,7 @@ from ..model import Matcher
 
 MAX_QUERY_LEN = 1 << 16
 
-_OPS = {pp.MatchOp.Equal: "=", pp.MatchOp.NotEqual: "!=", pp.MatchOp.Re: "=~", pp.MatchOp.NotRe: "!~"}
+_OPS = {"MatchOp.Equal": "=", "MatchOp.NotEqual": "!=", "MatchOp.Re": "=~", "MatchOp.NotRe": "!~"}
 
 
 def parse(query: str) -> "pp.Expr":
@@ -56,7 +56,7 @@ def matchers(vs: "pp.VectorSelector") -> list[Matcher]:
     ms = vs.matchers
     if ms.or_matchers:
         raise NotSupported("'or' inside a label matcher set")
-    out = [Matcher(m.name, _OPS[m.op], m.value) for m in ms.matchers]
+    out = [Matcher(m.name, _OPS[str(m.op)], m.value) for m in ms.matchers]
     if vs.name and not any(m.name == "__name__" for m in out):
         out.append(Matcher("__name__", "=", vs.name))
     return out
@@ -101,11 +101,11 @@ def matching(node: "pp.BinaryExpr") -> tuple[bool, list[str], str, list[str]]:
         on = mod.matching.type == pp.LabelModifierType.Include
         labels = list(mod.matching.labels)
     card = {
-        pp.VectorMatchCardinality.OneToOne: "one-to-one",
-        pp.VectorMatchCardinality.ManyToOne: "many-to-one",
-        pp.VectorMatchCardinality.OneToMany: "one-to-many",
-        pp.VectorMatchCardinality.ManyToMany: "many-to-many",
-    }[mod.card]
+        "VectorMatchCardinality.OneToOne": "one-to-one",
+        "VectorMatchCardinality.ManyToOne": "many-to-one",
+        "VectorMatchCardinality.OneToMany": "one-to-many",
+        "VectorMatchCardinality.ManyToMany": "many-to-many",
+    }[str(mod.card)]
     return on, labels, card, list(mod.group_labels or [])
 
 

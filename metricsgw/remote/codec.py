@@ -251,6 +251,8 @@ class _KeyPairs:
 
 def _decode_v1_generic(raw: bytes) -> DecodedWrite:
     """Any valid encoding, via the generated code; keys match the fast path's."""
+    from .fastscan import decode_sample_blobs
+
     try:
         req = v1pb.RawWriteRequest.FromString(raw)
         for ts in req.timeseries:  # make upb check nested labels now, not lazily later
@@ -258,57 +260,61 @@ def _decode_v1_generic(raw: bytes) -> DecodedWrite:
                 v1pb.RawLabel.FromString(item)
     except DecodeError as err:
         raise BadData(f"cannot decode remote-write 1.0 protobuf: {err}") from None
-    keys, counts, t, v = [], [], [], []
-    hist = exem = 0
-    for ts in req.timeseries:
-        keys.append(b"".join(b"\n" + _varint(len(item)) + item for item in ts.labels))
-        counts.append(len(ts.samples))
-        for s in ts.samples:
-            t.append(s.timestamp)
-            v.append(s.value)
-        hist += len(ts.histograms)
-        exem += len(ts.exemplars)
-    return DecodedWrite(1, keys, np.array(counts, np.int64), np.array(t, np.int64), np.array(v, np.float64),
-                        hist, exem, _v1_metadata(req.metadata), pairs=_KeyPairs(keys))
+    keys = [b"".join(b"\n" + _varint(len(item)) + item for item in ts.labels) for ts in req.timeseries]
+    counts = [len(ts.samples) for ts in req.timeseries]
+    merged = v1pb.MergedWriteRequest.FromString(raw).timeseries
+    hist, exem = len(merged.histograms), len(merged.exemplars)
+    # Samples of all series at once (series order), decoded with numpy when laid out as
+    # usual; per sample in Python otherwise.
+    columns = decode_sample_blobs(list(merged.samples))
+    if columns is None:
+        samples = [s for ts in req.timeseries for s in ts.samples]
+        columns = (np.array([s.timestamp for s in samples], np.int64), np.array([s.value for s in samples], np.float64))
+    t, v = columns
+    return DecodedWrite(1, keys, np.array(counts, np.int64), t, v, hist, exem, _v1_metadata(req.metadata),
+                        pairs=_KeyPairs(keys))
 
 
 def decode_v2(raw: bytes) -> DecodedWrite:
+    from .fastscan import decode_sample_blobs
+
     try:
         req = v2pb.RawRequest.FromString(raw)
+        merged = v2pb.MergedRequest.FromString(raw).timeseries
     except DecodeError as err:
         raise BadData(f"cannot decode remote-write 2.0 protobuf: {err}") from None
     symbols = list(req.symbols)
     if symbols and symbols[0] != b"":
         raise BadData("remote-write 2.0: symbols table must start with an empty string")
-    nsym = len(symbols)
     lookup = symbols.__getitem__
+    series = req.timeseries
     keys: list = []
-    counts, t, v = [], [], []
     problems: dict[int, str] = {}
-    meta: dict[MetricMetadata, None] = {}
-    hist = exem = 0
-    for i, ts in enumerate(req.timeseries):
-        refs = ts.labels_refs
-        key = None
-        if len(refs) % 2:
-            problems[i] = f"labels_refs has odd length {len(refs)}"
-        elif refs and max(refs) >= nsym:
-            problems[i] = f"label reference {max(refs)} out of range (symbols table has {nsym} entries)"
-        else:
-            key = tuple(map(lookup, refs))
+    for i, ts in enumerate(series):
+        try:
+            key = tuple(map(lookup, ts.labels_refs))  # symbol bytes: name, value, name, value...
+        except IndexError:
+            key = None
+            problems[i] = f"a label reference is out of range (symbols table has {len(symbols)} entries)"
+        if key is not None and len(key) % 2:
+            key = None
+            problems[i] = f"labels_refs has odd length {len(ts.labels_refs)}"
         keys.append(key)
-        counts.append(len(ts.samples))
-        for s in ts.samples:
-            t.append(s.timestamp)
-            v.append(s.value)
-        hist += len(ts.histograms)
-        exem += len(ts.exemplars)
-        if key is not None and ts.HasField("metadata"):
-            md = _v2_metadata(ts.metadata, key, symbols)
-            if md is not None:
-                meta[md] = None
-    return DecodedWrite(2, keys, np.array(counts, np.int64), np.array(t, np.int64), np.array(v, np.float64),
-                        hist, exem, list(meta), problems, pairs=_TuplePairs(keys))
+    counts = np.fromiter((len(ts.samples) for ts in series), np.int64, len(series))
+    columns = decode_sample_blobs(list(merged.samples))
+    if columns is None:
+        samples = [s for ts in series for s in ts.samples]
+        columns = (np.array([s.timestamp for s in samples], np.int64), np.array([s.value for s in samples], np.float64))
+    meta: dict[MetricMetadata, None] = {}
+    if len(merged.metadata):  # only walk series for metadata when some series carries it
+        for key, ts in zip(keys, series):
+            if key is not None and ts.HasField("metadata"):
+                md = _v2_metadata(ts.metadata, key, symbols)
+                if md is not None:
+                    meta[md] = None
+    t, v = columns
+    return DecodedWrite(2, keys, counts, t, v, len(merged.histograms), len(merged.exemplars), list(meta),
+                        problems, pairs=_TuplePairs(keys))
 
 
 def _v2_metadata(md, key: tuple, symbols: list[bytes]) -> MetricMetadata | None:

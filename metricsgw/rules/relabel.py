@@ -31,6 +31,8 @@ _LABEL_NAME = re2.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 # relabelTarget in relabel.go: what a templated target_label / labelmap replacement may look like.
 _RELABEL_TARGET = re2.compile(r"^(?:(?:[a-zA-Z_]|\$(?:\{\w+\}|\w+))+\w*)+$")
 _MAX_UINT64 = (1 << 64) - 1
+_CACHE_MAX = 8192  # memoised regex results per rule
+_NO_CHANGE = object()  # a memoised "this input leaves the labels alone"
 _RE2_OPTIONS = re2.Options()
 _RE2_OPTIONS.log_errors = False  # we report the error ourselves; RE2 would also print it to stderr
 
@@ -149,6 +151,7 @@ class RelabelRule:
     _target_parts: tuple = field(default=(), repr=False)
     _replacement_parts: tuple = field(default=(), repr=False)
     _step: Callable[[dict[str, str]], bool] | None = field(default=None, repr=False)
+    _cache: dict = field(default_factory=dict, repr=False)
 
     @classmethod
     def from_config(cls, cfg: Any) -> "RelabelRule":
@@ -249,11 +252,22 @@ class RelabelRule:
             return lb.get(src[0], "")
         return self.separator.join([lb.get(n, "") for n in src])
 
+    # Regex results are memoised per rule: the inputs (metric names, label names, a few label
+    # values) repeat across series, so most steps become a dict lookup. Bounded; cleared when full.
+    def _matches(self, text: str) -> bool:
+        cache = self._cache
+        hit = cache.get(text)
+        if hit is None:
+            if len(cache) >= _CACHE_MAX:
+                cache.clear()
+            hit = cache[text] = self._rx.search(text) is not None
+        return hit
+
     def _drop(self, lb: dict[str, str]) -> bool:
-        return self._rx.search(self._value(lb)) is None
+        return not self._matches(self._value(lb))
 
     def _keep(self, lb: dict[str, str]) -> bool:
-        return self._rx.search(self._value(lb)) is not None
+        return self._matches(self._value(lb))
 
     def _dropequal(self, lb: dict[str, str]) -> bool:
         return lb.get(self.target_label, "") != self._value(lb)
@@ -263,15 +277,25 @@ class RelabelRule:
 
     def _replace(self, lb: dict[str, str]) -> bool:
         val = self._value(lb)
+        cache = self._cache
+        hit = cache.get(val)
+        if hit is None:
+            if len(cache) >= _CACHE_MAX:
+                cache.clear()
+            hit = cache[val] = self._replace_result(val)
+        if hit is not _NO_CHANGE:
+            _set(lb, hit[0], hit[1])
+        return True
+
+    def _replace_result(self, val: str) -> Any:
         m = self._rx.search(val)
         if m is None:  # no match: no replacement
-            return True
+            return _NO_CHANGE
         ng = self._rx.groups
         target = expand(self._target_parts, m, ng)
         if not valid_label_name(target):
-            return True
-        _set(lb, target, expand(self._replacement_parts, m, ng))
-        return True
+            return _NO_CHANGE
+        return (target, expand(self._replacement_parts, m, ng))
 
     def _lowercase(self, lb: dict[str, str]) -> bool:
         _set(lb, self.target_label, _go_lower(self._value(lb)))
@@ -287,22 +311,31 @@ class RelabelRule:
         return True
 
     def _labelmap(self, lb: dict[str, str]) -> bool:
-        ng = self._rx.groups
+        cache = self._cache
         for name, value in sorted(lb.items()):  # a snapshot, in label order, as Prometheus iterates
-            m = self._rx.search(name)
-            if m is not None:
-                # ReplaceAllString: the anchored pattern matches the whole name (once)
-                new = name[:m.start()] + expand(self._replacement_parts, m, ng) + name[m.end():]
+            new = cache.get(name)
+            if new is None:
+                if len(cache) >= _CACHE_MAX:
+                    cache.clear()
+                new = cache[name] = self._labelmap_name(name)
+            if new is not _NO_CHANGE:
                 _set(lb, new, value)
         return True
 
+    def _labelmap_name(self, name: str) -> Any:
+        m = self._rx.search(name)
+        if m is None:
+            return _NO_CHANGE
+        # ReplaceAllString: the anchored pattern matches the whole name (once)
+        return name[:m.start()] + expand(self._replacement_parts, m, self._rx.groups) + name[m.end():]
+
     def _labeldrop(self, lb: dict[str, str]) -> bool:
-        for name in [n for n in lb if self._rx.search(n) is not None]:
+        for name in [n for n in lb if self._matches(n)]:
             del lb[name]
         return True
 
     def _labelkeep(self, lb: dict[str, str]) -> bool:
-        for name in [n for n in lb if self._rx.search(n) is None]:
+        for name in [n for n in lb if not self._matches(n)]:
             del lb[name]
         return True
 

@@ -105,10 +105,13 @@ def list_sample_files(root: str) -> list[SampleFile]:
             if not fm:
                 continue
             path = os.path.join(sroot, pname, fname)
-            meta = pq.ParquetFile(path).metadata
-            lo, hi = _t_range(meta)
-            out.append(SampleFile(path, int(pm.group(1)), int(fm.group(1)), lo, hi))
+            out.append(describe_sample_file(path, int(pm.group(1)), int(fm.group(1))))
     return sorted(out, key=lambda f: (f.partition_ms, f.seq))
+
+
+def describe_sample_file(path: str, partition_ms: int, seq: int) -> SampleFile:
+    lo, hi = _t_range(pq.ParquetFile(path).metadata)
+    return SampleFile(path, partition_ms, seq, lo, hi)
 
 
 def _t_range(meta: pq.FileMetaData) -> tuple[int, int]:

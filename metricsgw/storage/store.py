@@ -21,6 +21,7 @@ from ..errors import Unavailable
 from . import parquet_io, records
 from .batch import AppendBatch, MetricMetadata
 from .catalog import Catalog
+from .compact import compact_partitions, compact_side_tables
 from .head import Head
 from .querier import StorageReader
 from .wal import WAL, fsync_dir, list_segments, read_segment, segment_name
@@ -54,6 +55,7 @@ class Storage(StorageReader):
         self._unflushed_series: list[tuple[int, tuple]] = []
         self._seq = 0
         self._interval_ms = 15_000.0
+        self._retired: list[tuple[float, str]] = []
         self._stop = threading.Event()
         self._flusher: threading.Thread | None = None
         self._init_reader(duckdb_memory_limit, duckdb_threads)
@@ -106,6 +108,7 @@ class Storage(StorageReader):
         if self.wal:
             self.wal.close()
         self._close_reader()
+        self.delete_retired(older_than_s=0.0)
 
     # ---------------------------------------------------------------- write side
     def has_series(self, sid: int) -> bool:
@@ -169,7 +172,10 @@ class Storage(StorageReader):
             if due or len(self.head) >= self.flush_max_samples:
                 try:
                     self.flush()
+                    compact_partitions(self)
+                    compact_side_tables(self)
                     self.apply_retention()
+                    self.delete_retired(older_than_s=150.0)
                 except Exception:
                     log.exception("flush failed; will retry")
                     if self.telemetry:
@@ -285,6 +291,24 @@ class Storage(StorageReader):
             known = np.fromiter((int(s) in self.catalog for s in sid), bool, len(sid))
             self.catalog.touch(sid[known], tb.column("min_t").to_numpy()[known])
             self.catalog.touch(sid[known], tb.column("max_t").to_numpy()[known])
+
+    def retire(self, paths) -> None:
+        now = time.monotonic()
+        self._retired.extend((now, p) for p in paths)
+
+    def delete_retired(self, older_than_s: float) -> None:
+        """Delete files replaced by compaction once queries that might read them are over."""
+        cutoff = time.monotonic() - older_than_s
+        keep = []
+        for when, path in self._retired:
+            if when <= cutoff:
+                try:
+                    os.remove(path)
+                except FileNotFoundError:
+                    pass
+            else:
+                keep.append((when, path))
+        self._retired = keep
 
     # ---------------------------------------------------------------- retention
     def apply_retention(self) -> None:

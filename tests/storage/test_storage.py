@@ -156,3 +156,29 @@ def test_query_budget_fires_while_loading(tmp_path):
     with pytest.raises(LimitExceeded, match="--query.max-samples"):
         st.read_samples(ids, NOW, NOW + 1000, QueryContext(max_samples=50))
     st.close()
+
+
+def test_compaction_merges_partition_files_and_keeps_every_sample_once(tmp_path):
+    from metricsgw.storage.compact import compact_partitions
+
+    st = opened(tmp_path)
+    st.partition_ms = 3600_000
+    base = (NOW // 3600_000 - 3) * 3600_000  # a closed partition, hours ago
+    expected = []
+    for k in range(4):  # four flushes into the same partition, with an exact duplicate each time
+        run(st.append(batch([0, 1], [base + k * 1000, base + k * 1000], [k, 10 + k], new=(k == 0))))
+        run(st.append(batch([0], [base], [99.0], new=False)))
+        st.flush()
+    expected = sorted([("0", base + k * 1000 - NOW, float(k)) for k in range(4)]
+                      + [("1", base + k * 1000 - NOW, float(10 + k)) for k in range(4)])
+    part = next((tmp_path / "samples").glob("hour=*"))
+    assert len(list(part.glob("*.parquet"))) == 4
+    before = sorted(read_all(st))
+    assert compact_partitions(st) == 1
+    st.delete_retired(older_than_s=0.0)
+    assert len(list(part.glob("*.parquet"))) == 1
+    assert sorted(read_all(st)) == before == expected
+    st.close(flush=False)
+    st = opened(tmp_path)
+    assert sorted(read_all(st)) == expected
+    st.close()
