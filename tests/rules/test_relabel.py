@@ -230,3 +230,21 @@ def test_null_rule_and_non_list():
         RuleSet.from_configs([None])
     with pytest.raises(RuleError, match="must be a list"):
         RuleSet.from_configs({"action": "drop"})
+
+
+def test_memoised_results_match_fresh_rules(monkeypatch):
+    """Per-rule memoisation (also across a cache overflow) gives what a fresh rule set gives."""
+    import metricsgw.rules.relabel as relabel
+
+    configs = [dict(source_labels=["__name__", "le"], regex="h_bucket;(0\\.5|2)", action="drop"),
+               dict(source_labels=["a"], regex="(x+)(y*)", target_label="t_$2", replacement="$1"),
+               dict(regex="m_(.*)", replacement="$1", action="labelmap"),
+               dict(regex="junk.*", action="labeldrop")]
+    inputs = [L(__name__=n, le=le, a=a, m_k="v", junk1="j")
+              for n in ("h_bucket", "other") for le in ("0.5", "1", "2") for a in ("x", "xy", "xyy", "q")]
+    monkeypatch.setattr(relabel, "_CACHE_MAX", 3)
+    shared = RuleSet.from_configs(configs)
+    for _ in range(3):
+        for labels in inputs:
+            assert shared.apply(labels) == RuleSet.from_configs(configs).apply(labels)
+    assert shared.apply(L(__name__="h_bucket", le="1", a="xy")) == L(__name__="h_bucket", le="1", a="xy", t_y="x")
