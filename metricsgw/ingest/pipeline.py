@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import BadData
 from ..model import Labels, series_id
 from ..remote.codec import DecodedWrite
 from ..remote.validate import LabelProblem, render, validate_labels
@@ -154,11 +155,12 @@ class IngestPipeline:
         problem = decoded.problems.get(i)
         if problem is not None:
             return _Refuse(UNDECODABLE_LABELS, f"series #{i}: {problem}")
-        raw = decoded.label_pairs(i)
         try:
-            labels = validate_labels(raw)
+            labels = validate_labels(decoded.label_pairs(i))
         except LabelProblem as err:
             return _Refuse(err.reason, err.message)
+        except BadData as err:  # corrupt bytes inside this series' labels
+            return _Refuse(UNDECODABLE_LABELS, f"series #{i}: {err}")
         if self.rules_holder is not None:
             relabelled = self.rules_holder.current.apply(labels)
             if relabelled is None:

@@ -68,16 +68,8 @@ def aggregate(op: str, s: Series, without: bool, names: list[str], param=None) -
 
 
 def _avg(gid, g, v, m, count) -> np.ndarray:
-    total = np.zeros(count.shape)
-    np.add.at(total, gid, np.where(m, v, 0.0))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        out = total / count
-    # Where the plain sum overflowed, use Prometheus's incremental mean, which does not.
-    bad = (count > 0) & ~np.isfinite(total)
-    if bad.any():
-        inc = _incremental_mean(gid, g, v, m)
-        out[bad] = inc[bad]
-    return out
+    # Prometheus 2.42 always uses its running mean (no overflow, and bit-identical results).
+    return _incremental_mean(gid, g, v, m)
 
 
 def _ranks(gid: np.ndarray, g: int) -> np.ndarray:
@@ -103,7 +95,7 @@ def _incremental_mean(gid, g, v, m) -> np.ndarray:
             cur, nn = mean[gg], n[gg] + mm
             same_inf = np.isinf(cur) & np.isinf(x) & ((cur > 0) == (x > 0))
             finite_x = np.isinf(cur) & ~np.isinf(x) & ~np.isnan(x)
-            upd = cur + x / nn - cur / nn
+            upd = cur + (x / nn - cur / nn)
             new = np.where(mm & ~(same_inf | finite_x), upd, cur)
             mean[gg], n[gg] = new, nn
     return mean

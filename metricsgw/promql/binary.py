@@ -189,11 +189,11 @@ def _set_op(op: str, lhs: Series, rhs: Series, on: bool, names: list[str]) -> Se
         for i, l in enumerate(lhs.labels):
             has = rp.get(_signature(l, on, names), none)
             masks.append(lhs.mask[i] & (has if op == "and" else ~has))
-        mask = np.array(masks).reshape(len(lhs), steps)
+        mask = np.array(masks, dtype=bool).reshape(len(lhs), steps)
         return Series(list(lhs.labels), np.where(mask, lhs.values, 0.0), mask).compact()
     lp = presence(lhs)
     none = np.zeros(steps, bool)
-    rmask = np.array([rhs.mask[i] & ~lp.get(_signature(l, on, names), none) for i, l in enumerate(rhs.labels)])
+    rmask = np.array([rhs.mask[i] & ~lp.get(_signature(l, on, names), none) for i, l in enumerate(rhs.labels)], dtype=bool)
     rmask = rmask.reshape(len(rhs), steps)
     labels = list(lhs.labels) + list(rhs.labels)
     values = np.concatenate([lhs.values, np.where(rmask, rhs.values, 0.0)])

@@ -1,5 +1,10 @@
-"""Float formatting exactly like Go's strconv.FormatFloat(v, 'f', -1, 64), which
-Prometheus uses for sample values in JSON and for count_values labels."""
+"""Float formatting as Prometheus 2.42 does it.
+
+- ``format_value``: Go's strconv.FormatFloat(v, 'f', -1, 64), used for count_values labels.
+- ``format_json`` / ``format_json_values``: sample values in API JSON (jsoniter's rule:
+  'e' format when |v| < 1e-6 or |v| >= 1e21, else 'f'; e.g. "1e+21", "1e-07", "0.00001").
+  Checked against /usr/bin/prometheus 2.42.
+"""
 
 from __future__ import annotations
 
@@ -38,3 +43,23 @@ def format_values(values: np.ndarray) -> list[str]:
                 out[i] = "-0"
         return out
     return [format_value(x) for x in values.tolist()]
+
+
+def format_json(x: float) -> str:
+    x = float(x)
+    if x != x:
+        return "NaN"
+    if math.isinf(x):
+        return "+Inf" if x > 0 else "-Inf"
+    a = abs(x)
+    if a != 0 and (a < 1e-6 or a >= 1e21):
+        return repr(x)  # Python's repr uses Go's 'e' layout here: 1e+21, 1e-07, 1.5e-08
+    return format_value(x)
+
+
+def format_json_values(values: np.ndarray) -> list[str]:
+    values = np.asarray(values, np.float64)
+    a = np.abs(values)
+    if len(values) and not ((a != 0) & ((a < 1e-6) | (a >= 1e21))).any():
+        return format_values(values)  # no exponent case: the fast path
+    return [format_json(x) for x in values.tolist()]

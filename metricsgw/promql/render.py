@@ -1,14 +1,14 @@
 """Value -> the ``data`` object of Prometheus's query API JSON.
 
-Timestamps are seconds as JSON numbers (ms precision); values are strings formatted like
-Go's strconv.FormatFloat(v, 'f', -1, 64), as Prometheus does."""
+Timestamps are seconds as JSON numbers (ms precision); values are strings formatted as
+Prometheus 2.42 does (see format.py: 'f' layout, exponent only below 1e-6 or from 1e21)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ..model import Labels
-from .format import format_value, format_values
+from .format import format_json, format_json_values
 from .value import Matrix, Scalar, String, Value, Vector
 
 
@@ -34,19 +34,19 @@ def _one_ts(t_s: float):
 
 def render(value: Value) -> dict:
     if isinstance(value, Scalar):
-        return {"resultType": "scalar", "result": [_one_ts(value.t), format_value(value.v)]}
+        return {"resultType": "scalar", "result": [_one_ts(value.t), format_json(value.v)]}
     if isinstance(value, String):
         return {"resultType": "string", "result": [_one_ts(value.t), value.s]}
     if isinstance(value, Vector):
         t = _one_ts(value.t)
-        vals = format_values(value.values)
+        vals = format_json_values(value.values)
         return {
             "resultType": "vector",
             "result": [{"metric": _metric(l), "value": [t, v]} for l, v in zip(value.labels, vals)],
         }
     if isinstance(value, Matrix):
         ts = _ts(value.t_ms)
-        vals = format_values(value.v)
+        vals = format_json_values(value.v)
         out = []
         offs = value.offsets.tolist()
         for i, l in enumerate(value.labels):

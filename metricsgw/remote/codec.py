@@ -156,7 +156,8 @@ class DecodedWrite:
     tuple of name/value symbol bytes for v2; None when the series' labels cannot be
     decoded, see ``problems``), ``counts[i]`` samples stored at ``t``/``v`` in series
     order. ``label_pairs(i)`` decodes series i's labels on demand as raw (name, value)
-    bytes in sender order; validation turns them into ``Labels``.
+    bytes in sender order (raises BadData if that series' label bytes are corrupt);
+    validation turns them into ``Labels``.
     """
 
     __slots__ = ("version", "keys", "counts", "t", "v", "histograms", "exemplars", "metadata",
@@ -201,12 +202,12 @@ def decode_request(body: bytes, content_type: str | None, content_encoding: str 
 
 
 def _v1_label_records_pairs(key: bytes) -> RawPairs:
-    labels = v1pb.RawTimeSeries.FromString(key).labels
-    out = []
-    for item in labels:
-        lbl = v1pb.RawLabel.FromString(item)
-        out.append((lbl.name, lbl.value))
-    return out
+    # The fast scanner checks field framing only; a label's own bytes are parsed here,
+    # so garbage inside one label fails that series (BadData), not the request.
+    try:
+        return [(lbl.name, lbl.value) for lbl in map(v1pb.RawLabel.FromString, v1pb.RawTimeSeries.FromString(key).labels)]
+    except DecodeError as err:
+        raise BadData(f"cannot decode labels: {err}") from None
 
 
 def _varint(n: int) -> bytes:
@@ -254,10 +255,7 @@ def _decode_v1_generic(raw: bytes) -> DecodedWrite:
     from .fastscan import decode_sample_blobs
 
     try:
-        req = v1pb.RawWriteRequest.FromString(raw)
-        for ts in req.timeseries:  # make upb check nested labels now, not lazily later
-            for item in ts.labels:
-                v1pb.RawLabel.FromString(item)
+        req = v1pb.RawWriteRequest.FromString(raw)  # label bytes are checked per series later
     except DecodeError as err:
         raise BadData(f"cannot decode remote-write 1.0 protobuf: {err}") from None
     keys = [b"".join(b"\n" + _varint(len(item)) + item for item in ts.labels) for ts in req.timeseries]
@@ -289,18 +287,21 @@ def decode_v2(raw: bytes) -> DecodedWrite:
     lookup = symbols.__getitem__
     series = req.timeseries
     keys: list = []
+    counts_list: list[int] = []
     problems: dict[int, str] = {}
-    for i, ts in enumerate(series):
+    add_key, add_count = keys.append, counts_list.append
+    for i, ts in enumerate(series):  # the one per-series Python loop of v2
         try:
             key = tuple(map(lookup, ts.labels_refs))  # symbol bytes: name, value, name, value...
+            if len(key) % 2:
+                problems[i] = f"labels_refs has odd length {len(key)}"
+                key = None
         except IndexError:
             key = None
             problems[i] = f"a label reference is out of range (symbols table has {len(symbols)} entries)"
-        if key is not None and len(key) % 2:
-            key = None
-            problems[i] = f"labels_refs has odd length {len(ts.labels_refs)}"
-        keys.append(key)
-    counts = np.fromiter((len(ts.samples) for ts in series), np.int64, len(series))
+        add_key(key)
+        add_count(len(ts.samples))
+    counts = np.array(counts_list, np.int64)
     columns = decode_sample_blobs(list(merged.samples))
     if columns is None:
         samples = [s for ts in series for s in ts.samples]

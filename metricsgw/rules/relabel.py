@@ -1,11 +1,15 @@
 """Prometheus ``relabel_config`` semantics: compile once, apply as a pure function.
 
-Follows ``model/relabel/relabel.go`` (Prometheus 2.42): the same defaults (action replace,
-separator ";", regex "(.*)", replacement "$1"), the same validation messages, the same
-actions and the same hashmod (md5, last 8 bytes big-endian). Regexes are RE2, anchored as
-``^(?s:...)$`` (so ``.`` also matches a newline, as Prometheus 3 does and as our PromQL matchers
-do); replacement templates expand ``$1``, ``${1}``, ``$name``, ``${name}`` and ``$$`` exactly as Go's
-``regexp.Expand``.
+Follows ``model/relabel/relabel.go`` of Prometheus 2.42 (and is checked against the real
+2.42 binary in tests/rules/test_prometheus_oracle.py): the same defaults (action replace,
+separator ";", regex "(.*)", replacement "$1"), the same validation and messages, the same
+actions, hashmod (md5, last 8 bytes big-endian), Go's one-rune case mapping for
+lowercase/uppercase, and 2.42's quirk that an empty replace result deletes ``target_label`` as
+written (a templated target then changes nothing). Replacement templates expand ``$1``,
+``${1}``, ``$name``, ``${name}`` and ``$$`` exactly as Go's ``regexp.Expand``.
+
+One deliberate difference: regexes are RE2 anchored as ``^(?s:...)$``, so ``.`` also matches a
+newline (Prometheus 3 does this; 2.42 anchors as ``^(?:...)$``). Our PromQL matchers do the same.
 
 ``RuleSet.apply(labels)`` returns the relabelled canonical label set (sorted, empty values
 removed) or None when a rule dropped the series or no label is left.
@@ -294,8 +298,13 @@ class RelabelRule:
         ng = self._rx.groups
         target = expand(self._target_parts, m, ng)
         if not valid_label_name(target):
-            return _NO_CHANGE
-        return (target, expand(self._replacement_parts, m, ng))
+            return (self.target_label, "")  # 2.42 deletes the *unexpanded* target_label
+        res = expand(self._replacement_parts, m, ng)
+        if not res:
+            # Prometheus 2.42 deletes cfg.TargetLabel as written, not the expanded name (checked
+            # against the real binary): a templated target with an empty result changes nothing.
+            return (self.target_label, "")
+        return (target, res)
 
     def _lowercase(self, lb: dict[str, str]) -> bool:
         _set(lb, self.target_label, _go_lower(self._value(lb)))

@@ -224,3 +224,13 @@ def test_cache_is_bounded(storage, telemetry):
 def test_empty_request(storage, telemetry):
     batch, rej = IngestPipeline(storage, telemetry).process(request([]))
     assert len(batch) == 0 and batch.new_series == [] and rej == []
+
+
+def test_corrupt_label_bytes_fail_only_that_series(storage, telemetry):
+    sample = v1pb.Sample(value=1.0, timestamp=1).SerializeToString()
+    garbage = b"\x0a\x7f\x01"  # a label whose name claims 127 bytes but has 1
+    ts = b"\x0a" + bytes([len(garbage)]) + garbage + b"\x12" + bytes([len(sample)]) + sample
+    raw = b"\x0a" + bytes([len(ts)]) + ts + codec.encode_v1(gpu_series(1), compress=False)
+    batch, rej = IngestPipeline(storage, telemetry).process(codec.decode_v1(raw))
+    assert len(batch) == 1 and [r.reason for r in rej] == ["invalid_labels"]
+    assert "series #0: cannot decode labels" in rej[0].message

@@ -231,6 +231,8 @@ def _check(engine, ev: Eval) -> list[str]:
         if ev.fail:
             return []
         return [f"{ev.expr}: got error {type(err).__name__}: {err}, want a result"]
+    except Exception as err:  # an engine bug: report it at the script line, keep going
+        return [f"{ev.expr}: engine crashed: {type(err).__name__}: {err}"]
     if ev.fail:
         return [f"{ev.expr}: got a result, want an error"]
     if ev.kind == "range":

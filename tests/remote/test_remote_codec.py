@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 import random
 import struct
 
@@ -225,3 +226,24 @@ def test_invalid_utf8_label_does_not_fail_the_request():
     ts.samples.add(value=1.0, timestamp=1)
     d = codec.decode_v1(req.SerializeToString())
     assert d.label_pairs(0) == [(b"__name__", b"\xff\xfe")]
+
+
+def test_real_prometheus_payload_takes_the_fast_path():
+    # A body Prometheus 2.42 sent while remote-writing its own scrape (captured once).
+    body = (Path(__file__).parent / "testdata" / "prometheus-2.42-self-scrape.snappy").read_bytes()
+    raw = codec.decompress(body, 1 << 24)
+    assert scan_series(list(v1pb.BlobWriteRequest.FromString(raw).timeseries)) is not None
+    fast, slow = codec.decode_request(body, "application/x-protobuf", "snappy", 1 << 24), codec._decode_v1_generic(raw)
+    assert len(fast) > 100 and fast.keys == slow.keys and fast.counts.tolist() == slow.counts.tolist()
+    assert fast.t.tolist() == slow.t.tolist() and bits(fast.v) == bits(slow.v)
+    names = {dict(pairs_as_str(fast, i))["__name__"] for i in range(len(fast))}
+    assert "prometheus_build_info" in names or "up" in names
+
+
+def test_real_prometheus_metadata_payload():
+    body = (Path(__file__).parent / "testdata" / "prometheus-2.42-metadata.snappy").read_bytes()
+    d = codec.decode_request(body, "application/x-protobuf", "snappy", 1 << 24)
+    assert len(d) == 0 and len(d.metadata) > 100
+    by_name = {m.metric: m for m in d.metadata}
+    assert by_name["prometheus_http_requests_total"].type == "counter"
+    assert by_name["prometheus_http_requests_total"].help

@@ -126,6 +126,10 @@ MORE_CASES = [
      L(a="ΣΑΣ ß", l="σασ ß", u="ΣΑΣ ß")),
     # labelmap onto an existing label overwrites it
     (L(x_a="new", a="old"), [dict(regex="x_(.*)", replacement="$1", action="labelmap")], L(a="new", x_a="new")),
+    # Prometheus 2.42: an empty result deletes target_label as written; a templated one names no label
+    (L(a="some-name-value", name="old"),
+     [dict(source_labels=["a"], regex="some-([^-]+)-(.*)", target_label="${1}", replacement="${3}")],
+     L(a="some-name-value", name="old")),
     # __name__ is an ordinary label to relabel
     (L(__name__="up", job="j"), [dict(source_labels=["__name__"], regex="up", target_label="__name__",
                                       replacement="renamed")], L(__name__="renamed", job="j")),

@@ -1,0 +1,72 @@
+"""Put test data into a running server by remote write: the bench workload, extra series, a self-scrape.
+
+The bench kit does the heavy lifting (``bench.wire.build_requests`` pre-encodes, ``bench.load.send_all``
+sends with Prometheus-style retries); series are sharded so each one's samples stay in time order
+on one connection, which is what Prometheus's head needs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from bench.load import send_all
+from bench.procs import http_get
+from bench.wire import build_requests, metadata_request
+from bench.workload import Workload
+from metricsgw.model import canonical
+from metricsgw.remote.codec import encode_v1
+from tests.e2e.client import remote_write
+
+INTERVAL_MS = 15_000
+
+
+class SmallControlPlaneWorkload(Workload):
+    """The bench workload with one control-plane node: same metrics, a third of the apiserver series."""
+
+    CONTROL_PLANE_NODES = 1
+
+
+def aligned_now_ms(interval_ms: int = INTERVAL_MS) -> int:
+    return int(time.time() * 1000) // interval_ms * interval_ms
+
+
+def write_workload(write_url: str, workload: Workload, end_ms: int, scrapes: int,
+                   interval_ms: int = INTERVAL_MS, shards: int = 2, samples_per_series: int = 1) -> int:
+    """Send ``scrapes`` scrapes ending at ``end_ms``; returns samples sent. Raises if any request failed."""
+    start_ms = end_ms - (scrapes - 1) * interval_ms
+    reqs = build_requests(workload, start_ms, scrapes, interval_ms, shards, 4000, samples_per_series)
+    res = asyncio.run(send_all(write_url, reqs, 300.0, [metadata_request(workload)]))
+    if res.requests_failed or res.requests_not_sent:
+        raise RuntimeError(f"remote write to {write_url} failed: {res.summary()}")
+    return res.samples_ok
+
+
+def write_series(base_url: str, series) -> None:
+    """``series``: [(label pairs, [(t_ms, value), ...])] in one request (labels sorted, as Prometheus sends)."""
+    body = encode_v1([(sorted(labels), samples) for labels, samples in series])
+    status, text, _ = remote_write(base_url, body)
+    if status != 204:
+        raise RuntimeError(f"remote write to {base_url}: {status} {text}")
+
+
+def exposition_to_series(text: str, job: str, instance: str, t_ms: int) -> list[tuple[list, list]]:
+    """A /metrics page as remote-write series, labelled like a scrape would label them."""
+    out = []
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            labels = canonical([("__name__", s.name), ("job", job), ("instance", instance), *s.labels.items()])
+            out.append((list(labels), [(t_ms, float(s.value))]))
+    return out
+
+
+def scrape_into(server_url: str, target_url: str, job: str, instance: str, t_ms: int) -> int:
+    """Scrape ``target_url``/metrics once and write it to ``server_url`` with timestamp ``t_ms``."""
+    status, body = http_get(target_url + "/metrics")
+    if status != 200:
+        raise RuntimeError(f"scrape of {target_url}/metrics: {status}")
+    series = exposition_to_series(body.decode(), job, instance, t_ms)
+    write_series(server_url, series)
+    return len(series)
