@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import shutil
 import tempfile
 import time
@@ -57,12 +58,14 @@ def run_one(kind: str, shards, preamble, num_series: int, time_limit_s: float, w
         new_shards = [[r for r in sh if r.first_scrape == 0] for sh in shards]
         known_shards = [[r for r in sh if r.first_scrape > 0] for sh in shards]
         deadline = time.monotonic() + time_limit_s
+        me0 = sum(os.times()[:2])  # the driver shares the CPU with the server: say how much it took
         sampler = procs.ResourceSampler(server.pid).start()
         first = asyncio.run(send_all(server.write_url, new_shards, time_limit_s, preamble))
         u1 = sampler.stop()
         sampler = procs.ResourceSampler(server.pid).start()
         rest = asyncio.run(send_all(server.write_url, known_shards, max(1.0, deadline - time.monotonic())))
         u2 = sampler.stop()
+        out["driver_cpu_s"] = sum(os.times()[:2]) - me0
         res = _merge(first, rest)
         usage = procs.Usage(u1.cpu_s + u2.cpu_s, max(u1.rss_peak, u2.rss_peak), u2.rss_last)
         out["phases"] = {"new_series": {"load": first.summary(), "cpu_s": u1.cpu_s},
@@ -115,7 +118,9 @@ def derive(r: dict) -> dict:
          "rss_bytes_per_series": (r["rss_end"] - r["rss_idle"]) / series,
          "rss_peak_mb": r["rss_peak"] / 2**20,
          "disk_bytes_per_sample": r["disk_running"]["total"] / ok if ok else float("nan"),
-         "p99_ms": r["load"]["latency_p99_ms"], "failed": r["load"]["requests_failed"]}
+         "p99_ms": r["load"]["latency_p99_ms"], "failed": r["load"]["requests_failed"],
+         "server_cores": r["cpu_s"] / max(r["load"]["wall_s"], 1e-9),
+         "driver_cores": r.get("driver_cpu_s", float("nan")) / max(r["load"]["wall_s"], 1e-9)}
     at_rest = r.get("disk_block") or r.get("disk_stopped")
     if at_rest and ok:
         d["at_rest_bytes_per_sample"] = at_rest["total"] / ok
@@ -134,7 +139,9 @@ def table(results: dict[str, dict]) -> str:
             ("disk bytes / sample (running)", "disk_bytes_per_sample", "{:.2f}"),
             ("disk bytes / sample (at rest*)", "at_rest_bytes_per_sample", "{:.2f}"),
             ("  of which chunk bytes / sample", "at_rest_chunk_bytes_per_sample", "{:.2f}"),
-            ("request p99 ms", "p99_ms", "{:.1f}"), ("failed requests", "failed", "{:d}")]
+            ("request p99 ms", "p99_ms", "{:.1f}"), ("failed requests", "failed", "{:d}"),
+            ("server CPU cores busy (avg)", "server_cores", "{:.2f}"),
+            ("load driver CPU cores (avg)", "driver_cores", "{:.2f}")]
     names = [n for n in ("metricsgw", "prometheus") if n in results]
     derived = {n: derive(results[n]) for n in names}
     head = "| figure | " + " | ".join(names) + (" | metricsgw / Prometheus |" if len(names) == 2 else " |")

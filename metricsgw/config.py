@@ -131,7 +131,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("query.max-label-values", P, 100_000, "Server-side cap on /labels and /label/<n>/values results (truncated with a warning)."),
     Setting("query.metadata-default-window", D, 86400.0, "Window used by the metadata APIs when start/end are absent."),
     Setting("query.max-response-bytes", Z, 256 * 1024**2, "Largest JSON result a query may produce (422 above)."),
-    Setting("query.blocked", S, [], "Blocked query: 'REGEX' or 'REGEX;min_range=1d;min_step=0;reason=...' (repeatable).", repeated=True),
+    Setting("query.blocked", S, [], "Blocked query (repeatable): 'REGEX[;min_range=DUR][;min_step=DUR][;reason=TEXT]'; "
+            "REGEX must match the whole query; min_range applies to ranges >= DUR, min_step to steps < DUR.", repeated=True),
     Setting("log.level", S, "info", "Log level: debug, info, warn, error."),
 )
 

@@ -161,7 +161,7 @@ def label_replace(s: Series, dst: str, repl: str, src: str, regex: str) -> Serie
             else:
                 d.pop(dst, None)
         out.append(tuple(sorted(d.items())))
-    return dedupe(Series(out, s.values, s.mask, s.sample_t))
+    return dedupe(Series(out, s.values, s.mask))
 
 
 def label_join(s: Series, dst: str, sep: str, srcs: list[str]) -> Series:
@@ -176,7 +176,7 @@ def label_join(s: Series, dst: str, sep: str, srcs: list[str]) -> Series:
         else:
             d.pop(dst, None)
         out.append(tuple(sorted(d.items())))
-    return dedupe(Series(out, s.values, s.mask, s.sample_t))
+    return dedupe(Series(out, s.values, s.mask))
 
 
 def _dates(x: np.ndarray) -> np.ndarray:

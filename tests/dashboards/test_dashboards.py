@@ -10,8 +10,6 @@ and return at least one series. Structural checks need no server; real promtool 
 
 from __future__ import annotations
 
-import math
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -102,23 +100,21 @@ def test_real_promtool_parses_every_query(tmp_path):
 # ------------------------------------------------------------------------------------------ live server
 @pytest.fixture(scope="module")
 def loaded(tmp_path_factory):
-    if not shutil.which("python") and not Path(PROMTOOL).exists():
-        pytest.skip("no interpreter")
     work = tmp_path_factory.mktemp("dashboards")
     gw = start_metricsgw(work / "gw")
     try:
         gw.wait_ready()
-        end_ms = aligned_now_ms() - SELF_SCRAPES * INTERVAL_MS  # leave room for the self-scrapes after it
+        end_ms = aligned_now_ms()
         write_workload(gw.write_url, Workload(NODES, seed=1), end_ms, SCRAPES, samples_per_series=11)
         _provoke_discard_and_rejection(gw.base_url)
         instance = gw.base_url.removeprefix("http://")
-        for k in range(SELF_SCRAPES):
-            end_ms += INTERVAL_MS
+        for k in range(SELF_SCRAPES):  # stamped on the workload's last scrapes, so both fill the same windows
+            t_ms = end_ms - (SELF_SCRAPES - 1 - k) * INTERVAL_MS
             # some traffic between scrapes, so counters and histograms move
-            api(gw.base_url, "/api/v1/query", {"query": "sum(rate(up[1m]))", "time": end_ms / 1000})
-            api(gw.base_url, "/api/v1/query_range", {"query": "up", "start": end_ms / 1000 - 600,
-                                                     "end": end_ms / 1000, "step": 60})
-            scrape_into(gw.base_url, gw.base_url, "metricsgw", instance, end_ms)
+            api(gw.base_url, "/api/v1/query", {"query": "sum(rate(up[1m]))", "time": t_ms / 1000})
+            api(gw.base_url, "/api/v1/query_range", {"query": "up", "start": t_ms / 1000 - 600,
+                                                     "end": t_ms / 1000, "step": 60})
+            scrape_into(gw.base_url, gw.base_url, "metricsgw", instance, t_ms)
         yield gw, end_ms / 1000
     finally:
         gw.stop()
@@ -175,5 +171,3 @@ def test_panel_query_returns_data(loaded, variables, target):
         status, body = api(gw.base_url, "/api/v1/query", {"query": expr, "time": end_s}, method="POST")
         assert status == 200 and body.get("status") == "success", f"instant {expr}: {status} {body}"
         assert _non_empty(body), f"instant query returned nothing: {expr}"
-        if body["data"]["resultType"] == "vector":
-            assert all(not math.isinf(float(r["value"][0])) for r in body["data"]["result"])

@@ -42,7 +42,9 @@ def request(series, version=1):
 
 
 def gpu_series(n, t=1000, value=1.0):
-    return [([("__name__", "gpu_util"), ("gpu", str(i)), ("host", f"h{i % 3}")], [(t, value if i == 0 else value + i)]) for i in range(n)]
+    # value + 0 would turn a stale NaN into an ordinary NaN, so series 0 gets `value` untouched
+    return [([("__name__", "gpu_util"), ("gpu", str(i)), ("host", f"h{i % 3}")], [(t, value if i == 0 else value + i)])
+            for i in range(n)]
 
 
 def store(storage, batch):

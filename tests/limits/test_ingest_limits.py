@@ -131,3 +131,41 @@ def test_unlimited_cardinality_never_reads_counts():
     table = SeriesTable()
     lim = limits()
     assert lim.check(S("m"), True, table) is None and table.count_calls == 0
+
+
+def test_with_the_real_storage(tmp_path):
+    """The limits against storage.Storage: admit, append, then only known series get in."""
+    import asyncio
+    import time
+
+    import numpy as np
+
+    from metricsgw.storage.batch import AppendBatch
+    from metricsgw.storage.store import Storage
+
+    st = Storage(str(tmp_path))
+    st.open()
+    try:
+        lim = IngestLimits(config.load({"ingest.max-series": 10, "ingest.max-series-per-metric": 4}), refresh_s=0.0)
+        now = int(time.time() * 1000)
+
+        def write(series):
+            admitted = []
+            for lab in series:
+                sid = series_id(lab)
+                is_new = not st.has_series(sid)
+                if lim.check(lab, is_new, st, sid=sid) is None:
+                    admitted.append((sid, lab, is_new))
+            batch = AppendBatch(new_series=[(s, lab) for s, lab, new in admitted if new],
+                                sid=np.array([s for s, _, _ in admitted], np.int64),
+                                t=np.full(len(admitted), now, np.int64), v=np.ones(len(admitted)))
+            asyncio.run(st.append(batch))
+            return len(admitted)
+
+        assert write([S("gpu_util", gpu=str(g)) for g in range(6)]) == 4  # per-metric cap, in one burst
+        assert st.active_series_for_metric("gpu_util") == 4
+        assert write([S("temp", gpu=str(g)) for g in range(4)] + [S("power", gpu=str(g)) for g in range(4)]) == 6
+        assert st.active_series() == 10
+        assert write([S("gpu_util", gpu=str(g)) for g in range(4)] + [S("fresh")]) == 4  # known ones only
+    finally:
+        st.close(flush=False)

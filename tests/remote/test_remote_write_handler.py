@@ -104,7 +104,8 @@ async def chunks(data: bytes):
 TABLE = [
     ("v1 ok", V1, codec.encode_v1(good(n=2)), 204, "", ["ok", "ok"]),
     ("v2 ok", V2, codec.encode_v2(good(n=2)), 204, "", ["ok", "ok"]),
-    ("no Content-Encoding means snappy", {"Content-Type": "application/x-protobuf"}, codec.encode_v1(good()), 204, "", ["ok"]),
+    ("no Content-Encoding means snappy", {"Content-Type": "application/x-protobuf"}, codec.encode_v1(good()),
+     204, "", ["ok"]),
     ("json content type", {**V1, "Content-Type": "application/json"}, codec.encode_v1(good()), 415,
      "expected application/x-protobuf", []),
     ("unknown proto", {**V1, "Content-Type": "application/x-protobuf;proto=foo.Bar"}, codec.encode_v1(good()), 415,
