@@ -1,113 +1,286 @@
-"""Expensive-request benchmark: what an unbounded metadata or query request costs each server.
+"""Expensive-request benchmark: what the requests that took real deployments down cost each server.
 
-    python -m bench.attack --url http://127.0.0.1:9201 [--pid 1234] [--timeout 30s]
+    python -m bench.attack --nodes 300 [--scrapes 4] [--timeout 120s] [--metricsgw-flag=--query.timeout=30s]
+    python -m bench.attack --url http://127.0.0.1:9201 --pid 1234   # an already running server
 
-Each request below is one that took real deployments down (Grafana's `{le!=""}` series call with
-no time range, label value scans, match-everything queries). For each we record the status,
-the time to answer (or the client timeout), the response size and, when --pid is given, the
-server's RSS growth and CPU seconds while it ran. The client gives up at --timeout and
-closes the connection, so a server that keeps working after the client left shows up in the
-CPU figure taken --linger seconds later.
+With --nodes, the same GPU-cluster workload (bench/workload.py) is remote-written, with the
+same pre-encoded requests, into metricsgw and into real Prometheus (each in a fresh data dir,
+loopback only), and every request below is sent to each server in turn: Grafana's `{le!=""}`
+series call with no time range (plain, and from clients that hang up after 1 s), label calls
+without matchers, the values of a high-cardinality label, and heavy queries.
+
+Per case and server: HTTP status, time to answer (or the client timeout), response bytes, and
+the server's RSS before / peak / after and CPU seconds, taken over the call plus --linger
+seconds, so work that goes on after a client left shows up in the CPU figure. Prints a
+Markdown table and writes JSON to bench/results/attack-<time>.json.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
+import shutil
 import socket
+import tempfile
+import threading
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from pathlib import Path
 
+import psutil
+
+from bench import procs
+from bench.load import Plan, check_loopback, prepare, send_all
 from metricsgw.config import parse_duration
 
-# (name, method, path, params)
+RESULTS = Path(__file__).resolve().parent / "results"
+MiB = 1 << 20
+
+
+@dataclass(frozen=True)
+class Attack:
+    name: str
+    method: str
+    path: str
+    params: tuple  # ((key, value), ...); "{start}" / "{end}" are filled from the loaded data
+    hang_up_after_s: float = 0.0  # > 0: clients that leave after this long (no answer is read)
+    clients: int = 1
+
+
+ALL = '{__name__=~".+"}'
+RANGE = (("start", "{start}"), ("end", "{end}"), ("step", "15"))
 ATTACKS = (
-    ("series le!=\"\" no range", "GET", "/api/v1/series", [("match[]", '{le!=""}')]),
-    ("series all names, limit 40000", "GET", "/api/v1/series", [("match[]", '{__name__!=""}'), ("limit", "40000")]),
-    ("series regex any", "POST", "/api/v1/series", [("match[]", '{__name__=~".+"}')]),
-    ("label names", "GET", "/api/v1/labels", []),
-    ("__name__ values", "GET", "/api/v1/label/__name__/values", []),
-    ("pod values", "GET", "/api/v1/label/pod/values", []),
-    ("UUID values under le", "GET", "/api/v1/label/UUID/values", [("match[]", '{le!=""}')]),
-    ("metadata", "GET", "/api/v1/metadata", []),
-    ("instant match-all", "POST", "/api/v1/query", [("query", '{__name__=~".+"}')]),
-    ("count by name", "POST", "/api/v1/query", [("query", 'count by (__name__) ({__name__=~".+"})')]),
-    ("buckets over 1d", "POST", "/api/v1/query",
-     [("query", "sum by (le) (rate(apiserver_request_duration_seconds_bucket[1d]))")]),
+    Attack('series {le!=""}, no range', "GET", "/api/v1/series", (("match[]", '{le!=""}'),)),
+    Attack('series {le!=""}, 4 clients leave after 1s', "GET", "/api/v1/series", (("match[]", '{le!=""}'),),
+           hang_up_after_s=1.0, clients=4),
+    Attack("series " + ALL, "POST", "/api/v1/series", (("match[]", ALL),)),
+    Attack('Grafana 12: series {__name__!=""} limit=40000', "GET", "/api/v1/series",
+           (("match[]", '{__name__!=""}'), ("limit", "40000"))),
+    Attack("label names", "GET", "/api/v1/labels", ()),
+    Attack("__name__ values", "GET", "/api/v1/label/__name__/values", ()),
+    Attack("pod values", "GET", "/api/v1/label/pod/values", ()),
+    Attack("UUID values", "GET", "/api/v1/label/UUID/values", ()),
+    Attack("metadata", "GET", "/api/v1/metadata", ()),
+    Attack("instant " + ALL, "POST", "/api/v1/query", (("query", ALL), ("time", "{end}"))),
+    Attack("range count(" + ALL + ")", "POST", "/api/v1/query_range", (("query", f"count({ALL})"),) + RANGE),
+    Attack("range count(" + ALL + "), 4 clients leave after 1s", "POST", "/api/v1/query_range",
+           (("query", f"count({ALL})"),) + RANGE, hang_up_after_s=1.0, clients=4),
+    Attack("range sum by (le) (rate(apiserver buckets[5m]))", "POST", "/api/v1/query_range",
+           (("query", "sum by (le) (rate(apiserver_request_duration_seconds_bucket[5m]))"),) + RANGE),
+    Attack("range sum by (mode) (rate(node_cpu_seconds_total[5m]))", "POST", "/api/v1/query_range",
+           (("query", "sum by (mode) (rate(node_cpu_seconds_total[5m]))"),) + RANGE),
 )
 
 
 @dataclass
-class AttackResult:
-    name: str
-    status: int | str
+class Result:
+    server: str
+    attack: str
+    status: str
     seconds: float
     bytes: int
-    rss_growth: int | None = None
+    rss_before_mib: float | None = None
+    rss_peak_mib: float | None = None
+    rss_after_mib: float | None = None
     cpu_s: float | None = None
+    error: str = ""
+    warning: str = ""  # the first `warnings` entry of a 200 answer (truncation)
+    results: int | None = None  # entries in `data` (series, names, values) or in `data.result`
 
 
-def _send(base: str, method: str, path: str, params: list, timeout_s: float) -> tuple[int | str, int]:
-    query = urllib.parse.urlencode(params)
-    if method == "GET":
-        req = urllib.request.Request(f"{base}{path}?{query}" if query else base + path)
+def _params(attack: Attack, window: dict[str, str]) -> list[tuple[str, str]]:
+    return [(k, window.get(v.strip("{}"), v) if v in ("{start}", "{end}") else v) for k, v in attack.params]
+
+
+def send(base: str, attack: Attack, window: dict[str, str], timeout_s: float) -> tuple[str, bytes | int, str]:
+    """(status, response body or its size, error text); the whole call is bounded by timeout_s."""
+    query = urllib.parse.urlencode(_params(attack, window))
+    if attack.method == "GET":
+        req = urllib.request.Request(f"{base}{attack.path}?{query}" if query else base + attack.path)
     else:
-        req = urllib.request.Request(base + path, data=query.encode(), method="POST",
+        req = urllib.request.Request(base + attack.path, data=query.encode(), method="POST",
                                      headers={"Content-Type": "application/x-www-form-urlencoded"})
+    deadline = time.monotonic() + timeout_s
     try:
         with urllib.request.urlopen(req, timeout=timeout_s) as r:
-            return r.status, len(r.read())
+            chunks = []
+            while chunk := r.read(1 << 20):  # read in pieces so the total time stays bounded
+                chunks.append(chunk)
+                if time.monotonic() > deadline:
+                    return "client timeout", sum(map(len, chunks)), ""
+            return str(r.status), b"".join(chunks), ""
     except urllib.error.HTTPError as e:
-        return e.code, len(e.read())
+        body = e.read()
+        try:
+            err = json.loads(body).get("error", "")
+        except ValueError:
+            err = body[:200].decode(errors="replace")
+        return str(e.code), len(body), err[:200]
     except (socket.timeout, TimeoutError):
-        return "client timeout", 0
-    except urllib.error.URLError as e:
-        return f"error: {e.reason}", 0
+        return "client timeout", 0, ""
+    except (urllib.error.URLError, ConnectionError) as e:
+        return "error", 0, str(getattr(e, "reason", e))[:200]
 
 
-def run(base: str, pid: int | None = None, timeout_s: float = 30.0, linger_s: float = 2.0,
-        attacks=ATTACKS) -> list[AttackResult]:
-    proc = None
+def hang_up(base: str, attack: Attack, window: dict[str, str]) -> None:
+    """Send the request, wait, close the connection without reading (a client timing out)."""
+    u = urllib.parse.urlparse(base)
+    query = urllib.parse.urlencode(_params(attack, window))
+    if attack.method == "GET":
+        head, body = f"GET {attack.path}?{query} HTTP/1.1\r\n", b""
+    else:
+        body = query.encode()
+        head = (f"POST {attack.path} HTTP/1.1\r\nContent-Type: application/x-www-form-urlencoded\r\n"
+                f"Content-Length: {len(body)}\r\n")
+    with socket.create_connection((u.hostname, u.port), timeout=10) as s:
+        s.sendall((head + f"Host: {u.hostname}:{u.port}\r\nConnection: close\r\n\r\n").encode() + body)
+        time.sleep(attack.hang_up_after_s)
+
+
+def run_attack(server_name: str, base: str, pid: int | None, attack: Attack, window: dict[str, str],
+               timeout_s: float, linger_s: float) -> Result:
+    sampler = None
     if pid:
-        import psutil
-
         proc = psutil.Process(pid)
+        rss0 = proc.memory_info().rss
+        sampler = procs.ResourceSampler(pid, period_s=0.05).start()
+    t0 = time.perf_counter()
+    if attack.hang_up_after_s > 0:
+        threads = [threading.Thread(target=hang_up, args=(base, attack, window)) for _ in range(attack.clients)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        status, size, err = f"{attack.clients} clients left", 0, ""
+    else:
+        status, size, err = send(base, attack, window, timeout_s)
+    res = Result(server_name, attack.name, status, time.perf_counter() - t0,
+                 size if isinstance(size, int) else len(size), error=err)
+    if isinstance(size, bytes):  # parsed after the clock stopped
+        _describe(res, size)
+    if sampler:
+        time.sleep(linger_s)  # work that goes on after the answer (or after the client left) counts
+        usage = sampler.stop()
+        res.rss_before_mib, res.rss_peak_mib = rss0 / MiB, max(usage.rss_peak, rss0) / MiB
+        res.rss_after_mib, res.cpu_s = usage.rss_last / MiB, usage.cpu_s
+    return res
+
+
+def _describe(res: Result, body: bytes) -> None:
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return
+    res.warning = (doc.get("warnings") or [""])[0][:60]
+    data = doc.get("data")
+    if isinstance(data, dict) and "result" in data:
+        data = data["result"]
+    res.results = len(data) if isinstance(data, (list, dict)) else None
+
+
+def _wait_idle(pid: int | None, max_s: float = 120.0) -> None:
+    """Let the previous case's leftover work finish (Prometheus goes on after a client leaves)."""
+    if not pid:
+        return
+    proc = psutil.Process(pid)
+    end = time.monotonic() + max_s
+    while time.monotonic() < end:
+        c0 = sum(proc.cpu_times()[:2])
+        time.sleep(0.5)
+        if sum(proc.cpu_times()[:2]) - c0 < 0.1:  # < 20% of a core
+            return
+
+
+def attack_server(name: str, base: str, pid: int | None, window: dict[str, str], timeout_s: float,
+                  linger_s: float, attacks=ATTACKS) -> list[Result]:
+    check_loopback(base)
     out = []
-    for name, method, path, params in attacks:
-        if proc:
-            rss0, cpu0 = proc.memory_info().rss, sum(proc.cpu_times()[:2])
-        t0 = time.perf_counter()
-        status, size = _send(base, method, path, params, timeout_s)
-        r = AttackResult(name, status, time.perf_counter() - t0, size)
-        if proc:
-            time.sleep(linger_s)  # work that goes on after the client left still counts
-            r.rss_growth = proc.memory_info().rss - rss0
-            r.cpu_s = sum(proc.cpu_times()[:2]) - cpu0
+    for attack in attacks:
+        _wait_idle(pid)
+        r = run_attack(name, base, pid, attack, window, timeout_s, linger_s)
+        print(f"  {name:10s} {attack.name:55s} {r.status:>16s} {r.seconds:7.2f}s {r.bytes:>12,d} B"
+              + (f"  RSS {r.rss_before_mib:.0f}->{r.rss_peak_mib:.0f}->{r.rss_after_mib:.0f} MiB"
+                 f"  CPU {r.cpu_s:.2f}s" if r.cpu_s is not None else ""), flush=True)
         out.append(r)
     return out
 
 
-def table(results: list[AttackResult]) -> str:
-    lines = ["| request | status | seconds | bytes | RSS growth MiB | server CPU s |", "|---|---|---|---|---|---|"]
+def _mib(x: float | None) -> str:
+    return "-" if x is None else f"{x:.0f}"
+
+
+def table(results: list[Result]) -> str:
+    lines = ["| request | server | status | seconds | bytes | results | RSS before / peak / after MiB "
+             "| CPU s (+linger) | warning |", "|---|---|---|---|---|---|---|---|---|"]
     for r in results:
-        rss = f"{r.rss_growth / 2**20:.0f}" if r.rss_growth is not None else "-"
-        cpu = f"{r.cpu_s:.2f}" if r.cpu_s is not None else "-"
-        lines.append(f"| {r.name} | {r.status} | {r.seconds:.2f} | {r.bytes:,} | {rss} | {cpu} |")
+        cpu = "-" if r.cpu_s is None else f"{r.cpu_s:.2f}"
+        n = "-" if r.results is None else f"{r.results:,}"
+        lines.append(f"| {r.attack} | {r.server} | {r.status} | {r.seconds:.2f} | {r.bytes:,} | {n} | "
+                     f"{_mib(r.rss_before_mib)} / {_mib(r.rss_peak_mib)} / {_mib(r.rss_after_mib)} | {cpu} | "
+                     f"{r.warning or r.error[:60]} |")
     return "\n".join(lines)
+
+
+def load_both(nodes: int, scrapes: int, work: Path, gw_flags: list[str]) -> tuple[dict, list[procs.Server], int]:
+    end_ms = int(time.time() * 1000) // 15000 * 15000
+    plan = Plan(nodes=nodes, duration_s=scrapes * 15.0, interval_s=15.0, connections=2, samples_per_request=5000,
+                end_ms=end_ms)
+    workload, preamble, shards = prepare(plan)
+    window = {"start": f"{(end_ms - scrapes * 15000) / 1000 - 600:.3f}", "end": f"{end_ms / 1000:.3f}"}
+    servers = [procs.start_metricsgw(work / "metricsgw", extra=gw_flags), procs.start_prometheus(work / "prometheus")]
+    for srv in servers:
+        srv.wait_ready()
+        t0 = time.perf_counter()
+        res = asyncio.run(send_all(srv.write_url, shards, time_limit_s=600.0, preamble=preamble))
+        print(f"loaded {srv.name}: {res.samples_ok:,} samples of {workload.num_series:,} series "
+              f"in {time.perf_counter() - t0:.1f}s ({res.requests_failed} requests failed)", flush=True)
+    return window, servers, workload.num_series
 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--url", required=True, help="server base URL (loopback)")
-    ap.add_argument("--pid", type=int, help="server pid, to measure its RSS and CPU")
-    ap.add_argument("--timeout", default="30s", help="client timeout per request")
-    ap.add_argument("--linger", default="2s", help="wait after each request before reading CPU/RSS")
+    ap.add_argument("--nodes", type=int, help="load this many GPU nodes into metricsgw and Prometheus")
+    ap.add_argument("--scrapes", type=int, default=4, help="scrapes (15 s apart) of every series")
+    ap.add_argument("--url", help="instead: attack this already running server (loopback)")
+    ap.add_argument("--pid", type=int, help="with --url: the server's pid, to measure RSS and CPU")
+    ap.add_argument("--timeout", default="120s", help="client timeout per request")
+    ap.add_argument("--linger", default="2s", help="keep measuring CPU/RSS this long after each request")
+    ap.add_argument("--metricsgw-flag", action="append", default=[], help="extra metricsgw flag (repeatable)")
+    ap.add_argument("--keep", action="store_true", help="keep the data dirs")
     a = ap.parse_args(argv)
-    from bench.load import check_loopback
-
-    check_loopback(a.url)
-    print(table(run(a.url, a.pid, parse_duration(a.timeout), parse_duration(a.linger))))
+    timeout_s, linger_s = parse_duration(a.timeout), parse_duration(a.linger)
+    meta: dict = {"timeout_s": timeout_s, "linger_s": linger_s}
+    if a.url:
+        now = time.time()
+        window = {"start": f"{now - 3600:.3f}", "end": f"{now:.3f}"}
+        results = attack_server("server", a.url, a.pid, window, timeout_s, linger_s)
+    elif a.nodes:
+        work = Path(tempfile.mkdtemp(prefix="metricsgw-attack-"))
+        servers = []
+        try:
+            window, servers, num_series = load_both(a.nodes, a.scrapes, work, a.metricsgw_flag)
+            meta |= {"nodes": a.nodes, "series": num_series, "scrapes": a.scrapes, "metricsgw_flags": a.metricsgw_flag}
+            results = []
+            for srv in servers:
+                results += attack_server(srv.name, srv.base_url, srv.pid, window, timeout_s, linger_s)
+        finally:
+            for srv in servers:
+                srv.stop()
+            if not a.keep:
+                shutil.rmtree(work, ignore_errors=True)
+        results.sort(key=lambda r: [x.name for x in ATTACKS].index(r.attack))
+    else:
+        ap.error("give --nodes N (load and compare both servers) or --url")
+    print()
+    print(table(results))
+    RESULTS.mkdir(exist_ok=True)
+    out = RESULTS / f"attack-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
+    out.write_text(json.dumps({"meta": meta, "results": [asdict(r) for r in results]}, indent=2))
+    print(f"\nwrote {out}")
 
 
 if __name__ == "__main__":

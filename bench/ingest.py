@@ -27,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import psutil
+
 from bench import procs
 from bench.load import LoadResult, Plan, prepare, send_all
 from metricsgw.config import parse_duration
@@ -59,6 +61,7 @@ def run_one(kind: str, shards, preamble, num_series: int, time_limit_s: float, w
         known_shards = [[r for r in sh if r.first_scrape > 0] for sh in shards]
         deadline = time.monotonic() + time_limit_s
         me0 = sum(os.times()[:2])  # the driver shares the CPU with the server: say how much it took
+        sys0 = _busy_cpu_s()  # and so may other processes on this machine: measure them too
         sampler = procs.ResourceSampler(server.pid).start()
         first = asyncio.run(send_all(server.write_url, new_shards, time_limit_s, preamble))
         u1 = sampler.stop()
@@ -66,6 +69,7 @@ def run_one(kind: str, shards, preamble, num_series: int, time_limit_s: float, w
         rest = asyncio.run(send_all(server.write_url, known_shards, max(1.0, deadline - time.monotonic())))
         u2 = sampler.stop()
         out["driver_cpu_s"] = sum(os.times()[:2]) - me0
+        out["machine_busy_cpu_s"] = _busy_cpu_s() - sys0
         res = _merge(first, rest)
         usage = procs.Usage(u1.cpu_s + u2.cpu_s, max(u1.rss_peak, u2.rss_peak), u2.rss_last)
         out["phases"] = {"new_series": {"load": first.summary(), "cpu_s": u1.cpu_s},
@@ -87,6 +91,11 @@ def run_one(kind: str, shards, preamble, num_series: int, time_limit_s: float, w
     if kind == "metricsgw":
         out["disk_stopped"] = vars(procs.metricsgw_disk(server.data_dir))
     return out
+
+
+def _busy_cpu_s() -> float:
+    t = psutil.cpu_times()
+    return sum(t) - t.idle - getattr(t, "iowait", 0.0)
 
 
 def _merge(a: LoadResult, b: LoadResult) -> LoadResult:
@@ -120,7 +129,9 @@ def derive(r: dict) -> dict:
          "disk_bytes_per_sample": r["disk_running"]["total"] / ok if ok else float("nan"),
          "p99_ms": r["load"]["latency_p99_ms"], "failed": r["load"]["requests_failed"],
          "server_cores": r["cpu_s"] / max(r["load"]["wall_s"], 1e-9),
-         "driver_cores": r.get("driver_cpu_s", float("nan")) / max(r["load"]["wall_s"], 1e-9)}
+         "driver_cores": r.get("driver_cpu_s", float("nan")) / max(r["load"]["wall_s"], 1e-9),
+         "other_cores": (r.get("machine_busy_cpu_s", float("nan")) - r["cpu_s"] - r.get("driver_cpu_s", 0.0))
+         / max(r["load"]["wall_s"], 1e-9)}
     at_rest = r.get("disk_block") or r.get("disk_stopped")
     if at_rest and ok:
         d["at_rest_bytes_per_sample"] = at_rest["total"] / ok
@@ -141,7 +152,8 @@ def table(results: dict[str, dict]) -> str:
             ("  of which chunk bytes / sample", "at_rest_chunk_bytes_per_sample", "{:.2f}"),
             ("request p99 ms", "p99_ms", "{:.1f}"), ("failed requests", "failed", "{:d}"),
             ("server CPU cores busy (avg)", "server_cores", "{:.2f}"),
-            ("load driver CPU cores (avg)", "driver_cores", "{:.2f}")]
+            ("load driver CPU cores (avg)", "driver_cores", "{:.2f}"),
+            ("other processes' CPU cores (avg)", "other_cores", "{:.2f}")]
     names = [n for n in ("metricsgw", "prometheus") if n in results]
     derived = {n: derive(results[n]) for n in names}
     head = "| figure | " + " | ".join(names) + (" | metricsgw / Prometheus |" if len(names) == 2 else " |")
@@ -153,7 +165,9 @@ def table(results: dict[str, dict]) -> str:
             a, b = vals
             cells.append(f"{a / b:.2f}" if a is not None and b not in (None, 0) else "-")
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    lines.append("\n*at rest: Prometheus = its head written as a block by the snapshot API (what compaction "
+    lines.append(f"\nmachine: {psutil.cpu_count()} cores; when 'other processes' is well above 0, samples/s is "
+                 "contended: compare CPU s / 1M samples instead.")
+    lines.append("*at rest: Prometheus = its head written as a block by the snapshot API (what compaction "
                  "would keep); metricsgw = data dir after a clean shutdown.")
     return "\n".join(lines)
 
@@ -162,7 +176,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--nodes", type=int, default=1000)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--duration", default="2m", help="span of simulated data (scrapes = duration / interval)")
+    ap.add_argument("--duration", default="5m", help="span of simulated data (scrapes = duration / interval)")
     ap.add_argument("--interval", default="15s")
     ap.add_argument("--connections", type=int, default=4)
     ap.add_argument("--samples-per-series", type=int, default=1)

@@ -127,6 +127,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("query.max-queue", I, 20, "Queries waiting for a slot; beyond it the answer is 429 with Retry-After."),
     Setting("query.queue-timeout", D, 10.0, "How long a query may wait in the queue before 503."),
     Setting("query.max-points-per-series", P, 11_000, "Maximum points per series in a range query (Prometheus: 11,000)."),
+    Setting("query.subquery-default-step", D, 60.0, "Step of a subquery written without one, e.g. [1h:] (Prometheus: global evaluation_interval, 1m)."),
     Setting("query.max-metadata-series", P, 30_000, "Server-side cap on /api/v1/series results (truncated with a warning)."),
     Setting("query.max-label-values", P, 100_000, "Server-side cap on /labels and /label/<n>/values results (truncated with a warning)."),
     Setting("query.metadata-default-window", D, 86400.0, "Window used by the metadata APIs when start/end are absent."),

@@ -43,7 +43,7 @@ async def instant_query(request: web.Request) -> web.Response:
     t0 = time.perf_counter()
     value = await run_guarded(request, "query", ctx, lambda: render(engine.instant(query, t, ctx)))
     request.app[TELEMETRY].query_duration.labels("query").observe(time.perf_counter() - t0)
-    return success(value)
+    return success(value, max_bytes=request.app[CONFIG].query_max_response_bytes)
 
 
 async def range_query(request: web.Request) -> web.Response:
@@ -69,7 +69,7 @@ async def range_query(request: web.Request) -> web.Response:
     value = await run_guarded(request, "query_range", ctx,
                               lambda: render(engine.range(query, start, end, step, ctx)))
     request.app[TELEMETRY].query_duration.labels("query_range").observe(time.perf_counter() - t0)
-    return success(value)
+    return success(value, max_bytes=cfg.query_max_response_bytes)
 
 
 async def format_query(request: web.Request) -> web.Response:

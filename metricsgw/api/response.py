@@ -7,12 +7,18 @@ from typing import Any
 
 from aiohttp import web
 
+from ..errors import LimitExceeded
 
-def success(data: Any, warnings: list[str] | None = None, infos: list[str] | None = None) -> web.Response:
+
+def success(data: Any, warnings: list[str] | None = None, infos: list[str] | None = None,
+            max_bytes: int | None = None) -> web.Response:
     body: dict[str, Any] = {"status": "success", "data": data}
     if warnings:
         body["warnings"] = warnings
     if infos:
         body["infos"] = infos
-    return web.Response(body=json.dumps(body, separators=(",", ":"), allow_nan=False).encode(),
-                        content_type="application/json")
+    encoded = json.dumps(body, separators=(",", ":"), allow_nan=False).encode()
+    if max_bytes is not None and len(encoded) > max_bytes:
+        raise LimitExceeded(f"query result is {len(encoded):,} bytes, more than the {max_bytes:,} allowed "
+                            "(raise --query.max-response-bytes, or aggregate, filter or use a coarser step)")
+    return web.Response(body=encoded, content_type="application/json")

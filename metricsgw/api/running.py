@@ -31,6 +31,7 @@ async def run_guarded(request: web.Request, kind: str, ctx: QueryContext, fn: Ca
         except asyncio.CancelledError:
             ctx.cancel()  # the client went away: stop DuckDB and the evaluator
             tel.guard_rejections.labels("client_disconnect").inc()
+            await _until_stopped(fut)  # keep the slot while the worker still runs: concurrency stays true
             raise
         except QueryTimeout:
             tel.guard_rejections.labels(ctx.timeout_setting.lstrip("-")).inc()
@@ -42,6 +43,17 @@ async def run_guarded(request: web.Request, kind: str, ctx: QueryContext, fn: Ca
             raise
         finally:
             timer.cancel()
+
+
+async def _until_stopped(fut: asyncio.Future) -> None:
+    """Wait for a cancelled query's worker thread to reach its next ctx.check and finish.
+
+    Releasing the slot at once would let clients that hang up and retry run more queries than
+    --query.max-concurrency allows. A second cancellation (server shutdown) stops the wait."""
+    try:
+        await asyncio.shield(fut)
+    except BaseException:  # its QueryCanceled, or anything else: the worker is done either way
+        pass
 
 
 def _limit_name(err: LimitExceeded) -> str:

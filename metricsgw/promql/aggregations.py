@@ -50,10 +50,9 @@ def aggregate(op: str, s: Series, without: bool, names: list[str], param=None) -
     elif op == "group":
         out = np.ones((g, steps))
     elif op in ("min", "max"):
+        # fmin/fmax skip NaN: NaN only when every input is NaN, as Prometheus.
         out = np.full((g, steps), np.nan)
-        fill = np.inf if op == "min" else -np.inf
         (np.fmin if op == "min" else np.fmax).at(out, gid, np.where(m, v, np.nan))
-        del fill
     elif op == "avg":
         out = _avg(gid, g, v, m, count)
     elif op in ("stddev", "stdvar"):
@@ -137,50 +136,78 @@ def quantile_sorted(q: float, vals: np.ndarray) -> float:
     return float(vals[lower] * (1 - w) + vals[upper] * w)
 
 
+def _group_sort(gid: np.ndarray, g: int, key: np.ndarray, tier: np.ndarray):
+    """Sort every step's column by (group, tier, key). Returns (order, start): order[p, k] is
+    the row at position p of column k, start[x] the first position of group x."""
+    steps = key.shape[1]
+    gg = np.broadcast_to(gid[:, None], key.shape)
+    order = np.lexsort((key, tier, gg), axis=0) if len(gid) else np.empty((0, steps), np.int64)
+    sizes = np.bincount(gid, minlength=g)
+    start = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+    return order, start
+
+
 def _quantile(gid, g, v, m, q) -> np.ndarray:
+    """Prometheus's quantile() per group and step: sorted with NaN first, linear interpolation."""
     steps = v.shape[1]
-    out = np.full((g, steps), np.nan)
-    qs = q.values
-    for gi in range(g):
-        rows = np.flatnonzero(gid == gi)
-        for k in range(steps):
-            vals = v[rows, k][m[rows, k]]
-            nan = np.isnan(vals)
-            out[gi, k] = quantile_sorted(qs[k], np.concatenate([vals[nan], np.sort(vals[~nan])]))
-    return out
+    nan = np.isnan(v)
+    tier = np.where(~m, 2, np.where(nan, 0, 1))  # NaN first, values, then absent
+    order, start = _group_sort(gid, g, np.where(m & ~nan, v, 0.0), tier)
+    sorted_v = np.take_along_axis(v, order, axis=0) if len(gid) else v
+    n = np.zeros((g, steps))
+    np.add.at(n, gid, m.astype(np.float64))
+    qv = np.broadcast_to(q.values[None, :], (g, steps))
+    rank = qv * (n - 1)
+    with np.errstate(invalid="ignore"):
+        lower = np.maximum(0, np.floor(rank))
+        upper = np.minimum(n - 1, lower + 1)
+        w = rank - np.floor(rank)
+    cols = np.arange(steps)[None, :]
+    ok = n > 0
+    # (q outside [0, 1] or NaN is answered below; keep its indices in range meanwhile)
+    valid = ok & np.isfinite(rank) & (qv >= 0) & (qv <= 1)
+    li = np.where(valid, start[:, None] + lower, 0).astype(np.int64)
+    ui = np.where(valid, start[:, None] + upper, 0).astype(np.int64)
+    if len(gid):
+        out = sorted_v[li, cols] * (1 - w) + sorted_v[ui, cols] * w
+    else:
+        out = np.full((g, steps), np.nan)
+    out = np.where(np.isnan(qv), np.nan, out)
+    out = np.where(qv < 0, -np.inf, out)
+    out = np.where(qv > 1, np.inf, out)
+    return np.where(ok, out, np.nan)
 
 
 def _topk(s: Series, without: bool, names: list[str], param, bottom: bool) -> Series:
     steps = s.values.shape[1]
     _, gid = _groups(s, without, names)
+    g = int(gid.max()) + 1 if len(gid) else 0
     ks = np.nan_to_num(param.values, nan=0.0, posinf=2**62, neginf=-(2**62))
     ks = np.clip(ks, -(2**62), 2**62).astype(np.int64)
     v, m = s.values, s.mask
     nan = np.isnan(v)
-    # Sort key per step: present non-NaN by value, then NaN, then absent (never picked).
+    # Per step and group: present non-NaN values by value, then NaN, then absent (never kept).
     tier = np.where(~m, 2, np.where(nan, 1, 0))
-    val = np.where(m & ~nan, -v if not bottom else v, 0.0)
-    keep = np.zeros(m.shape, bool)
-    rank_of = np.zeros(m.shape, np.int64)
-    for gi in np.unique(gid):
-        rows = np.flatnonzero(gid == gi)
-        order = np.lexsort((val[rows], tier[rows]), axis=0)  # [members, steps]
-        ranks = np.empty_like(order)
-        np.put_along_axis(ranks, order, np.arange(len(rows))[:, None].repeat(steps, 1), axis=0)
-        keep[rows] = (ranks < ks[None, :]) & m[rows]
-        rank_of[rows] = ranks
+    key = np.where(m & ~nan, v if bottom else -v, 0.0)
+    order, start = _group_sort(gid, g, key, tier)
+    ranks = np.empty_like(order)
+    pos = np.arange(len(gid))[:, None].repeat(steps, 1)
+    if len(gid):
+        np.put_along_axis(ranks, order, pos, axis=0)
+        ranks = ranks - start[gid][:, None]  # position within the row's own group
+    keep = (ranks < ks[None, :]) & m
     out = Series(list(s.labels), np.where(keep, v, 0.0), keep).compact()
     if steps == 1 and len(out):
-        # Instant result order: by group of first appearance, then rank (Prometheus's order).
+        # Instant result order: by group, then rank (Prometheus's output order).
         kept = np.flatnonzero(keep.any(axis=1))
-        order = np.lexsort((rank_of[kept, 0], gid[kept]))
-        out = Series([out.labels[i] for i in order], out.values[order], out.mask[order])
+        o = np.lexsort((ranks[kept, 0], gid[kept]))
+        out = Series([out.labels[i] for i in o], out.values[o], out.mask[o])
     return out
 
 
 def _count_values(s: Series, without: bool, names: list[str], label: str) -> Series:
     if not _valid_label_name(label):
-        raise ExecError(f"invalid label name {label!r}")
+        raise ExecError(f'invalid label name "{label}"')
     steps = s.values.shape[1]
     cells: dict[Labels, np.ndarray] = {}
     rows, cols = np.nonzero(s.mask)

@@ -75,6 +75,15 @@ def call(engine, node: "pp.Call", env):
     if name == "quantile_over_time":
         q = scalar_arg(0)
         return _dedupe_whole(R.quantile_over_time(q, range_arg(1)))
+    if name == "holt_winters":
+        r = range_arg(0)
+        return _dedupe_whole(R.holt_winters(r, scalar_arg(1), scalar_arg(2)))
+    if name in ("histogram_count", "histogram_sum", "histogram_fraction"):
+        # Native-histogram functions: on float samples (all we store) Prometheus 2.42
+        # returns an empty vector, and so do we.
+        for i in range(len(args)):
+            ev(i)
+        return Series.empty(n_steps)
     if name == "deriv":
         return _dedupe_whole(R.deriv(range_arg(0)))
     if name == "predict_linear":
@@ -100,6 +109,8 @@ def call(engine, node: "pp.Call", env):
         return F.clamp(vector_arg(0), None, scalar_arg(1))
     if name == "timestamp":
         return F.timestamp(vector_arg(0), env.steps)
+    if name == "pi":
+        return ScalarSteps(np.full(n_steps, np.pi))
     if name == "time":
         return ScalarSteps(env.steps / 1000.0)
     if name == "vector":

@@ -119,6 +119,8 @@ class Engine:
         ms = parser.matchers(node)
         _check_matchers(ms)
         loaded = selectors.load(self.source, ms, int(ref.min()) - self.lookback_ms, int(ref.max()), env.ctx)
+        # The (series x step) matrix is what stays in memory: charge it before building it.
+        env.ctx.charge_samples(len(loaded.labels) * len(ref), "instant vector selection")
         return selectors.instant(loaded, ref, self.lookback_ms)
 
     def matrix_selector(self, node: "pp.MatrixSelector", env: Env) -> Ranges:
@@ -128,6 +130,7 @@ class Engine:
         ms = parser.matchers(vs)
         _check_matchers(ms)
         loaded = selectors.load(self.source, ms, int(ref.min()) - rng, int(ref.max()), env.ctx)
+        env.ctx.charge_samples(len(loaded.labels) * len(ref), "range vector selection")
         return selectors.ranges(loaded, ref, rng)
 
     def subquery(self, node: "pp.SubqueryExpr", env: Env) -> Ranges:
@@ -143,7 +146,6 @@ class Engine:
         grid = np.arange(first, int(ref.max()) + 1, step, dtype=np.int64)
         if len(grid) == 0:
             return selectors.ranges(selectors.series_as_samples(Series.empty(0), grid), ref, rng)
-        env.ctx.charge_samples(0, "subquery")
         inner = self.eval(node.expr, Env(grid, env.start_ms, env.end_ms, env.ctx))
         if isinstance(inner, ScalarSteps):
             inner = Series([()], inner.values[None, :], np.ones((1, len(grid)), bool))

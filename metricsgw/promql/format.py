@@ -58,8 +58,19 @@ def format_json(x: float) -> str:
 
 
 def format_json_values(values: np.ndarray) -> list[str]:
+    """format_json for a whole array: repr() for all, then fix only the few that differ."""
     values = np.asarray(values, np.float64)
+    if len(values) == 0:
+        return []
     a = np.abs(values)
-    if len(values) and not ((a != 0) & ((a < 1e-6) | (a >= 1e21))).any():
-        return format_values(values)  # no exponent case: the fast path
-    return [format_json(x) for x in values.tolist()]
+    finite = np.isfinite(values)
+    integral = finite & (a < 1e15) & (values == np.round(values))
+    if integral.all():
+        return format_values(values)
+    out = list(map(repr, values.tolist()))
+    # repr writes 'X.0' for integers, an exponent from 1e16 and below 1e-4, and 'nan'/'inf';
+    # Prometheus writes '5', plain digits in [1e-6, 1e21), 'NaN', '+Inf', '-Inf'.
+    fix = (integral | ~finite | ((a >= 1e15) & (a < 1e21)) | ((a >= 1e-6) & (a < 1e-4))).nonzero()[0]
+    for i in fix.tolist():
+        out[i] = format_json(values[i])
+    return out

@@ -4,7 +4,6 @@ Range-vector functions live in rangefuncs.py; histogram_quantile in histograms.p
 
 from __future__ import annotations
 
-import math
 import re
 
 import numpy as np
@@ -213,5 +212,3 @@ def date_fn(name: str, s: Series) -> Series:
 
 
 DATE_FUNCS = {"year", "month", "day_of_month", "day_of_year", "day_of_week", "days_in_month", "hour", "minute"}
-
-__all__ = ["math", "MATH", "DATE_FUNCS"]

@@ -7,13 +7,12 @@ about it: error texts, durations as ms, the @ modifier, operator names.
 from __future__ import annotations
 
 import datetime as _dt
+import re
 
 import promql_parser as pp
 
 from ..errors import BadData, NotSupported
 from ..model import Matcher
-
-MAX_QUERY_LEN = 1 << 16
 
 _OPS = {"MatchOp.Equal": "=", "MatchOp.NotEqual": "!=", "MatchOp.Re": "=~", "MatchOp.NotRe": "!~"}
 
@@ -22,6 +21,7 @@ def parse(query: str) -> "pp.Expr":
     """Parse a query; a syntax error becomes BadData worded like Prometheus's."""
     if not query.strip():
         raise BadData('invalid parameter "query": 1:1: parse error: no expression found in input')
+    _reject_unitless_durations(query)
     try:
         return pp.parse(query)
     except ValueError as err:
@@ -37,8 +37,32 @@ def parse(query: str) -> "pp.Expr":
         raise BadData(f'invalid parameter "query": parse error: {err}') from None
 
 
-# Functions Prometheus knows that the parser package does not.
-_KNOWN_UNPARSED = {"holt_winters"}
+_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|`[^`]*`')
+_RANGE_NUM = re.compile(r"\[\s*\d+(?:\.\d+)?\s*[\]:]|:\s*\d+(?:\.\d+)?\s*\]")
+_NEGATIVE_AT = re.compile(r"@\s*-")
+_OFFSET_NUM = re.compile(r"\boffset\s+(-?\s*\d+(?:\.\d+)?)(?![\w.])", re.IGNORECASE)
+
+
+def _reject_unitless_durations(query: str) -> None:
+    """Prometheus 2.42 requires a unit in durations ([5m], offset 1m); the parser package
+    also takes bare numbers as seconds. Refuse them like Prometheus does."""
+    text = _STRINGS.sub(lambda m: " " * len(m.group(0)), query)
+    if _NEGATIVE_AT.search(text):
+        # (also: reading such a time from the parser package panics in its Rust code)
+        raise NotSupported("@ modifier with a negative timestamp")
+    m = _OFFSET_NUM.search(text)
+    if m:
+        num = m.group(1).replace(" ", "").lstrip("-")
+        raise BadData(f'invalid parameter "query": parse error: unexpected number "{num}" in offset, expected duration')
+    if _RANGE_NUM.search(text):
+        raise BadData('invalid parameter "query": parse error: missing unit character in duration')
+
+
+# Functions Prometheus 2.42 knows that the parser package does not.
+pp.register_extra_functions(
+    [pp.Function("holt_winters", [pp.ValueType.Matrix, pp.ValueType.Scalar, pp.ValueType.Scalar], pp.ValueType.Vector)]
+)
+_KNOWN_UNPARSED: set[str] = set()
 
 
 def duration_ms(td: _dt.timedelta | None) -> int:

@@ -16,26 +16,9 @@ def _prefix(x: np.ndarray) -> np.ndarray:
     return np.concatenate([[0.0], np.cumsum(x, dtype=np.float64)])
 
 
-def _win_sum(r: Ranges, x: np.ndarray) -> np.ndarray:
-    """Sum of x over each window. Prefix sums are exact for small integers; otherwise
-    reduceat sums each window sequentially, in sample order, as Prometheus does."""
-    if len(x) and np.isfinite(x).all() and np.abs(x).max() < 2**50 / len(x) and _integral(x):
-        c = _prefix(x)
-        return c[r.hi] - c[r.lo]
-    return _reduce_windows(r, x, np.add)
-
-
-def _integral(x: np.ndarray) -> bool:
-    return bool(np.all(x == np.round(x)))
-
-
-def _per_window(r: Ranges, fn, x: np.ndarray | None = None) -> np.ndarray:
-    """fn over each non-empty window: the slow path for order-sensitive reductions."""
-    x = r.v if x is None else x
-    out = np.zeros(r.lo.shape)
-    for i, k in zip(*np.nonzero(r.hi > r.lo)):
-        out[i, k] = fn(x[r.lo[i, k] : r.hi[i, k]])
-    return out
+def _exact_small_integers(x: np.ndarray) -> bool:
+    """Sums of these are exact in float64, so prefix sums equal any summation order."""
+    return bool(len(x) and np.isfinite(x).all() and np.abs(x).max() < 2**50 / len(x) and np.all(x == np.round(x)))
 
 
 def _series(r: Ranges, values: np.ndarray, mask: np.ndarray, keep_name: bool = False) -> Series:
@@ -152,15 +135,12 @@ def over_time(name: str, r: Ranges) -> Series:
     if name == "present_over_time":
         return _series(r, np.ones(n.shape), has)
     if name == "sum_over_time":
-        return _series(r, _win_sum(r, r.v), has)
+        if _exact_small_integers(r.v):
+            c = _prefix(r.v)
+            return _series(r, c[r.hi] - c[r.lo], has)
+        return _series(r, _kahan_sum_windows(r), has)
     if name == "avg_over_time":
-        s = _win_sum(r, r.v)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            avg = s / n
-        bad = has & ~np.isfinite(s)
-        if bad.any():  # overflow: Prometheus's incremental mean stays finite
-            avg[bad] = _per_window(r, _incremental_mean)[bad]
-        return _series(r, avg, has)
+        return _series(r, _avg_windows(r), has)
     if name == "min_over_time":
         return _series(r, _minmax(r, np.fmin), has)  # NaN only when all are NaN
     if name == "max_over_time":
@@ -169,18 +149,9 @@ def over_time(name: str, r: Ranges) -> Series:
         _, _, v1, _, _ = _first_last(r)
         return _series(r, v1, has, keep_name=True)
     if name in ("stddev_over_time", "stdvar_over_time"):
-        var = _per_window(r, lambda w: float(np.var(w)))
+        var = _var_windows(r)
         return _series(r, np.sqrt(var) if name == "stddev_over_time" else var, has)
     raise KeyError(name)
-
-
-def _incremental_mean(w: np.ndarray) -> float:
-    mean = 0.0
-    for i, x in enumerate(w.tolist(), 1):
-        if np.isinf(mean) and (np.isinf(x) and (mean > 0) == (x > 0) or not np.isinf(x) and not np.isnan(x)):
-            continue
-        mean += x / i - mean / i
-    return mean
 
 
 def quantile_over_time(q: np.ndarray, r: Ranges) -> Series:
@@ -195,26 +166,44 @@ def quantile_over_time(q: np.ndarray, r: Ranges) -> Series:
 
 
 def linear_regression(r: Ranges, intercept_ms: np.ndarray | None):
-    """slope, intercept per window; intercept time = first sample (deriv) or given times."""
-    n = r.hi - r.lo
-    slope = np.zeros(n.shape)
-    icpt = np.zeros(n.shape)
-    for i, k in zip(*np.nonzero(n >= 2)):
-        a, b = r.lo[i, k], r.hi[i, k]
-        t, y = r.t[a:b], r.v[a:b]
-        base = t[0] if intercept_ms is None else intercept_ms[k]
-        if np.all(y == y[0]):
-            slope[i, k], icpt[i, k] = (np.nan, np.nan) if np.isinf(y[0]) else (0.0, y[0])
-            continue
-        x = (t - base) / 1e3
-        cnt = float(len(x))
-        sx, sy, sxy, sx2 = x.sum(), y.sum(), (x * y).sum(), (x * x).sum()
-        cov = sxy - sx * sy / cnt
-        var = sx2 - sx * sx / cnt
-        with np.errstate(divide="ignore", invalid="ignore"):
-            slope[i, k] = cov / var
-        icpt[i, k] = sy / cnt - slope[i, k] * sx / cnt
-    return slope, icpt, n >= 2
+    """slope, intercept per window (least squares, as Prometheus's linearRegression);
+    x is seconds from the first sample of the window (deriv) or from intercept_ms.
+
+    Window sums come from reduceat over each window (no prefix-sum cancellation), with t
+    taken relative to the query's first sample so t*t stays small."""
+    n = (r.hi - r.lo).astype(np.float64)
+    ok = n >= 2
+    shape = n.shape
+    if len(r.t) == 0 or not ok.any():
+        z = np.zeros(shape)
+        return z, z.copy(), ok
+    t0 = int(r.t.min())
+    tt = (r.t - t0) / 1e3
+    y = r.v
+    s_t = _reduce_windows(r, tt, np.add)
+    s_tt = _reduce_windows(r, tt * tt, np.add)
+    s_y = _reduce_windows(r, y, np.add)
+    s_ty = _reduce_windows(r, tt * y, np.add)
+    if intercept_ms is None:
+        base = tt[np.minimum(r.lo, len(tt) - 1)]
+    else:
+        base = np.broadcast_to(((intercept_ms - t0) / 1e3)[None, :], shape)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sx = s_t - n * base  # shift x to the window's own origin
+        sx2 = s_tt - 2 * base * s_t + n * base * base
+        sxy = s_ty - base * s_y
+        cov = sxy - sx * s_y / n
+        var = sx2 - sx * sx / n
+        slope = cov / var
+        icpt = s_y / n - slope * sx / n
+    # A constant window: slope 0 and the value itself (NaN for an infinite value).
+    lo_v = _reduce_windows(r, y, np.minimum)
+    hi_v = _reduce_windows(r, y, np.maximum)
+    const = ok & (lo_v == hi_v)
+    first = y[np.minimum(r.lo, len(y) - 1)]
+    slope = np.where(const, np.where(np.isinf(first), np.nan, 0.0), slope)
+    icpt = np.where(const, np.where(np.isinf(first), np.nan, first), icpt)
+    return slope, icpt, ok
 
 
 def deriv(r: Ranges) -> Series:
@@ -225,3 +214,103 @@ def deriv(r: Ranges) -> Series:
 def predict_linear(r: Ranges, eval_ms: np.ndarray, duration: np.ndarray) -> Series:
     slope, icpt, ok = linear_regression(r, eval_ms)
     return _series(r, slope * duration[None, :] + icpt, ok)
+
+
+# ---- Prometheus's own loops (Kahan-Neumaier sums, running mean, Welford), run for all
+# windows at once: iteration j handles the j-th sample of every window that has one.
+
+
+def _kahan_inc(inc, total, c):
+    t = total + inc
+    c = c + np.where(np.abs(total) >= np.abs(inc), (total - t) + inc, (inc - t) + total)
+    return t, c
+
+
+def _positions(r: Ranges):
+    """Windows sorted by length (longest first), so the windows that have a j-th sample are
+    always a prefix: yields (k, x) with x the j-th sample of the first k windows."""
+    n = r.hi - r.lo
+    ne = np.flatnonzero((n > 0).ravel())
+    lens = n.ravel()[ne]
+    order = np.argsort(-lens, kind="stable")
+    lo = r.lo.ravel()[ne][order]
+    lens = lens[order]
+    neg = -lens  # ascending, for searchsorted
+
+    def steps():
+        for j in range(int(lens[0]) if len(lens) else 0):
+            k = int(np.searchsorted(neg, -j, side="left"))  # windows with more than j samples
+            yield j, k, r.v[lo[:k] + j]
+
+    def scatter(res: np.ndarray) -> np.ndarray:
+        out = np.zeros(n.size)
+        out[ne[order]] = res
+        return out.reshape(n.shape)
+
+    scatter.step_of = ne[order] % n.shape[1] if n.size else ne  # type: ignore[attr-defined]
+    return len(lens), lens, steps, scatter
+
+
+def _kahan_sum_windows(r: Ranges) -> np.ndarray:
+    m, _, steps, scatter = _positions(r)
+    total, c = np.zeros(m), np.zeros(m)
+    with np.errstate(invalid="ignore", over="ignore"):
+        for _, k, x in steps():
+            total[:k], c[:k] = _kahan_inc(x, total[:k], c[:k])
+        return scatter(np.where(np.isinf(total), total, total + c))
+
+
+def _avg_windows(r: Ranges) -> np.ndarray:
+    m, _, steps, scatter = _positions(r)
+    mean, c = np.zeros(m), np.zeros(m)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        for j, k, x in steps():
+            cnt = float(j + 1)
+            cur, cc = mean[:k], c[:k]
+            m2, c2 = _kahan_inc(x / cnt - cur / cnt, cur, cc)
+            inf = np.isinf(cur)
+            if inf.any():  # Prometheus keeps an infinite mean unless the next value is NaN/-Inf
+                skip = inf & ((np.isinf(x) & ((cur > 0) == (x > 0))) | (~np.isinf(x) & ~np.isnan(x)))
+                m2, c2 = np.where(skip, cur, m2), np.where(skip, cc, c2)
+            mean[:k], c[:k] = m2, c2
+        return scatter(np.where(np.isinf(mean), mean, mean + c))
+
+
+def _var_windows(r: Ranges) -> np.ndarray:
+    m, lens, steps, scatter = _positions(r)
+    mean, c_mean, aux, c_aux = np.zeros(m), np.zeros(m), np.zeros(m), np.zeros(m)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        for j, k, x in steps():
+            cnt = float(j + 1)
+            delta = x - (mean[:k] + c_mean[:k])
+            mean[:k], c_mean[:k] = _kahan_inc(delta / cnt, mean[:k], c_mean[:k])
+            aux[:k], c_aux[:k] = _kahan_inc(delta * (x - (mean[:k] + c_mean[:k])), aux[:k], c_aux[:k])
+        return scatter((aux + c_aux) / lens)
+
+
+def holt_winters(r: Ranges, sf: np.ndarray, tf: np.ndarray) -> Series:
+    """Prometheus 2.42's funcHoltWinters (double exponential smoothing), all windows at once."""
+    from ..errors import ExecError
+
+    for name, f in (("smoothing", sf), ("trend", tf)):
+        bad = (f <= 0) | (f >= 1) | np.isnan(f)
+        if bad.any():
+            short = "sf" if name == "smoothing" else "tf"
+            raise ExecError(f"invalid {name} factor. Expected: 0 < {short} < 1, got: {float(f[bad][0]):f}")
+    m, lens, steps, scatter = _positions(r)
+    step_of = scatter.step_of
+    s0, s1, b = np.zeros(m), np.zeros(m), np.zeros(m)
+    with np.errstate(invalid="ignore", over="ignore"):
+        for j, k, x in steps():
+            if j == 0:
+                s1[:k] = x
+                continue
+            if j == 1:
+                b[:k] = x - s1[:k]  # initial trend: second minus first sample
+            sfk, tfk = sf[step_of[:k]], tf[step_of[:k]]
+            if j > 1:
+                b[:k] = tfk * (s1[:k] - s0[:k]) + (1 - tfk) * b[:k]
+            y = (1 - sfk) * (s1[:k] + b[:k])
+            s0[:k], s1[:k] = s1[:k], sfk * x + y
+    ok = (r.hi - r.lo) >= 2
+    return _series(r, scatter(s1), ok)

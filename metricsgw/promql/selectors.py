@@ -49,19 +49,18 @@ def load(source, matchers: list[Matcher], start_ms: int, end_ms: int, ctx: Query
     if len(block) > estimate:
         ctx.charge_samples(len(block) - estimate, "sample loading")
     ctx.check("sample loading")
-    # Map each sample's sid to the series' position in label order.
-    order = np.argsort(ss.ids, kind="stable")
-    sorted_ids = ss.ids[order]
-    pos = np.searchsorted(sorted_ids, block.sid)
-    pos = np.clip(pos, 0, len(sorted_ids) - 1)
-    valid = sorted_ids[pos] == block.sid
-    idx = order[pos[valid]]
-    t, v = block.t[valid], block.v[valid]
-    perm = np.lexsort((t, idx))
-    idx, t, v = idx[perm], t[perm], v[perm]
-    counts = np.bincount(idx, minlength=len(ss))
-    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    return Loaded(list(ss.labels), t, v, offsets)
+    if len(block) > 1 and not (np.diff(block.sid) >= 0).all():  # the contract says sorted; be safe
+        perm = np.lexsort((block.t, block.sid))
+        block = type(block)(block.sid[perm], block.t[perm], block.v[perm])
+    # Series stay in the block's sid order (no sample is moved); ``order`` lists them in
+    # label order, which is the order results are returned in.
+    if len(block) == 0:
+        return Loaded([], np.empty(0, np.int64), np.empty(0), np.zeros(1, np.int64))
+    starts = np.concatenate([[0], np.flatnonzero(np.diff(block.sid)) + 1])
+    offsets = np.concatenate([starts, [len(block)]]).astype(np.int64)
+    label_of = dict(zip(ss.ids.tolist(), ss.labels))
+    labels = [label_of[sid] for sid in block.sid[starts].tolist()]
+    return Loaded(labels, block.t, block.v, offsets)
 
 
 def _keys(offsets: np.ndarray, t: np.ndarray, base: int, span: int) -> np.ndarray:
@@ -106,7 +105,13 @@ def instant(loaded: Loaded, ref_ms: np.ndarray, lookback_ms: int) -> Series:
     sv = loaded.v[li]
     mask = has & (st >= ref_ms[None, :] - lookback_ms) & ~is_stale(sv)
     values = np.where(mask, sv, 0.0)
-    return Series(list(loaded.labels), values, mask, np.where(mask, st, 0)).compact()
+    order = _label_order(loaded.labels)
+    return Series([loaded.labels[i] for i in order], values[order], mask[order],
+                  np.where(mask, st, 0)[order]).compact()
+
+
+def _label_order(labels: list[Labels]) -> np.ndarray:
+    return np.array(sorted(range(len(labels)), key=labels.__getitem__), dtype=np.int64)
 
 
 def ranges(loaded: Loaded, end_ms: np.ndarray, range_ms: int) -> Ranges:
@@ -114,7 +119,9 @@ def ranges(loaded: Loaded, end_ms: np.ndarray, range_ms: int) -> Ranges:
     ld = loaded.without_stale()
     lo = search(ld.offsets, ld.t, end_ms - range_ms, "left")
     hi = search(ld.offsets, ld.t, end_ms, "right")
-    return Ranges(list(ld.labels), ld.t, ld.v, ld.offsets, lo, hi, end_ms, range_ms)
+    # Rows in label order; samples stay put (lo/hi are global indices).
+    order = _label_order(ld.labels) if len(ld.labels) else np.empty(0, np.int64)
+    return Ranges([ld.labels[i] for i in order], ld.t, ld.v, ld.offsets, lo[order], hi[order], end_ms, range_ms)
 
 
 def series_as_samples(s: Series, grid_ms: np.ndarray) -> Loaded:

@@ -62,7 +62,8 @@ class Ranges:
     labels: list[Labels]
     t: np.ndarray  # int64 ms, all series concatenated
     v: np.ndarray  # float64
-    offsets: np.ndarray  # int64 [n_series + 1]: series i is t[offsets[i]:offsets[i+1]]
+    offsets: np.ndarray  # int64: start of each series' segment in t/v (+ the end); segments
+    #                      need not be in row order: rows index samples only through lo/hi
     lo: np.ndarray  # int64 [n_series, n_steps]
     hi: np.ndarray  # int64 [n_series, n_steps]
     range_end: np.ndarray  # int64 ms [n_steps]: the window's right edge (after @/offset)

@@ -18,7 +18,7 @@ from bench.wire import build_requests, metadata_request
 from bench.workload import Workload
 from metricsgw.model import canonical
 from metricsgw.remote.codec import encode_v1
-from tests.e2e.client import remote_write
+from tests.e2e.client import api, remote_write
 
 INTERVAL_MS = 15_000
 
@@ -62,11 +62,26 @@ def exposition_to_series(text: str, job: str, instance: str, t_ms: int) -> list[
     return out
 
 
-def scrape_into(server_url: str, target_url: str, job: str, instance: str, t_ms: int) -> int:
-    """Scrape ``target_url``/metrics once and write it to ``server_url`` with timestamp ``t_ms``."""
+def scrape(target_url: str) -> str:
     status, body = http_get(target_url + "/metrics")
     if status != 200:
         raise RuntimeError(f"scrape of {target_url}/metrics: {status}")
-    series = exposition_to_series(body.decode(), job, instance, t_ms)
-    write_series(server_url, series)
+    return body.decode()
+
+
+def scrape_into(server_urls: list[str], target_url: str, job: str, instance: str, t_ms: int) -> int:
+    """Scrape ``target_url``/metrics once and write the same series, stamped ``t_ms``, to every server."""
+    series = exposition_to_series(scrape(target_url), job, instance, t_ms)
+    for url in server_urls:
+        write_series(url, series)
     return len(series)
+
+
+def provoke_discard_and_guard_rejection(base_url: str) -> None:
+    """Make metricsgw count a discarded sample (invalid label name) and a guard rejection (1 µs timeout),
+    so the labelled counters behind those dashboard panels exist."""
+    try:
+        write_series(base_url, [([("__name__", "bad_series"), ("0invalid", "x")], [(aligned_now_ms(), 1.0)])])
+    except RuntimeError:
+        pass  # the 400 is expected: the discard counter is what we want
+    api(base_url, "/api/v1/query", {"query": 'count_over_time({__name__=~".+"}[30m])', "timeout": "0.000001"})

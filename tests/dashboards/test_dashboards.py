@@ -20,7 +20,8 @@ from bench.procs import start_metricsgw
 from bench.workload import Workload
 from tests.dashboards.grafana import (interpolate, load_dashboards, panels, parse_label_values,
                                       resolve_variables, targets, variable_query)
-from tests.dashboards.loading import INTERVAL_MS, aligned_now_ms, scrape_into, write_series, write_workload
+from tests.dashboards.loading import (INTERVAL_MS, aligned_now_ms, provoke_discard_and_guard_rejection, scrape_into,
+                                      write_workload)
 from tests.e2e.client import api
 
 NODES = 20
@@ -106,7 +107,7 @@ def loaded(tmp_path_factory):
         gw.wait_ready()
         end_ms = aligned_now_ms()
         write_workload(gw.write_url, Workload(NODES, seed=1), end_ms, SCRAPES, samples_per_series=11)
-        _provoke_discard_and_rejection(gw.base_url)
+        provoke_discard_and_guard_rejection(gw.base_url)
         instance = gw.base_url.removeprefix("http://")
         for k in range(SELF_SCRAPES):  # stamped on the workload's last scrapes, so both fill the same windows
             t_ms = end_ms - (SELF_SCRAPES - 1 - k) * INTERVAL_MS
@@ -114,19 +115,10 @@ def loaded(tmp_path_factory):
             api(gw.base_url, "/api/v1/query", {"query": "sum(rate(up[1m]))", "time": t_ms / 1000})
             api(gw.base_url, "/api/v1/query_range", {"query": "up", "start": t_ms / 1000 - 600,
                                                      "end": t_ms / 1000, "step": 60})
-            scrape_into(gw.base_url, gw.base_url, "metricsgw", instance, t_ms)
+            scrape_into([gw.base_url], gw.base_url, "metricsgw", instance, t_ms)
         yield gw, end_ms / 1000
     finally:
         gw.stop()
-
-
-def _provoke_discard_and_rejection(base_url: str) -> None:
-    """A sample with an invalid label name (discarded) and a query with a 1 µs timeout (guard)."""
-    try:
-        write_series(base_url, [([("__name__", "bad_series"), ("0invalid", "x")], [(aligned_now_ms(), 1.0)])])
-    except RuntimeError:
-        pass  # 400 is the expected answer: the discard counter is what we want
-    api(base_url, "/api/v1/query", {"query": "count_over_time({__name__=~\".+\"}[30m])", "timeout": "0.000001"})
 
 
 def _label_values(base_url: str, end_s: float):

@@ -54,7 +54,7 @@ def _segments(path: str):
                 i += 1
         else:
             ev = _parse_eval(line, i)
-            if ev is not None and ev.kind == "instant":
+            if ev is not None:
                 expected = []
                 while i < len(lines) and lines[i].strip() and lines[i][:1] in " \t":
                     expected.append(lines[i].strip())
@@ -88,6 +88,43 @@ def _query(port: int, expr: str, t_s: float) -> dict:
             return json.load(r)
     except urllib.error.HTTPError as e:
         return json.load(e)
+
+
+def _query_range(port: int, expr: str, start: float, end: float, step: float) -> dict:
+    qs = urllib.parse.urlencode({"query": expr, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step}"})
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/v1/query_range?{qs}", timeout=10) as r:
+            return json.load(r)
+    except urllib.error.HTTPError as e:
+        return json.load(e)
+
+
+def _ours_range(loads, expr: str, start: float, end: float, step: float):
+    src = MemSource()
+    for labels, pts in loads:
+        if pts:
+            src.add(labels, [p[0] for p in pts], [p[1] for p in pts])
+    try:
+        return Engine(src).range(expr, start, end, step, QueryContext())
+    except GatewayError as e:
+        return e
+
+
+def _same_range(prom: dict, ours) -> bool:
+    if prom.get("status") != "success":
+        return isinstance(ours, GatewayError)
+    if isinstance(ours, GatewayError):
+        return False
+    want = {}
+    for r in prom["data"]["result"]:
+        want[tuple(sorted(r["metric"].items()))] = {round(float(t) * 1000): float(v) for t, v in r["values"]}
+    got = {}
+    for k, l in enumerate(ours.labels):
+        ts, vs = ours.points(k)
+        got[l] = dict(zip(ts.tolist(), vs.tolist()))
+    if set(want) != set(got):
+        return False
+    return all(set(want[l]) == set(got[l]) and all(almost_equal(want[l][t], got[l][t]) for t in want[l]) for l in want)
 
 
 def _ours(loads, expr: str, t_s: float):
@@ -161,6 +198,9 @@ def main(path: str) -> int:
                     except Exception:
                         time.sleep(0.1)
                 for ev, expected in evals:
+                    if ev.kind == "range":
+                        bad += _check_range_eval(port, path, loads, ev, expected)
+                        continue
                     t = ev.at_ms / 1000.0
                     prom = _query(port, ev.expr, t)
                     ok_prom = prom.get("status") == "success"
@@ -170,6 +210,15 @@ def main(path: str) -> int:
                     bad += not ok
                     mark = "ok  " if ok else "DIFF"
                     print(f"{mark} {os.path.basename(path)}:{ev.line}: {ev.expr}")
+                    # The same expression as a range query with an odd step around the instant.
+                    rs, re_, st = max(0.0, t - 400), t + 200, 37
+                    pr = _query_range(port, ev.expr, rs, re_, st)
+                    orr = _ours_range(loads, ev.expr, rs, re_, st)
+                    if not _same_range(pr, orr):
+                        bad += 1
+                        print(f"DIFF {os.path.basename(path)}:{ev.line}: range {rs}..{re_} step {st}: {ev.expr}")
+                        print(f"     prometheus: {json.dumps(pr.get('data', pr.get('error')))[:1500]}")
+                        print(f"     ours:       {orr}"[:1500])
                     if not ok:
                         print(f"     prometheus: {json.dumps(prom.get('data', prom.get('error')))}")
                         print(f"     ours:       {ours}")
@@ -180,6 +229,32 @@ def main(path: str) -> int:
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
     return bad
+
+
+def _check_range_eval(port, path, loads, ev, expected) -> int:
+    a, b, st = ev.start_ms / 1000, ev.end_ms / 1000, ev.step_ms / 1000
+    pr = _query_range(port, ev.expr, a, b, st)
+    ok_prom = pr.get("status") == "success"
+    FILLED[ev.line] = (ok_prom, _range_lines(pr, ev) if ok_prom else [])
+    ok = _same_range(pr, _ours_range(loads, ev.expr, a, b, st))
+    print(f"{'ok  ' if ok else 'DIFF'} {os.path.basename(path)}:{ev.line}: {ev.expr}")
+    if not ok:
+        print(f"     prometheus: {json.dumps(pr.get('data', pr.get('error')))[:1500]}")
+        print(f"     script:     {expected}")
+    return 0 if ok else 1
+
+
+def _range_lines(prom: dict, ev) -> list[str]:
+    """A query_range answer as promqltest range lines: one value per step, '_' for none."""
+    steps = list(range(ev.start_ms, ev.end_ms + 1, ev.step_ms))
+    out = []
+    for r in prom["data"]["result"]:
+        m = dict(r["metric"])
+        name = m.pop("__name__", "")
+        lbl = ", ".join(f'{k}="{v}"' for k, v in sorted(m.items()))
+        pts = {round(float(t) * 1000): v for t, v in r["values"]}
+        out.append(f"  {name}{{{lbl}}} " + " ".join(pts.get(t, "_") for t in steps))
+    return out
 
 
 def _bits(v: float) -> int:
@@ -197,7 +272,7 @@ def fill(path: str) -> None:
         line = lines[i]
         i += 1
         ev = _parse_eval(line.strip(), i)
-        if ev is None or ev.kind != "instant" or ev.line not in FILLED:
+        if ev is None or ev.line not in FILLED:
             out.append(line)
             continue
         ok, exp = FILLED[ev.line]

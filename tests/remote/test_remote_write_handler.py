@@ -1,8 +1,7 @@
-"""POST /api/v1/write through aiohttp's test server: a table of broken requests.
+"""POST /api/v1/write through the real app and the real storage: a table of broken requests.
 
-Storage here is an in-memory stand-in for the storage interface (append/has_series), so
-the table can check exactly what was appended; the end-to-end table with the real
-storage lives with the app tests.
+Each row runs against a gateway that already holds a baseline; afterwards the storage is
+reopened from disk and must hold the baseline unchanged plus exactly the row's valid series.
 """
 
 from __future__ import annotations
@@ -12,19 +11,17 @@ import asyncio
 import numpy as np
 import pytest
 import snappy
-from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
 from metricsgw import appkeys
-from metricsgw.api.middleware import prometheus_errors
+from metricsgw.app import build_app
 from metricsgw.config import load
-from metricsgw.errors import Unavailable
-from metricsgw.ingest.pipeline import IngestPipeline
+from metricsgw.limits.context import QueryContext
+from metricsgw.model import Matcher
 from metricsgw.remote import codec
 from metricsgw.remote.proto import remote_v1_pb2 as v1pb
 from metricsgw.remote.proto import remote_v2_pb2 as v2pb
-from metricsgw.remote.write_handler import handle_write
-from metricsgw.telemetry import Telemetry
+from metricsgw.storage.store import Storage
 
 V1 = {"Content-Type": "application/x-protobuf", "Content-Encoding": "snappy",
       "X-Prometheus-Remote-Write-Version": "0.1.0"}
@@ -33,47 +30,39 @@ V2 = {"Content-Type": "application/x-protobuf;proto=io.prometheus.write.v2.Reque
 MAX_BODY = 4096
 
 
-class MemoryStorage:
-    def __init__(self, fail: BaseException | None = None) -> None:
-        self.series: dict[int, tuple] = {}
-        self.batches = []
-        self.fail = fail
-
-    def has_series(self, sid: int) -> bool:
-        return sid in self.series
-
-    async def append(self, batch) -> None:
-        await asyncio.sleep(0)
-        if self.fail is not None:
-            raise self.fail
-        self.series.update(batch.new_series)
-        self.batches.append(batch)
-
-    def stored_metrics(self) -> list[str]:
-        names = {sid: dict(labels)["__name__"] for sid, labels in self.series.items()}
-        return sorted(names[sid] for b in self.batches for sid in b.sid.tolist())
+def make_app(path) -> "web.Application":
+    return build_app(load({"remote-write.max-body-size": str(MAX_BODY), "remote-write.max-decoded-size": "64KiB",
+                           "storage.path": str(path)}))
 
 
-def make_app(storage) -> web.Application:
-    app = web.Application(middlewares=[prometheus_errors])
-    telemetry = Telemetry()
-    app[appkeys.CONFIG] = load({"remote-write.max-body-size": str(MAX_BODY),
-                                "remote-write.max-decoded-size": "64KiB"})
-    app[appkeys.STORAGE] = storage
-    app[appkeys.TELEMETRY] = telemetry
-    app[appkeys.PIPELINE] = IngestPipeline(storage, telemetry)
-    app.router.add_post("/api/v1/write", handle_write)
-    return app
-
-
-async def _post(app, headers, body):
+async def _exchange(app, requests, before=None):
     async with TestClient(TestServer(app)) as client:
-        resp = await client.post("/api/v1/write", data=body, headers=headers)
-        return resp.status, await resp.text(), dict(resp.headers)
+        while not app[appkeys.STORAGE].ready:
+            await asyncio.sleep(0.01)
+        if before is not None:
+            before(app)
+        out = []
+        for headers, body in requests:
+            resp = await client.post("/api/v1/write", data=body, headers=headers)
+            out.append((resp.status, await resp.text(), dict(resp.headers)))
+        return out
 
 
-def post(app, headers, body):
-    return asyncio.run(_post(app, headers, body))
+def post(app, headers, body, before=None):
+    return asyncio.run(_exchange(app, [(headers, body)], before))[0]
+
+
+def read_back(path) -> list[tuple[str, int, int]]:
+    """(metric, ts, value bits) of every sample, read back from disk."""
+    st = Storage(str(path))
+    st.open()
+    try:
+        ss = st.select_series([Matcher("__name__", "=~", ".+")], None, None)
+        names = {int(s): dict(lb)["__name__"] for s, lb in zip(ss.ids, ss.labels)}
+        blk = st.read_samples(ss.ids, -2**62, 2**62, QueryContext())
+        return sorted((names[int(s)], int(t), int(b)) for s, t, b in zip(blk.sid, blk.t, blk.v.view(np.uint64)))
+    finally:
+        st.close(flush=False)
 
 
 def good(name="ok", n=1):
@@ -129,48 +118,55 @@ TABLE = [
 ]
 
 
+BASELINE = codec.encode_v1([([("__name__", "base"), ("i", str(i))], [(500, float(i)), (900, float("nan"))])
+                            for i in range(3)])
+
+
 @pytest.mark.parametrize("name, headers, body, status, message, stored", TABLE, ids=[row[0] for row in TABLE])
-def test_bad_input_table(name, headers, body, status, message, stored):
-    storage = MemoryStorage()
-    app = make_app(storage)
-    got_status, text, _ = post(app, headers, chunks(b"\x00" * (MAX_BODY * 3)) if body == "chunked" else body)
+def test_bad_input_table(tmp_path, name, headers, body, status, message, stored):
+    app = make_app(tmp_path)
+    requests = [(V1, BASELINE), (headers, chunks(b"\x00" * (MAX_BODY * 3)) if body == "chunked" else body)]
+    (base_status, _, _), (got_status, text, _) = asyncio.run(_exchange(app, requests))
+    assert base_status == 204
     assert got_status == status, text
     assert message in text
-    assert storage.stored_metrics() == stored
+    on_disk = read_back(tmp_path)
+    baseline = [r for r in on_disk if r[0] == "base"]
+    assert len(baseline) == 6 and baseline[0][1:] == (500, np.float64(0.0).view(np.uint64))
+    assert sorted(r[0] for r in on_disk if r[0] != "base") == sorted(stored)
     tel = app[appkeys.TELEMETRY]
     version = "2" if headers is V2 else ("unknown" if status == 415 else "1")
+    baseline_too = version == "1" and status == 204  # the baseline request was counted as well
     assert tel.registry.get_sample_value("metricsgw_remote_write_requests_total",
-                                         {"version": version, "code": str(status)}) == 1
+                                         {"version": version, "code": str(status)}) == 1 + baseline_too
 
 
-def test_v2_written_headers_on_success_and_partial_write():
-    status, _, headers = post(make_app(MemoryStorage()), V2, codec.encode_v2(good(n=3)))
-    assert status == 204
-    assert headers["X-Prometheus-Remote-Write-Samples-Written"] == "3"
-    assert headers["X-Prometheus-Remote-Write-Histograms-Written"] == "0"
-    assert headers["X-Prometheus-Remote-Write-Exemplars-Written"] == "0"
-    status, _, headers = post(make_app(MemoryStorage()), V2, codec.encode_v2(good(n=2) + BAD_LABELS))
-    assert status == 400 and headers["X-Prometheus-Remote-Write-Samples-Written"] == "2"
-    status, _, headers = post(make_app(MemoryStorage()), V2, v2_with_histogram())
-    assert status == 204 and headers["X-Prometheus-Remote-Write-Samples-Written"] == "0"
-    assert headers["X-Prometheus-Remote-Write-Histograms-Written"] == "0"
-    _, _, headers = post(make_app(MemoryStorage()), V1, codec.encode_v1(good()))
-    assert "X-Prometheus-Remote-Write-Samples-Written" not in headers  # a 1.0 sender gets none
+def test_v2_written_headers_on_success_and_partial_write(tmp_path):
+    app = make_app(tmp_path)
+    replies = asyncio.run(_exchange(app, [(V2, codec.encode_v2(good(n=3))), (V2, codec.encode_v2(good(n=2) + BAD_LABELS)),
+                                          (V2, v2_with_histogram()), (V1, codec.encode_v1(good()))]))
+    (s1, _, h1), (s2, _, h2), (s3, _, h3), (s4, _, h4) = replies
+    assert s1 == 204
+    assert h1["X-Prometheus-Remote-Write-Samples-Written"] == "3"
+    assert h1["X-Prometheus-Remote-Write-Histograms-Written"] == "0"
+    assert h1["X-Prometheus-Remote-Write-Exemplars-Written"] == "0"
+    assert s2 == 400 and h2["X-Prometheus-Remote-Write-Samples-Written"] == "2"
+    assert s3 == 204 and h3["X-Prometheus-Remote-Write-Samples-Written"] == "0"
+    assert h3["X-Prometheus-Remote-Write-Histograms-Written"] == "0"
+    assert s4 == 204 and "X-Prometheus-Remote-Write-Samples-Written" not in h4  # a 1.0 sender gets none
 
 
-@pytest.mark.parametrize("failure", [Unavailable("WAL is full"), OSError(28, "No space left on device")])
-def test_storage_failure_is_503_so_the_sender_retries(failure):
-    storage = MemoryStorage(fail=failure)
-    status, text, headers = post(make_app(storage), V1, codec.encode_v1(good()))
-    assert status == 503 and ("WAL is full" in text or "No space left" in text)
+def test_wal_failure_is_503_so_the_sender_retries(tmp_path):
+    app = make_app(tmp_path)
+    status, text, headers = post(app, V1, codec.encode_v1(good()), before=lambda a: a[appkeys.STORAGE].wal.close())
+    assert status == 503 and "WAL" in text, text
     assert "Retry-After" in headers
 
 
-def test_samples_ingested_counter_and_values_bit_exact():
-    storage = MemoryStorage()
-    app = make_app(storage)
+def test_samples_ingested_counter_and_values_bit_exact(tmp_path):
+    app = make_app(tmp_path)
     stale = np.array([0x7FF0000000000002], np.uint64).view(np.float64)[0]
     status, _, _ = post(app, V1, codec.encode_v1([([("__name__", "s")], [(1, stale), (2, float("-inf"))])]))
     assert status == 204
-    assert storage.batches[0].v.view(np.uint64).tolist() == [0x7FF0000000000002, 0xFFF0000000000000]
+    assert [bits for _, _, bits in read_back(tmp_path)] == [0x7FF0000000000002, 0xFFF0000000000000]
     assert app[appkeys.TELEMETRY].registry.get_sample_value("metricsgw_ingested_samples_total") == 2

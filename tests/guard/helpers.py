@@ -1,0 +1,109 @@
+"""Small tools for the guard tests: timed API calls, the server's own metrics, RSS while a call
+runs, and a client that hangs up mid-request."""
+
+from __future__ import annotations
+
+import socket
+import time
+import urllib.parse
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import psutil
+from prometheus_client.parser import text_string_to_metric_families
+
+from bench.procs import ResourceSampler, http_get
+from tests.e2e.client import api
+
+MiB = 1 << 20
+
+
+def timed_api(base: str, path: str, params=None, method: str = "GET", timeout: float = 120.0):
+    """(status, body, seconds)."""
+    t0 = time.perf_counter()
+    status, body = api(base, path, params, method=method, timeout=timeout)
+    return status, body, time.perf_counter() - t0
+
+
+def own_metrics(base: str) -> dict[tuple[str, tuple], float]:
+    """{(sample name, sorted label pairs): value} from the server's /metrics."""
+    status, body = http_get(base + "/metrics")
+    assert status == 200
+    out = {}
+    for fam in text_string_to_metric_families(body.decode()):
+        for s in fam.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def metric(base: str, name: str, **labels) -> float:
+    return own_metrics(base).get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+@dataclass
+class RssReport:
+    before: int = 0
+    peak: int = 0
+    after: int = 0
+
+    @property
+    def growth(self) -> int:
+        return self.peak - self.before
+
+    def __str__(self) -> str:
+        return f"RSS before {self.before / MiB:.0f} MiB, peak {self.peak / MiB:.0f}, after {self.after / MiB:.0f}"
+
+
+@contextmanager
+def rss_of(pid: int):
+    """Samples the server's RSS every 20 ms while the block runs."""
+    rep = RssReport(before=psutil.Process(pid).memory_info().rss)
+    sampler = ResourceSampler(pid, period_s=0.02).start()
+    try:
+        yield rep
+    finally:
+        usage = sampler.stop()
+        rep.peak, rep.after = max(usage.rss_peak, rep.before), usage.rss_last
+
+
+def cpu_seconds(pid: int) -> float:
+    t = psutil.Process(pid).cpu_times()
+    return t.user + t.system
+
+
+def busy_fraction(pid: int, window_s: float = 0.5) -> float:
+    """Share of one core the server used over the next window."""
+    c0, t0 = cpu_seconds(pid), time.perf_counter()
+    time.sleep(window_s)
+    return (cpu_seconds(pid) - c0) / (time.perf_counter() - t0)
+
+
+def send_and_hang_up(base: str, path: str, params: list, after_s: float, reset: bool = False) -> None:
+    """POST a form request, wait, then close the socket without reading the answer (a client that left).
+
+    A plain close sends FIN, as a client timing out does; ``reset`` sends RST instead."""
+    u = urllib.parse.urlparse(base)
+    body = urllib.parse.urlencode(params).encode()
+    head = (f"POST {path} HTTP/1.1\r\nHost: {u.hostname}:{u.port}\r\n"
+            "Content-Type: application/x-www-form-urlencoded\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()
+    with socket.create_connection((u.hostname, u.port), timeout=10) as s:
+        s.sendall(head + body)
+        time.sleep(after_s)
+        if reset:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+
+
+def api_with_headers(base: str, path: str, params: dict, timeout: float = 120.0) -> tuple[int, dict, dict]:
+    """A form POST; (status, JSON body, headers)."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    req = urllib.request.Request(base + path, data=urllib.parse.urlencode(params).encode(), method="POST",
+                                 headers={"Content-Type": "application/x-www-form-urlencoded"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, json.loads(r.read()), dict(r.headers)
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read()), dict(e.headers)

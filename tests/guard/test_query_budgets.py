@@ -1,0 +1,78 @@
+"""Sample and series budgets on heavy queries: refused with 422 execution naming the flag, and
+counted once (a query under the budget runs)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.guard.conftest import server_fixture
+from tests.guard.helpers import metric, timed_api
+
+MAX_SERIES = 40_000
+MAX_SAMPLES = 30_000
+
+# Found by these tests, not fixed here (the files belong to storage and promql): every series and
+# every sample is charged twice. storage/querier.py select_series() charges the series it selects
+# and promql/selectors.py load() charges len(ss) again; load() charges the estimate, then
+# read_samples() charges each loaded sample again. So --query.max-series and --query.max-samples
+# act at half their value. strict: once fixed, these XPASS and the marker must go.
+DOUBLE_CHARGE = pytest.mark.xfail(strict=True, reason="series and samples are charged twice (querier + selectors)")
+
+server = server_fixture([f"--query.max-series={MAX_SERIES}", f"--query.max-samples={MAX_SAMPLES}"])
+
+# apiserver buckets: 7,560 series x 3 samples in the 5 m lookback = 22,680 samples (under both budgets);
+# node_cpu_seconds_total: 33,472 series (under MAX_SERIES) x 3 = 100k samples (over MAX_SAMPLES).
+
+
+def _range(loaded, query: str) -> dict:
+    return {"query": query, "start": loaded.start_ms / 1000 - 600, "end": loaded.end_s, "step": "15"}
+
+
+def test_too_many_series_is_422_naming_the_flag(server, loaded):
+    before = metric(server.base_url, "metricsgw_guard_rejections_total", limit="query.max-series")
+    status, body, _ = timed_api(server.base_url, "/api/v1/query_range",
+                                _range(loaded, 'count({__name__=~".+"})'), method="POST")
+    assert status == 422, body
+    assert body["errorType"] == "execution"
+    assert "--query.max-series" in body["error"] and str(MAX_SERIES) in body["error"]
+    assert metric(server.base_url, "metricsgw_guard_rejections_total", limit="query.max-series") == before + 1
+
+
+def test_heavy_histogram_query_over_the_sample_budget_is_422(server, loaded):
+    """13,608 bucket series x 3 samples = 40,824 samples > 30,000 (whether or not they are counted twice)."""
+    before = metric(server.base_url, "metricsgw_guard_rejections_total", limit="query.max-samples")
+    q = 'sum by (le) (rate({__name__=~"(apiserver|etcd)_request_duration_seconds_bucket"}[5m]))'
+    status, body, _ = timed_api(server.base_url, "/api/v1/query_range", _range(loaded, q), method="POST")
+    assert status == 422, body
+    assert body["errorType"] == "execution"
+    assert "--query.max-samples" in body["error"] and str(MAX_SAMPLES) in body["error"], body["error"]
+    assert metric(server.base_url, "metricsgw_guard_rejections_total", limit="query.max-samples") == before + 1
+
+
+@DOUBLE_CHARGE
+def test_too_many_samples_is_422_naming_the_flag(server, loaded):
+    status, body, _ = timed_api(server.base_url, "/api/v1/query_range",
+                                _range(loaded, "sum by (mode) (rate(node_cpu_seconds_total[5m]))"), method="POST")
+    assert status == 422, body
+    assert body["errorType"] == "execution"
+    # 33k series are within --query.max-series: the samples are what is over
+    assert "--query.max-samples" in body["error"] and str(MAX_SAMPLES) in body["error"], body["error"]
+
+
+@DOUBLE_CHARGE
+def test_query_within_budgets_runs(server, loaded):
+    """Each series and each sample counts once against the budgets (22,680 samples < 30,000)."""
+    status, body, _ = timed_api(server.base_url, "/api/v1/query",
+                                {"query": "count(apiserver_request_duration_seconds_bucket)", "time": loaded.end_s})
+    assert status == 200, body
+    assert body["data"]["result"][0]["value"][1] == "7560"
+
+
+@DOUBLE_CHARGE
+def test_heavy_histogram_range_query_within_budgets(server, loaded):
+    status, body, _ = timed_api(server.base_url, "/api/v1/query_range",
+                                _range(loaded, "sum by (le) (rate(apiserver_request_duration_seconds_bucket[5m]))"),
+                                method="POST")
+    assert status == 200, body
+    les = {s["metric"]["le"] for s in body["data"]["result"]}
+    assert "+Inf" in les and len(les) > 5
