@@ -58,6 +58,8 @@ ATTACKS = (
     Attack('series {le!=""}, 4 clients leave after 1s', "GET", "/api/v1/series", (("match[]", '{le!=""}'),),
            hang_up_after_s=1.0, clients=4),
     Attack("series " + ALL, "POST", "/api/v1/series", (("match[]", ALL),)),
+    Attack("series " + ALL + ", 4 clients leave after 1s", "POST", "/api/v1/series", (("match[]", ALL),),
+           hang_up_after_s=1.0, clients=4),
     Attack('Grafana 12: series {__name__!=""} limit=40000', "GET", "/api/v1/series",
            (("match[]", '{__name__!=""}'), ("limit", "40000"))),
     Attack("label names", "GET", "/api/v1/labels", ()),

@@ -40,7 +40,8 @@ def build_app(cfg: Config, telemetry: Telemetry | None = None) -> web.Applicatio
     app[K.STORAGE] = storage
     app[K.RULES] = rules
     app[K.PIPELINE] = IngestPipeline(storage, tel, rules_holder=rules, limits=IngestLimits(cfg))
-    app[K.ENGINE] = Engine(storage, lookback_s=cfg.query_lookback_delta, max_points=cfg.query_max_points_per_series)
+    app[K.ENGINE] = Engine(storage, lookback_s=cfg.query_lookback_delta, max_points=cfg.query_max_points_per_series,
+                           subquery_step_s=cfg.query_subquery_default_step)
     app[K.GUARD] = QueryGuard(cfg.query_max_concurrency, cfg.query_max_queue, cfg.query_queue_timeout, tel)
     app[K.BLOCKED] = BlockedQueries(cfg.query_blocked)
     # Queries get their own threads: ingestion (event loop + WAL thread) never waits behind them.

@@ -100,11 +100,11 @@ SETTINGS: tuple[Setting, ...] = (
     # --- storage
     Setting("storage.path", S, "./data", "Directory for the WAL, Parquet partitions and the series table."),
     Setting("storage.flush-interval", D, 120.0, "How often the in-memory head is flushed to Parquet (and the WAL truncated)."),
-    Setting("storage.flush-max-samples", P, 5_000_000, "Flush the head early once it holds this many samples."),
+    Setting("storage.flush-max-samples", P, 2_000_000, "Flush the head early once it holds this many samples."),
     Setting("storage.partition-duration", D, 3600.0, "Time span of one Parquet partition (hive-style, by hour by default)."),
     Setting("storage.retention.time", D, 15 * 86400.0, "Partitions older than this are deleted."),
     Setting("storage.wal-segment-size", Z, 64 * 1024**2, "WAL segment size before a new segment is started."),
-    Setting("storage.duckdb-memory-limit", Z, 4 * 1024**3, "DuckDB memory_limit for queries (bounds query memory)."),
+    Setting("storage.duckdb-memory-limit", Z, 2 * 1024**3, "DuckDB memory_limit for queries (bounds query memory)."),
     Setting("storage.duckdb-threads", P, 2, "DuckDB worker threads."),
     # --- remote write
     Setting("remote-write.max-body-size", Z, 32 * 1024**2, "Largest compressed remote-write body accepted (413 above)."),

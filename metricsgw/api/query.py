@@ -10,9 +10,9 @@ from ..appkeys import BLOCKED, CONFIG, ENGINE, TELEMETRY
 from ..errors import BadData
 from ..limits.context import QueryContext
 from ..promql import parser
-from ..promql.render import render
+from ..promql.render import render_json
 from .params import now_s, parse_step, parse_time, parse_timeout, read_params
-from .response import success
+from .response import success, success_json
 from .running import run_guarded
 
 
@@ -41,9 +41,9 @@ async def instant_query(request: web.Request) -> web.Response:
     request.app[BLOCKED].check(query, None, None)
     engine = request.app[ENGINE]
     t0 = time.perf_counter()
-    value = await run_guarded(request, "query", ctx, lambda: render(engine.instant(query, t, ctx)))
+    value = await run_guarded(request, "query", ctx, lambda: render_json(engine.instant(query, t, ctx)))
     request.app[TELEMETRY].query_duration.labels("query").observe(time.perf_counter() - t0)
-    return success(value, max_bytes=request.app[CONFIG].query_max_response_bytes)
+    return success_json(value, max_bytes=request.app[CONFIG].query_max_response_bytes)
 
 
 async def range_query(request: web.Request) -> web.Response:
@@ -58,7 +58,8 @@ async def range_query(request: web.Request) -> web.Response:
         raise BadData('invalid parameter "step": zero or negative query resolution step widths are not accepted. '
                       "Try a positive integer")
     cfg = request.app[CONFIG]
-    if (end - start) / step > cfg.query_max_points_per_series:
+    # Prometheus divides whole durations (integer nanoseconds): 11000.5 points pass, 11001 do not.
+    if int(round((end - start) * 1e9)) // int(round(step * 1e9)) > cfg.query_max_points_per_series:
         raise BadData(f'invalid parameter "step": exceeded maximum resolution of '
                       f'{cfg.query_max_points_per_series:,} points per timeseries. '
                       "Try decreasing the query resolution (?step=XX)")
@@ -67,9 +68,9 @@ async def range_query(request: web.Request) -> web.Response:
     engine = request.app[ENGINE]
     t0 = time.perf_counter()
     value = await run_guarded(request, "query_range", ctx,
-                              lambda: render(engine.range(query, start, end, step, ctx)))
+                              lambda: render_json(engine.range(query, start, end, step, ctx)))
     request.app[TELEMETRY].query_duration.labels("query_range").observe(time.perf_counter() - t0)
-    return success(value, max_bytes=cfg.query_max_response_bytes)
+    return success_json(value, max_bytes=cfg.query_max_response_bytes)
 
 
 async def format_query(request: web.Request) -> web.Response:

@@ -18,6 +18,15 @@ def success(data: Any, warnings: list[str] | None = None, infos: list[str] | Non
     if infos:
         body["infos"] = infos
     encoded = json.dumps(body, separators=(",", ":"), allow_nan=False).encode()
+    return _respond(encoded, max_bytes)
+
+
+def success_json(data_json: bytes, max_bytes: int | None = None) -> web.Response:
+    """The envelope around a ``data`` object that is already JSON (rendered by promql.render_json)."""
+    return _respond(b'{"status":"success","data":' + data_json + b"}", max_bytes)
+
+
+def _respond(encoded: bytes, max_bytes: int | None) -> web.Response:
     if max_bytes is not None and len(encoded) > max_bytes:
         raise LimitExceeded(f"query result is {len(encoded):,} bytes, more than the {max_bytes:,} allowed "
                             "(raise --query.max-response-bytes, or aggregate, filter or use a coarser step)")

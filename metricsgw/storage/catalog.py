@@ -68,8 +68,9 @@ class _Column:
 class MetricTable:
     """All series of one metric name."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, index: int) -> None:
         self.name = name
+        self.index = index  # position in Catalog.tables
         self.gidx = _Grow(np.int64)
         self.columns: dict[str, _Column] = {}
 
@@ -122,7 +123,8 @@ class Catalog:
         self.sids = _Grow(np.int64)
         self.first_ms = _Grow(np.int64, np.iinfo(np.int64).max)
         self.last_ms = _Grow(np.int64, np.iinfo(np.int64).min)
-        self.metric_of: list[MetricTable] = []
+        self.metric_idx = _Grow(np.int32)  # dense index -> index into self.tables
+        self.tables: list[MetricTable] = []
         self.metrics: dict[str, MetricTable] = {}
         # A sorted copy of sids -> dense index for vectorised lookups; series added since it was
         # built are found through the dict, and it is rebuilt once those are more than a few percent.
@@ -148,9 +150,10 @@ class Catalog:
             name = dict(labels).get(METRIC_NAME, "")
             table = self.metrics.get(name)
             if table is None:
-                table = self.metrics[name] = MetricTable(name)
+                table = self.metrics[name] = MetricTable(name, len(self.tables))
+                self.tables.append(table)
             table.add(g, labels)
-            self.metric_of.append(table)
+            self.metric_idx.append(table.index)
             return True
 
     def dense(self, sids: np.ndarray) -> np.ndarray:
@@ -181,7 +184,7 @@ class Catalog:
 
     def labels(self, sid: int) -> Labels:
         g = self.by_sid[sid]
-        table = self.metric_of[g]
+        table = self.tables[self.metric_idx.a[g]]
         row = int(np.searchsorted(table.gidx.view, g))
         return table.labels_at(row)
 
@@ -210,6 +213,19 @@ class Catalog:
             rows = np.flatnonzero(mask)
             if len(rows):
                 yield table, rows
+
+    def metric_names_of(self, g: np.ndarray) -> list[str]:
+        """Distinct metric names of these dense indexes."""
+        return sorted(self.tables[int(i)].name for i in np.unique(self.metric_idx.a[g]))
+
+    def metric_rank_codes(self, g: np.ndarray) -> tuple[np.ndarray, list[str]]:
+        """Per dense index, the rank of its metric name among all names (int32), and the sorted names:
+        sorting by the code sorts by metric name, and (codes, names) is an Arrow dictionary array."""
+        names = [t.name for t in self.tables]
+        order = sorted(range(len(names)), key=names.__getitem__)
+        rank = np.empty(len(names), np.int32)
+        rank[order] = np.arange(len(names), dtype=np.int32)
+        return rank[self.metric_idx.a[g]], [names[i] for i in order]
 
     def active_count(self, since_ms: int, table: MetricTable | None = None) -> int:
         if table is None:

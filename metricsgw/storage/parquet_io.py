@@ -23,7 +23,6 @@ import pyarrow.parquet as pq
 from ..model import Labels
 from .wal import fsync_dir
 
-SAMPLES_SCHEMA = pa.schema([("metric", pa.string()), ("sid", pa.int64()), ("t", pa.int64()), ("v", pa.float64())])
 SERIES_SCHEMA = pa.schema([("sid", pa.int64()), ("labels", pa.string())])
 _PART_RE = re.compile(r"^hour=(-?\d+)$")
 _FILE_RE = re.compile(r"^(?:part|series)-(\d+)\.parquet$")
@@ -50,18 +49,17 @@ def _write_atomic(table: pa.Table, path: str, **options) -> None:
     fsync_dir(os.path.dirname(path))
 
 
-def write_samples(root: str, partition_ms: int, seq: int, metric: np.ndarray, sid: np.ndarray,
-                  t: np.ndarray, v: np.ndarray) -> SampleFile:
-    """Write one partition's samples (already sorted by metric, sid, t)."""
+def write_samples(root: str, partition_ms: int, seq: int, metric_codes: np.ndarray, metric_names: list[str],
+                  sid: np.ndarray, t: np.ndarray, v: np.ndarray) -> SampleFile:
+    """Write one partition's samples, already sorted by (metric, sid, t); the metric column is given
+    dictionary-encoded (codes into metric_names) so no string is built per sample."""
     pdir = os.path.join(root, "samples", f"hour={partition_ms}")
     new_dir = not os.path.isdir(pdir)
     os.makedirs(pdir, exist_ok=True)
     if new_dir:
         fsync_dir(os.path.dirname(pdir))
-    table = pa.table({"metric": pa.array(metric, pa.string()).dictionary_encode(),
-                      "sid": sid, "t": t, "v": v})
-    table = table.cast(pa.schema([("metric", pa.dictionary(pa.int32(), pa.string())), ("sid", pa.int64()),
-                                  ("t", pa.int64()), ("v", pa.float64())]))
+    metric = pa.DictionaryArray.from_arrays(pa.array(metric_codes, pa.int32()), pa.array(metric_names, pa.string()))
+    table = pa.table({"metric": metric, "sid": sid, "t": t, "v": v})
     path = os.path.join(pdir, f"part-{seq:08d}.parquet")
     _write_atomic(table, path, row_group_size=1 << 20, use_dictionary=["metric"],
                   column_encoding={"t": "DELTA_BINARY_PACKED", "v": "BYTE_STREAM_SPLIT", "sid": "DELTA_BINARY_PACKED"},

@@ -159,7 +159,7 @@ class StorageReader:
                       ctx: QueryContext) -> tuple[SampleBlock, np.ndarray]:
         ctx.check("parquet read")
         g = self.catalog.dense(ids_sorted)
-        metrics = sorted({self.catalog.metric_of[int(i)].name for i in np.unique(g)})
+        metrics = self.catalog.metric_names_of(g)
         con = self._db.cursor()
         ctx.add_interrupter(con.interrupt)
         try:

@@ -212,16 +212,21 @@ class Storage(StorageReader):
         files: list[parquet_io.SampleFile] = []
         if len(sid):
             self._estimate_interval(sid, t)
-            g = self.catalog.dense(sid)
-            names = np.array([tb.name for tb in self.catalog.metric_of], dtype=object)
-            metric_all = names[g]
-            part = (t // self.partition_ms) * self.partition_ms
-            for p in np.unique(part):
-                m = part == p
-                order = np.lexsort((t[m], sid[m], metric_all[m]))
+            code, names = self.catalog.metric_rank_codes(self.catalog.dense(sid))
+            part = t // self.partition_ms
+            partitions = np.unique(part)
+            for p in partitions:
+                if len(partitions) > 1:
+                    m = np.flatnonzero(part == p)
+                    psid, pt, pv, pcode = sid[m], t[m], v[m], code[m]
+                else:  # the usual case: the whole flush falls in one partition, no copies
+                    psid, pt, pv, pcode = sid, t, v, code
+                # (sid, t) order is already there; a stable sort by metric keeps it within each metric.
+                order = np.argsort(pcode, kind="stable")
                 self._seq += 1
                 files.append(parquet_io.write_samples(
-                    self.path, int(p), self._seq, metric_all[m][order], sid[m][order], t[m][order], v[m][order]))
+                    self.path, int(p) * self.partition_ms, self._seq, pcode[order], names,
+                    psid[order], pt[order], pv[order]))
             self._seq += 1
             self._write_spans(self._seq, sid, t)
         if new_series:

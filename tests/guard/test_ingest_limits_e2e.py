@@ -107,7 +107,8 @@ def _shape(x):
 
 def test_tsdb_status_shape_equals_prometheus(tmp_path):
     t = int(time.time() * 1000) // 1000 * 1000
-    series = [_series(f"metric_{m}", t, 1.0, pod=f"p{p}", node=f"n{p % 3}") for m in range(5) for p in range(m + 1)]
+    # no ties in the compared tops: metric_m has m+3 series; pod has 7 values, __name__ 5, node 3, job 1
+    series = [_series(f"metric_{m}", t, 1.0, pod=f"p{p}", node=f"n{p % 3}") for m in range(5) for p in range(m + 3)]
     body = encode_v1(series)
     gw = start_metricsgw(tmp_path / "gw")
     prom = start_prometheus(tmp_path / "prom")
