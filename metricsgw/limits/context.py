@@ -66,6 +66,14 @@ class QueryContext:
                 f"(more than {self.max_samples}; raise --query.max-samples or narrow the query)"
             )
 
+    def check_estimate(self, n: int, stage: str) -> None:
+        """Refuse before loading when an estimate alone would cross the budget (charges nothing)."""
+        if self.samples + int(n) > self.max_samples:
+            raise LimitExceeded(
+                f"query processing would load too many samples into memory in {stage} "
+                f"(about {int(n)} estimated, limit {self.max_samples}; raise --query.max-samples or narrow the query)"
+            )
+
     def release_samples(self, n: int) -> None:
         self.samples = max(0, self.samples - int(n))
 

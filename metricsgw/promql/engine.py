@@ -119,8 +119,9 @@ class Engine:
         ms = parser.matchers(node)
         _check_matchers(ms)
         loaded = selectors.load(self.source, ms, int(ref.min()) - self.lookback_ms, int(ref.max()), env.ctx)
-        # The (series x step) matrix is what stays in memory: charge it before building it.
-        env.ctx.charge_samples(len(loaded.labels) * len(ref), "instant vector selection")
+        # The (series x step) matrix replaces the raw samples (already charged by the source):
+        # charge what it adds beyond them before building it.
+        env.ctx.charge_samples(max(0, len(loaded.labels) * len(ref) - len(loaded.t)), "instant vector selection")
         return selectors.instant(loaded, ref, self.lookback_ms)
 
     def matrix_selector(self, node: "pp.MatrixSelector", env: Env) -> Ranges:
@@ -130,7 +131,7 @@ class Engine:
         ms = parser.matchers(vs)
         _check_matchers(ms)
         loaded = selectors.load(self.source, ms, int(ref.min()) - rng, int(ref.max()), env.ctx)
-        env.ctx.charge_samples(len(loaded.labels) * len(ref), "range vector selection")
+        # A range vector is index arithmetic over the raw samples the source already charged.
         return selectors.ranges(loaded, ref, rng)
 
     def subquery(self, node: "pp.SubqueryExpr", env: Env) -> Ranges:

@@ -61,6 +61,8 @@ class MemSource:
         hits.sort()
         if limit:
             hits = hits[:limit]
+        if ctx is not None:
+            ctx.charge_series(len(hits), "series selection")  # as the storage does
         return SeriesSet(np.array([s for _, s in hits], np.int64), [lbls for lbls, _ in hits])
 
     def estimate_samples(self, series: SeriesSet, start_ms: int, end_ms: int) -> int:
@@ -81,4 +83,6 @@ class MemSource:
             vs.append(v[a:b])
         if not sids:
             return SampleBlock.empty()
-        return SampleBlock(np.concatenate(sids), np.concatenate(ts), np.concatenate(vs))
+        block = SampleBlock(np.concatenate(sids), np.concatenate(ts), np.concatenate(vs))
+        ctx.charge_samples(len(block), "sample loading")  # as the storage does, while loading
+        return block

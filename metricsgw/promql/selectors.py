@@ -37,17 +37,17 @@ def _segment_counts(flags: np.ndarray, offsets: np.ndarray) -> np.ndarray:
 
 
 def load(source, matchers: list[Matcher], start_ms: int, end_ms: int, ctx: QueryContext) -> Loaded:
-    """Select series and read their samples in [start_ms, end_ms], charging budgets first."""
+    """Select series and read their samples in [start_ms, end_ms].
+
+    The source charges ``ctx`` for the series it selects and the samples as it loads them
+    (docs/internals.md); here the estimate is checked first, so an oversized query is refused
+    before any sample is read."""
     ctx.check("select series")
     ss = source.select_series(matchers, start_ms, end_ms, ctx)
-    ctx.charge_series(len(ss), "select series")
     if len(ss) == 0:
         return Loaded([], np.empty(0, np.int64), np.empty(0), np.zeros(1, np.int64))
-    estimate = int(source.estimate_samples(ss, start_ms, end_ms))
-    ctx.charge_samples(estimate, "series selection")  # refuse before touching samples
+    ctx.check_estimate(int(source.estimate_samples(ss, start_ms, end_ms)), "series selection")
     block = source.read_samples(ss.ids, start_ms, end_ms, ctx)
-    if len(block) > estimate:
-        ctx.charge_samples(len(block) - estimate, "sample loading")
     ctx.check("sample loading")
     if len(block) > 1 and not (np.diff(block.sid) >= 0).all():  # the contract says sorted; be safe
         perm = np.lexsort((block.t, block.sid))

@@ -16,7 +16,6 @@ MAX_SAMPLES = 30_000
 # and promql/selectors.py load() charges len(ss) again; load() charges the estimate, then
 # read_samples() charges each loaded sample again. So --query.max-series and --query.max-samples
 # act at half their value. strict: once fixed, these XPASS and the marker must go.
-DOUBLE_CHARGE = pytest.mark.xfail(strict=True, reason="series and samples are charged twice (querier + selectors)")
 
 server = server_fixture([f"--query.max-series={MAX_SERIES}", f"--query.max-samples={MAX_SAMPLES}"])
 
@@ -49,7 +48,6 @@ def test_heavy_histogram_query_over_the_sample_budget_is_422(server, loaded):
     assert metric(server.base_url, "metricsgw_guard_rejections_total", limit="query.max-samples") == before + 1
 
 
-@DOUBLE_CHARGE
 def test_too_many_samples_is_422_naming_the_flag(server, loaded):
     status, body, _ = timed_api(server.base_url, "/api/v1/query_range",
                                 _range(loaded, "sum by (mode) (rate(node_cpu_seconds_total[5m]))"), method="POST")
@@ -59,7 +57,6 @@ def test_too_many_samples_is_422_naming_the_flag(server, loaded):
     assert "--query.max-samples" in body["error"] and str(MAX_SAMPLES) in body["error"], body["error"]
 
 
-@DOUBLE_CHARGE
 def test_query_within_budgets_runs(server, loaded):
     """Each series and each sample counts once against the budgets (22,680 samples < 30,000)."""
     status, body, _ = timed_api(server.base_url, "/api/v1/query",
@@ -68,7 +65,6 @@ def test_query_within_budgets_runs(server, loaded):
     assert body["data"]["result"][0]["value"][1] == "7560"
 
 
-@DOUBLE_CHARGE
 def test_heavy_histogram_range_query_within_budgets(server, loaded):
     status, body, _ = timed_api(server.base_url, "/api/v1/query_range",
                                 _range(loaded, "sum by (le) (rate(apiserver_request_duration_seconds_bucket[5m]))"),
