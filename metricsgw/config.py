@@ -207,3 +207,16 @@ def load(overrides: dict[str, Any] | None = None, config_file: str | None = None
         except (ValueError, TypeError) as err:
             raise ConfigError(f"invalid value {val!r} for {s.flag}: {err}") from None
     return Config(values)
+
+
+def markdown_table() -> str:
+    """The settings table for the README (a test keeps the README in step with SETTINGS)."""
+    rows = ["| flag / config key | default | what it does |", "|---|---|---|"]
+    for s in SETTINGS:
+        default = "—" if s.repeated else (f"{s.default:g}s" if isinstance(s.default, float) else str(s.default))
+        rows.append(f"| `{s.flag}` | `{default}` | {s.help}{' Repeatable.' if s.repeated and 'epeatable' not in s.help else ''} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(markdown_table())

@@ -1,0 +1,53 @@
+"""Every setting is documented, and the flags, config keys and README agree."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from metricsgw.config import SETTINGS, ConfigError, load, markdown_table
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_readme_settings_table_is_current():
+    readme = (ROOT / "README.md").read_text()
+    assert markdown_table() in readme, "README settings table is stale: paste `python -m metricsgw.config`"
+
+
+def test_help_lists_every_flag_with_its_default():
+    out = subprocess.run([sys.executable, "-m", "metricsgw", "serve", "--help"], capture_output=True, text=True,
+                         check=True, cwd=ROOT).stdout
+    for s in SETTINGS:
+        assert s.flag in out, s.flag
+    assert out.count("(default:") >= len(SETTINGS)
+
+
+def test_config_file_keys_nested_or_dotted_and_flags_override(tmp_path):
+    cfg_file = tmp_path / "metricsgw.yml"
+    cfg_file.write_text("query:\n  timeout: 30s\n  max-samples: 1000\nstorage.path: /tmp/x\n")
+    cfg = load({"query.max-samples": "2000"}, str(cfg_file))
+    assert cfg.query_timeout == 30.0 and cfg.query_max_samples == 2000 and cfg.storage_path == "/tmp/x"
+
+
+@pytest.mark.parametrize("flag, value, needle", [
+    ("--query.timeout", "soon", "--query.timeout"),
+    ("--query.max-samples", "-5", "--query.max-samples"),
+    ("--web.listen-address", "nohost", "--web.listen-address"),
+    ("--remote-write.max-body-size", "huge", "--remote-write.max-body-size"),
+])
+def test_bad_flag_value_stops_start_up_naming_it(flag, value, needle):
+    proc = subprocess.run([sys.executable, "-m", "metricsgw", "serve", f"{flag}={value}"], capture_output=True,
+                          text=True, cwd=ROOT, timeout=60)
+    assert proc.returncode == 2
+    assert needle in proc.stderr
+
+
+def test_unknown_config_key_is_refused(tmp_path):
+    cfg_file = tmp_path / "bad.yml"
+    cfg_file.write_text("query:\n  timeoutt: 30s\n")
+    with pytest.raises(ConfigError, match="query.timeoutt"):
+        load({}, str(cfg_file))
