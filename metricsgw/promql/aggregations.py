@@ -111,9 +111,12 @@ def _welford_var(gid, g, v, m) -> np.ndarray:
             rows = np.flatnonzero(rank == r)
             gg, x, mm = gid[rows], v[rows], m[rows]
             nn = n[gg] + mm
+            # Prometheus 2.42 starts each group at mean = first value, variance 0 (so a
+            # lone NaN gives 0, not NaN); later values take Welford's update.
+            first = mm & (n[gg] == 0)
             delta = x - mean[gg]
-            new_mean = np.where(mm, mean[gg] + delta / nn, mean[gg])
-            acc[gg] = np.where(mm, acc[gg] + delta * (x - new_mean), acc[gg])
+            new_mean = np.where(first, x, np.where(mm, mean[gg] + delta / nn, mean[gg]))
+            acc[gg] = np.where(mm & ~first, acc[gg] + delta * (x - new_mean), acc[gg])
             mean[gg], n[gg] = new_mean, nn
         return acc / n
 
@@ -182,8 +185,7 @@ def _topk(s: Series, without: bool, names: list[str], param, bottom: bool) -> Se
     steps = s.values.shape[1]
     _, gid = _groups(s, without, names)
     g = int(gid.max()) + 1 if len(gid) else 0
-    ks = np.nan_to_num(param.values, nan=0.0, posinf=2**62, neginf=-(2**62))
-    ks = np.clip(ks, -(2**62), 2**62).astype(np.int64)
+    ks = _int64_param(param.values)
     v, m = s.values, s.mask
     nan = np.isnan(v)
     # Per step and group: present non-NaN values by value, then NaN, then absent (never kept).
@@ -203,6 +205,29 @@ def _topk(s: Series, without: bool, names: list[str], param, bottom: bool) -> Se
         o = np.lexsort((ranks[kept, 0], gid[kept]))
         out = Series([out.labels[i] for i in o], out.values[o], out.mask[o])
     return out
+
+
+# Prometheus's convertibleToInt64 bounds: the largest float64 below 2**63, and -2**63.
+_MAX_INT64_F = 9223372036854774784.0
+_MIN_INT64_F = -9223372036854775808.0
+
+
+def _int64_param(k: np.ndarray) -> np.ndarray:
+    """topk/bottomk's k at every step. Prometheus 2.42 fails the whole query if k at any step
+    is NaN or outside int64 (checked even where the vector is empty), then truncates."""
+    bad = ~((k <= _MAX_INT64_F) & (k >= _MIN_INT64_F))
+    if bad.any():
+        raise ExecError(f"Scalar value {_go_float(float(k[np.flatnonzero(bad)[0]]))} overflows int64")
+    return np.trunc(k).astype(np.int64)
+
+
+def _go_float(x: float) -> str:
+    """Go's %v of a float64 (only used for values outside int64, so always NaN, ±Inf or e-notation)."""
+    if math.isnan(x):
+        return "NaN"
+    if math.isinf(x):
+        return "+Inf" if x > 0 else "-Inf"
+    return repr(x)
 
 
 def _count_values(s: Series, without: bool, names: list[str], label: str) -> Series:

@@ -136,10 +136,22 @@ def vector_vector(op: str, lhs: Series, rhs: Series, on: bool, names: list[str],
                 ok = ok & res
         else:
             vals = res
+        if not ok.any():  # a filtering comparison can drop every point of the pair
+            continue
         matched[g] += ok
-        out_labels.append(_result_labels(l, one.labels, r, ok, op, on, names, card, include, return_bool))
-        out_vals.append(np.where(ok, vals, 0.0))
-        out_mask.append(ok)
+        vals = np.where(ok, vals, 0.0)
+        if not include:
+            out_labels.append(_result_labels(l, None, op, on, names, card, include, return_bool))
+            out_vals.append(vals)
+            out_mask.append(ok)
+            continue
+        # Included labels come from the partner at each step; it may differ between steps
+        # (series churn on the "one" side), so emit one row per distinct partner.
+        for p in np.unique(r[ok]).tolist():
+            pm = ok & (r == p)
+            out_labels.append(_result_labels(l, one.labels[p], op, on, names, card, include, return_bool))
+            out_vals.append(np.where(pm, vals, 0.0))
+            out_mask.append(pm)
     if card == "one-to-one" and (matched > 1).any():
         raise ExecError("multiple matches for labels: many-to-one matching must be explicit (group_left/group_right)")
     if not out_labels:
@@ -150,7 +162,7 @@ def vector_vector(op: str, lhs: Series, rhs: Series, on: bool, names: list[str],
     return dedupe(res_s)
 
 
-def _result_labels(l: Labels, one_labels, r, ok, op, on, names, card, include, return_bool) -> Labels:
+def _result_labels(l: Labels, partner: Labels | None, op, on, names, card, include, return_bool) -> Labels:
     d = dict(l)
     if op in ARITH or return_bool:
         d.pop(METRIC_NAME, None)
@@ -161,9 +173,7 @@ def _result_labels(l: Labels, one_labels, r, ok, op, on, names, card, include, r
             for n in names:
                 d.pop(n, None)
     if include:
-        # Included labels come from the "one" side (first step where a partner exists).
-        k = int(np.flatnonzero(ok)[0])
-        other = dict(one_labels[int(r[k])])
+        other = dict(partner)
         for n in include:
             if other.get(n, ""):
                 d[n] = other[n]

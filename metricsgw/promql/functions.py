@@ -146,9 +146,10 @@ def label_replace(s: Series, dst: str, repl: str, src: str, regex: str) -> Serie
         opts.dot_nl = True
         rx = re2.compile(f"^(?:{regex})$", opts)
     except re2.error:
-        raise BadData(f'invalid regular expression in label_replace(): {regex}') from None
+        # Prometheus compiles the regex at evaluation time: an execution error (422), not bad_data.
+        raise ExecError(f'invalid regular expression in label_replace(): {regex}') from None
     if not _VALID_LABEL.match(dst):
-        raise BadData(f'invalid destination label name in label_replace(): {dst}')
+        raise ExecError(f'invalid destination label name in label_replace(): {dst}')
     out = []
     for l in s.labels:
         d = dict(l)
@@ -165,7 +166,10 @@ def label_replace(s: Series, dst: str, repl: str, src: str, regex: str) -> Serie
 
 def label_join(s: Series, dst: str, sep: str, srcs: list[str]) -> Series:
     if not _VALID_LABEL.match(dst):
-        raise BadData(f'invalid destination label name in label_join(): {dst}')
+        raise ExecError(f'invalid destination label name in label_join(): {dst}')
+    for n in srcs:
+        if not _VALID_LABEL.match(n):
+            raise ExecError(f'invalid source label name in label_join(): {n}')
     out = []
     for l in s.labels:
         d = dict(l)

@@ -155,14 +155,52 @@ def over_time(name: str, r: Ranges) -> Series:
 
 
 def quantile_over_time(q: np.ndarray, r: Ranges) -> Series:
-    from .aggregations import quantile_sorted
+    """Prometheus's quantile over each window's samples (sorted NaN first, linear interpolation).
 
+    All windows at once: their samples are gathered side by side and sorted by (window, NaN
+    first, value) in one lexsort, in chunks of about _CHUNK gathered samples."""
+    has = r.hi > r.lo
     out = np.zeros(r.lo.shape)
-    for i, k in zip(*np.nonzero(r.hi > r.lo)):
-        w = r.v[r.lo[i, k] : r.hi[i, k]]
-        nan = np.isnan(w)  # Prometheus's sort puts NaN first
-        out[i, k] = quantile_sorted(q[k], np.concatenate([w[nan], np.sort(w[~nan])]))
-    return _series(r, out, r.hi > r.lo)
+    wi = np.flatnonzero(has.ravel())
+    if len(wi) == 0:
+        return _series(r, out, has)
+    steps = r.lo.shape[1]
+    lo_all = r.lo.ravel()[wi]
+    len_all = (r.hi - r.lo).ravel()[wi]
+    qk_all = np.asarray(q, np.float64)[wi % steps]
+    res = np.empty(len(wi))
+    ends = np.cumsum(len_all)
+    a = 0
+    while a < len(wi):
+        b = max(a + 1, int(np.searchsorted(ends, (ends[a - 1] if a else 0) + _CHUNK, "right")))
+        res[a:b] = _window_quantiles(r.v, lo_all[a:b], len_all[a:b], qk_all[a:b])
+        a = b
+    out.ravel()[wi] = res
+    return _series(r, out, has)
+
+
+_CHUNK = 1 << 22
+
+
+def _window_quantiles(v: np.ndarray, lo: np.ndarray, lens: np.ndarray, qk: np.ndarray) -> np.ndarray:
+    base = np.cumsum(lens) - lens  # where each window starts among the gathered samples
+    w = np.repeat(np.arange(len(lens)), lens)
+    x = v[np.repeat(lo - base, lens) + np.arange(int(lens.sum()))]
+    nan = np.isnan(x)
+    xs = x[np.lexsort((np.where(nan, 0.0, x), ~nan, w))]
+    n = lens.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        rank = qk * (n - 1)
+        lower = np.maximum(0.0, np.floor(rank))
+        upper = np.minimum(n - 1, lower + 1)
+        weight = rank - np.floor(rank)
+        valid = (qk >= 0) & (qk <= 1)
+        li = base + np.where(valid, lower, 0).astype(np.int64)
+        ui = base + np.where(valid, upper, 0).astype(np.int64)
+        res = xs[li] * (1 - weight) + xs[ui] * weight
+    res = np.where(qk < 0, -np.inf, res)
+    res = np.where(qk > 1, np.inf, res)
+    return np.where(np.isnan(qk), np.nan, res)
 
 
 def linear_regression(r: Ranges, intercept_ms: np.ndarray | None):

@@ -104,7 +104,10 @@ class Storage(StorageReader):
         if self._flusher:
             self._flusher.join(timeout=60)
         if flush and self.ready:
-            self.flush()
+            try:
+                self.flush()
+            except OSError as err:  # what is not flushed stays in the WAL and is replayed at start
+                log.error("final flush failed: %s", err)
         if self.wal:
             self.wal.close()
         self._close_reader()

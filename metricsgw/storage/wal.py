@@ -127,10 +127,14 @@ class WAL:
         """Start a new segment; returns the number of the last closed one. Records appended before
         this call are in segments <= the returned number."""
         with self._cond:
+            if self._closed:
+                raise OSError("WAL is closed")
             self._cut_done.clear()
             self._cut_requested = True
             self._cond.notify()
         self._cut_done.wait()
+        if self._closed and self._cut_requested:
+            raise OSError("WAL closed before the cut")
         return self._seq - 1
 
     def remove_upto(self, seq: int) -> None:
@@ -157,6 +161,7 @@ class WAL:
                     self._cut_done.set()
             if closing and not batch:
                 self._fh.close()
+                self._cut_done.set()  # wake a cut() that raced with close()
                 return
 
     def _write(self, batch: list[_Pending]) -> None:

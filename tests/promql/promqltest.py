@@ -2,7 +2,8 @@
 
 Supported: ``load <interval>`` with ``a+bxN`` / ``a-bxN`` / ``axN`` / ``_`` / ``_xN`` / ``stale``,
 ``clear``, ``eval[_ordered|_fail] instant at <dur> <expr>``, ``eval[_fail] range from <t> to <t>
-step <s> <expr>``, an ``expect fail`` line under an eval, and expected series lines.
+step <s> <expr>``, an ``expect fail`` line under an eval (optionally ``expect fail msg: <text>``,
+``expect fail regex: <re>``, and our ``expect fail type: <errorType>``), and expected series lines.
 As Prometheus's own test.go, every instant eval is also re-run as a range query around the
 same time and the middle step must agree.
 
@@ -133,6 +134,9 @@ class Eval:
     end_ms: int = 0
     step_ms: int = 0
     fail: bool = False
+    fail_msg: str | None = None  # `expect fail msg: <exact error text>`
+    fail_regex: str | None = None  # `expect fail regex: <RE matched against the error text>`
+    fail_type: str | None = None  # `expect fail type: <errorType>` (ours: execution, bad_data, ...)
     ordered: bool = False
     expected: list[tuple[int, tuple, list[float]]] = field(default_factory=list)
     scalar: float | None = None
@@ -188,6 +192,9 @@ def run_script(path: str, make_engine) -> tuple[int, list[str]]:
                 continue
             if body.startswith("expect fail"):
                 ev.fail = True
+                kind, _, arg = body[len("expect fail"):].strip().partition(":")
+                if kind in ("msg", "regex", "type"):
+                    setattr(ev, "fail_" + kind, arg.strip())
                 continue
             if body.startswith("expect ordered"):
                 ev.ordered = True
@@ -224,12 +231,23 @@ def _run(engine, ev: Eval):
     return engine.range(ev.expr, ev.start_ms / 1000.0, ev.end_ms / 1000.0, ev.step_ms / 1000.0, ctx)
 
 
+def _check_error(ev: Eval, err: GatewayError) -> list[str]:
+    errs = []
+    if ev.fail_type is not None and err.error_type != ev.fail_type:
+        errs.append(f"{ev.expr}: got errorType {err.error_type} ({err}), want {ev.fail_type}")
+    if ev.fail_msg is not None and str(err) != ev.fail_msg:
+        errs.append(f"{ev.expr}: got error {str(err)!r}, want {ev.fail_msg!r}")
+    if ev.fail_regex is not None and not re.search(ev.fail_regex, str(err)):
+        errs.append(f"{ev.expr}: got error {str(err)!r}, want one matching {ev.fail_regex!r}")
+    return errs
+
+
 def _check(engine, ev: Eval) -> list[str]:
     try:
         got = _run(engine, ev)
     except GatewayError as err:
         if ev.fail:
-            return []
+            return _check_error(ev, err)
         return [f"{ev.expr}: got error {type(err).__name__}: {err}, want a result"]
     except Exception as err:  # an engine bug: report it at the script line, keep going
         return [f"{ev.expr}: engine crashed: {type(err).__name__}: {err}"]
