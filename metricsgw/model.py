@@ -41,6 +41,40 @@ def series_id(labels: Labels) -> int:
     return struct.unpack("<q", digest)[0]
 
 
+def series_keys(labels_list: list[Labels]) -> list[bytes]:
+    """``series_key`` of many label sets at once (identical results).
+
+    The key is built as one str per series with lone surrogates as separators (U+DCFE,
+    U+DCFF encode to the bytes 0xFE, 0xFF under surrogateescape), so the per-label work is
+    C-level joins. That equals ``series_key`` only when the labels themselves hold no lone
+    surrogates; ASCII labels (the usual case) are checked cheaply, others use series_key.
+    """
+    keys = []
+    add = keys.append
+    for labels in labels_list:
+        s = "\udcff".join(map("\udcfe".join, labels))
+        key = s.encode("utf-8", "surrogateescape")
+        if len(key) != len(s) or not key.translate(None, b"\xfe\xff").isascii():
+            key = series_key(labels)  # non-ASCII content: the exact (strict) encoding
+        add(key)
+    return keys
+
+
+def labels_from_key(key: bytes) -> Labels:
+    """The inverse of ``series_key`` (valid UTF-8 never contains the bytes 0xFE or 0xFF)."""
+    if not key:
+        return ()
+    text = key.decode("utf-8", "surrogateescape")
+    return tuple(tuple(pair.split("\udcfe", 1)) for pair in text.split("\udcff"))
+
+
+def series_keys_and_ids(labels_list: list[Labels]) -> tuple[list[bytes], np.ndarray]:
+    """``series_key`` and ``series_id`` of many label sets at once (identical results)."""
+    keys = series_keys(labels_list)
+    digests = b"".join([hashlib.blake2b(k, digest_size=8).digest() for k in keys])
+    return keys, np.frombuffer(digests, "<i8").astype(np.int64)
+
+
 def metric_name(labels: Labels) -> str:
     for n, v in labels:
         if n == METRIC_NAME:

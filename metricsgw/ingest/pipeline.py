@@ -24,10 +24,11 @@ from typing import Any
 import numpy as np
 
 from ..errors import BadData
-from ..model import Labels, series_id
+from ..model import Labels, series_keys_and_ids
 from ..remote.codec import DecodedWrite
 from ..remote.validate import LabelProblem, render, validate_labels
 from ..storage.batch import AppendBatch
+from .bulk import validate_many
 
 RELABEL_DROP = "relabel_drop"
 RELABEL_INVALID = "relabel_invalid"
@@ -110,35 +111,62 @@ class IngestPipeline:
         sids = np.zeros(n, np.int64)
         keep = np.ones(n, bool)
         rejections: list[Rejection] = []
-        new_series: list[tuple[int, Labels]] = []
-        new_in_batch: set[int] = set()
         cache = self._cache
+        keys = decoded.keys
+        unseen = [i for i, entry in enumerate(found) if entry is None]
+        if unseen:
+            for i, entry in zip(unseen, self._resolve_many(decoded, unseen)):
+                found[i] = entry
+                if keys[i] is not None:
+                    cache[keys[i]] = entry
+        # Series storage may not have yet: limits and has_series, in request order.
+        admit_at: list[int] = []
+        admits: list[_Admit] = []
+        is_new: list[bool] = []
+        first_new: dict[int, int] = {}  # sid -> position in admits of its first (new) occurrence
+        repeats: list[tuple[int, int]] = []  # (position, position of the first occurrence)
+        has_series = self.storage.has_series
         for i, entry in enumerate(found):
             if type(entry) is int:
                 sids[i] = entry
-                continue
-            if entry is None:
-                entry = self._resolve(decoded, i)
-                if decoded.keys[i] is not None:
-                    cache[decoded.keys[i]] = entry
-            if isinstance(entry, _Refuse):
+            elif type(entry) is _Refuse:
                 keep[i] = False
-                rejections.append(Rejection(entry.reason, entry.message, int(counts[i])))
-                continue
-            # _Admit: a valid series storage may not have yet.
-            sid = entry.sid
-            is_new = sid not in new_in_batch and not self.storage.has_series(sid)
-            refusal = self.limits.check(entry.labels, is_new, self.storage) if self.limits is not None else None
+            else:
+                sid = entry.sid
+                first = first_new.get(sid)
+                fresh = first is None and not has_series(sid)
+                if first is not None:
+                    repeats.append((len(admits), first))
+                elif fresh:
+                    first_new[sid] = len(admits)
+                admit_at.append(i)
+                admits.append(entry)
+                is_new.append(fresh)
+        refusals = self._check_limits(admits, is_new, [int(counts[i]) for i in admit_at])
+        for pos, first in repeats:  # the same series twice in one request: share the first one's fate
+            if refusals[first] is not None:
+                refusals[pos] = refusals[first]
+        new_series: list[tuple[int, Labels]] = []
+        new_sids: set[int] = set()
+        refused_at: dict[int, Rejection] = {}
+        for i, entry, fresh, refusal in zip(admit_at, admits, is_new, refusals):
             if refusal is not None:
                 keep[i] = False
-                rejections.append(Rejection(refusal.reason, refusal.message, int(counts[i])))
+                refused_at[i] = Rejection(refusal.reason, refusal.message, int(counts[i]))
                 continue
-            sids[i] = sid
-            if is_new:
-                new_in_batch.add(sid)
-                new_series.append((sid, entry.labels))
-            elif sid not in new_in_batch:
-                cache[decoded.keys[i]] = sid  # storage has it: confirmed, skip all checks from now on
+            sids[i] = entry.sid
+            if fresh:
+                new_sids.add(entry.sid)
+                new_series.append((entry.sid, entry.labels))
+            elif entry.sid not in new_sids:
+                cache[keys[i]] = entry.sid  # storage has it: confirmed, skip all checks from now on
+        if not keep.all():  # rejections in request order, as the sender sent the series
+            for i in np.flatnonzero(~keep).tolist():
+                entry = found[i]
+                if type(entry) is _Refuse:
+                    rejections.append(Rejection(entry.reason, entry.message, int(counts[i])))
+                else:
+                    rejections.append(refused_at[i])
         for rej in rejections:
             if rej.samples:
                 self.telemetry.samples_discarded.labels(rej.reason).inc(rej.samples)
@@ -150,25 +178,69 @@ class IngestPipeline:
         batch = AppendBatch(new_series=new_series, sid=sid_col, t=t, v=v, metadata=list(decoded.metadata))
         return batch, rejections
 
-    def _resolve(self, decoded: DecodedWrite, i: int) -> _Admit | _Refuse:
-        """Full label work for one unseen series: decode, validate, relabel, hash."""
+    def _check_limits(self, admits: list[_Admit], is_new: list[bool], samples: list[int]) -> list:
+        if self.limits is None or not admits:
+            return [None] * len(admits)
+        labels = [a.labels for a in admits]
+        if hasattr(self.limits, "check_many"):
+            return self.limits.check_many(labels, is_new, self.storage, [a.sid for a in admits], samples)
+        return [self.limits.check(lb, fresh, self.storage) for lb, fresh in zip(labels, is_new)]
+
+    def _resolve_many(self, decoded: DecodedWrite, idx: list[int]) -> list[_Admit | _Refuse]:
+        """Label work for many unseen series: validated in bulk where the fast path accepts them
+        (bulk.py), series by series otherwise; then relabelled (if rules are loaded) and hashed."""
+        decoded_strings = decoded.bulk_label_strings(idx) if len(idx) > 1 else None
+        fast: list[Labels | None] = [None] * len(idx)
+        if decoded_strings is not None:
+            fast = validate_many(*decoded_strings)
+        rules = self.rules_holder.current if self.rules_holder is not None else None
+        if rules is not None and getattr(rules, "rules", None) == ():
+            rules = None  # a RuleSet with no rules: apply() would return the labels unchanged
+        out: list[Any] = [None] * len(idx)
+        labels_at: list[int] = []
+        labels_list: list[Labels] = []
+        for k, (i, labels) in enumerate(zip(idx, fast)):
+            if labels is None:
+                resolved = self._validate_one(decoded, i)
+                if isinstance(resolved, _Refuse):
+                    out[k] = resolved
+                    continue
+                labels = resolved
+            if rules is not None:
+                labels = self._relabel(rules, labels)
+                if isinstance(labels, _Refuse):
+                    out[k] = labels
+                    continue
+            labels_at.append(k)
+            labels_list.append(labels)
+        _, ids = series_keys_and_ids(labels_list)
+        for k, labels, sid in zip(labels_at, labels_list, ids.tolist()):
+            out[k] = _Admit(labels, sid)
+        return out
+
+    def _validate_one(self, decoded: DecodedWrite, i: int) -> Labels | _Refuse:
         problem = decoded.problems.get(i)
         if problem is not None:
             return _Refuse(UNDECODABLE_LABELS, f"series #{i}: {problem}")
         try:
-            labels = validate_labels(decoded.label_pairs(i))
+            return validate_labels(decoded.label_pairs(i))
         except LabelProblem as err:
             return _Refuse(err.reason, err.message)
         except BadData as err:  # corrupt bytes inside this series' labels
             return _Refuse(UNDECODABLE_LABELS, f"series #{i}: {err}")
-        if self.rules_holder is not None:
-            relabelled = self.rules_holder.current.apply(labels)
-            if relabelled is None:
-                return _Refuse(RELABEL_DROP, f"series {render(labels)}: dropped by relabel rules")
-            if relabelled != labels:
-                try:
-                    relabelled = validate_labels(relabelled)
-                except LabelProblem as err:
-                    return _Refuse(RELABEL_INVALID, f"after relabelling: {err.message}")
-            labels = relabelled
-        return _Admit(labels, series_id(labels))
+
+    @staticmethod
+    def _relabel(rules: Any, labels: Labels) -> Labels | _Refuse:
+        relabelled = rules.apply(labels)
+        if relabelled is None:
+            return _Refuse(RELABEL_DROP, f"series {render(labels)}: dropped by relabel rules")
+        if relabelled != labels:
+            try:
+                relabelled = validate_labels(relabelled)
+            except LabelProblem as err:
+                return _Refuse(RELABEL_INVALID, f"after relabelling: {err.message}")
+        return relabelled
+
+    def _resolve(self, decoded: DecodedWrite, i: int) -> _Admit | _Refuse:
+        """Full label work for one unseen series: decode, validate, relabel, hash."""
+        return self._resolve_many(decoded, [i])[0]

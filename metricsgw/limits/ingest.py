@@ -19,6 +19,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import numpy as np
+
 from ..model import METRIC_NAME, Labels, series_id
 
 REASONS = ("max_series", "max_series_per_metric", "max_label_names_per_series",
@@ -117,6 +119,45 @@ class IngestLimits:
         if not is_new or (self.max_series == 0 and self.max_series_per_metric == 0):
             return None
         return self._admit_new(labels, storage, series_id(labels) if sid is None else sid, samples)
+
+    def check_many(self, labels_list: list[Labels], is_new: list[bool], storage: SeriesCounts,
+                   sids: list[int], samples: list[int]) -> list[Any]:
+        """``check`` for many series in order (same answers, same counting): the label-shape
+        limits are pre-screened with numpy, so only series that might break one pay per-label work."""
+        suspect = self._shape_suspects(labels_list)
+        cardinality = bool(self.max_series or self.max_series_per_metric)
+        out: list[Any] = []
+        for k, labels in enumerate(labels_list):
+            if suspect[k]:
+                bad = self._check_shape(labels)
+                if bad is not None:
+                    out.append(_rejection(bad[0], bad[1], samples[k]))
+                    continue
+            if cardinality and is_new[k]:
+                out.append(self._admit_new(labels, storage, sids[k], samples[k]))
+            else:
+                out.append(None)
+        return out
+
+    def _shape_suspects(self, labels_list: list[Labels]) -> np.ndarray:
+        """Per series: could it break a label-shape limit? (exact check follows for those)."""
+        n = len(labels_list)
+        counts = np.fromiter(map(len, labels_list), np.int64, n)
+        suspect = counts > self.max_label_names if self.max_label_names else np.zeros(n, bool)
+        if not (self.max_name_len or self.max_value_len):
+            return suspect
+        total = int(counts.sum())
+        series_of = np.repeat(np.arange(n), counts)
+        for limit, pos in ((self.max_name_len, 0), (self.max_value_len, 1)):
+            if not limit:
+                continue
+            strings = [pair[pos] for labels in labels_list for pair in labels]
+            # a str of L characters is at most 4L UTF-8 bytes: only longer ones can be over
+            lens = np.fromiter(map(len, strings), np.int64, total)
+            maybe = lens * 4 > limit
+            if maybe.any():
+                suspect[series_of[maybe]] = True
+        return suspect
 
     # -- label shape ------------------------------------------------------------------------------
     def _check_shape(self, labels: Labels) -> tuple[str, str] | None:

@@ -208,7 +208,9 @@ def _set_op(op: str, lhs: Series, rhs: Series, on: bool, names: list[str]) -> Se
     labels = list(lhs.labels) + list(rhs.labels)
     values = np.concatenate([lhs.values, np.where(rmask, rhs.values, 0.0)])
     mask = np.concatenate([lhs.mask, rmask])
-    return Series(labels, values, mask).compact()
+    # A right-hand row with the same labels as a left-hand one (`sum(x) or vector(0)`) fills
+    # the steps where the left is absent: one series in the result, as Prometheus's range eval.
+    return dedupe(Series(labels, values, mask).compact())
 
 
 def dedupe(s: Series, msg: str = "vector cannot contain metrics with the same labelset") -> Series:

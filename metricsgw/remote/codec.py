@@ -159,14 +159,19 @@ class DecodedWrite:
     order. ``label_pairs(i)`` decodes series i's labels on demand as raw (name, value)
     bytes in sender order (raises BadData if that series' label bytes are corrupt);
     validation turns them into ``Labels``.
+
+    ``label_counts`` (int64 per series, or None when unknown) says how many labels each key
+    holds, so the pipeline can decode the labels of many new series with one parse
+    (``bulk_label_strings``) instead of one per series.
     """
 
     __slots__ = ("version", "keys", "counts", "t", "v", "histograms", "exemplars", "metadata",
-                 "problems", "_pairs")
+                 "problems", "_pairs", "label_counts")
 
     def __init__(self, version: int, keys: list, counts: np.ndarray, t: np.ndarray, v: np.ndarray,
                  histograms: int = 0, exemplars: int = 0, metadata: list[MetricMetadata] | None = None,
-                 problems: dict[int, str] | None = None, pairs=None) -> None:
+                 problems: dict[int, str] | None = None, pairs=None,
+                 label_counts: np.ndarray | None = None) -> None:
         self.version = version
         self.keys = keys
         self.counts = counts
@@ -177,6 +182,7 @@ class DecodedWrite:
         self.metadata = metadata or []
         self.problems = problems or {}
         self._pairs = pairs
+        self.label_counts = label_counts
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -187,6 +193,30 @@ class DecodedWrite:
 
     def label_pairs(self, i: int) -> RawPairs:
         return self._pairs(i)
+
+    def bulk_label_strings(self, idx: list[int]) -> tuple[list[str], list[str], np.ndarray] | None:
+        """(names, values, label counts) of series ``idx``, decoded in one go as strict UTF-8,
+        in sender order; None if that is not possible (no counts, a problem series, bad bytes
+        anywhere): the caller then decodes series by series, which pinpoints the bad one."""
+        if self.label_counts is None or any(i in self.problems for i in idx):
+            return None
+        counts = self.label_counts[idx]
+        keys = self.keys
+        if self.version == 1:
+            try:
+                labels = v1pb.TimeSeries.FromString(b"".join([keys[i] for i in idx])).labels
+            except DecodeError:
+                return None
+            if len(labels) != int(counts.sum()):
+                return None
+            return [lb.name for lb in labels], [lb.value for lb in labels], counts
+        flat = [s for i in idx for s in keys[i]]
+        try:
+            text = {s: s.decode("utf-8") for s in set(flat)}
+        except UnicodeDecodeError:
+            return None
+        strings = list(map(text.__getitem__, flat))
+        return strings[0::2], strings[1::2], counts
 
     def offsets(self) -> np.ndarray:
         """Start index of each series' samples in ``t``/``v`` (length n+1)."""
@@ -235,7 +265,8 @@ def decode_v1(raw: bytes) -> DecodedWrite:
     except DecodeError as err:
         raise BadData(f"cannot decode remote-write 1.0 protobuf: {err}") from None
     return DecodedWrite(1, scanned.keys, scanned.counts, scanned.t, scanned.v, scanned.histograms,
-                        scanned.exemplars, _v1_metadata(blobs.metadata), pairs=_KeyPairs(scanned.keys))
+                        scanned.exemplars, _v1_metadata(blobs.metadata), pairs=_KeyPairs(scanned.keys),
+                        label_counts=scanned.label_counts)
 
 
 class _KeyPairs:
@@ -257,6 +288,7 @@ def _decode_v1_generic(raw: bytes) -> DecodedWrite:
     except DecodeError as err:
         raise BadData(f"cannot decode remote-write 1.0 protobuf: {err}") from None
     keys = [b"".join(b"\n" + _varint(len(item)) + item for item in ts.labels) for ts in req.timeseries]
+    label_counts = np.array([len(ts.labels) for ts in req.timeseries], np.int64)
     counts = [len(ts.samples) for ts in req.timeseries]
     merged = v1pb.MergedWriteRequest.FromString(raw).timeseries
     hist, exem = len(merged.histograms), len(merged.exemplars)
@@ -268,7 +300,7 @@ def _decode_v1_generic(raw: bytes) -> DecodedWrite:
         columns = (np.array([s.timestamp for s in samples], np.int64), np.array([s.value for s in samples], np.float64))
     t, v = columns
     return DecodedWrite(1, keys, np.array(counts, np.int64), t, v, hist, exem, _v1_metadata(req.metadata),
-                        pairs=_KeyPairs(keys))
+                        pairs=_KeyPairs(keys), label_counts=label_counts)
 
 
 def decode_v2(raw: bytes) -> DecodedWrite:
@@ -308,8 +340,9 @@ def decode_v2(raw: bytes) -> DecodedWrite:
                 if md is not None:
                     meta[md] = None
     t, v = columns
+    label_counts = np.array([len(k) // 2 if k is not None else 0 for k in keys], np.int64)
     return DecodedWrite(2, keys, counts, t, v, len(merged.histograms), len(merged.exemplars), list(meta),
-                        problems, pairs=_TuplePairs(keys))
+                        problems, pairs=_TuplePairs(keys), label_counts=label_counts)
 
 
 def _v2_metadata(md, key: tuple, symbols: list[bytes]) -> MetricMetadata | None:

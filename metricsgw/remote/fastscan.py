@@ -35,6 +35,7 @@ class ScannedSeries:
     v: np.ndarray  # float64, bit-exact
     exemplars: int
     histograms: int
+    label_counts: np.ndarray | None = None  # int64 label records per series (lets callers split keys in bulk)
 
 
 def _varints(buf: np.ndarray, at: np.ndarray, max_len: int) -> tuple[np.ndarray, np.ndarray] | None:
@@ -90,7 +91,7 @@ def scan_series(blobs: list[bytes]) -> ScannedSeries | None:
 
     if not rec_series:
         return ScannedSeries([b""] * n, np.zeros(n, np.int64), np.empty(0, np.int64),
-                             np.empty(0, np.float64), 0, 0)
+                             np.empty(0, np.float64), 0, 0, np.zeros(n, np.int64))
     ser = np.concatenate(rec_series)
     tag = np.concatenate(rec_tag)
     rstart = np.concatenate(rec_start)
@@ -122,6 +123,7 @@ def scan_series(blobs: list[bytes]) -> ScannedSeries | None:
         t=t, v=v,
         exemplars=int(np.count_nonzero(tag == TAG_EXEMPLAR)),
         histograms=int(np.count_nonzero(tag == TAG_HISTOGRAM)),
+        label_counts=n_labels.astype(np.int64),
     )
 
 

@@ -19,23 +19,34 @@ from ..model import METRIC_NAME, Labels, Matcher
 
 
 class _Grow:
-    """An appendable numpy column (amortised doubling)."""
+    """An appendable numpy column (amortised doubling); spare capacity holds ``fill``."""
 
-    __slots__ = ("a", "n")
+    __slots__ = ("a", "n", "fill")
 
     def __init__(self, dtype, fill=0) -> None:
         self.a = np.full(64, fill, dtype=dtype)
         self.n = 0
+        self.fill = fill
+
+    def _reserve(self, need: int) -> None:
+        if need > len(self.a):
+            grown = np.full(max(need, 2 * len(self.a)), self.fill, dtype=self.a.dtype)
+            grown[: self.n] = self.a[: self.n]
+            self.a = grown
 
     def append(self, value, fill=0) -> None:
-        if self.n == len(self.a):
-            self.a = np.concatenate([self.a, np.full(len(self.a), fill, dtype=self.a.dtype)])
+        self._reserve(self.n + 1)
         self.a[self.n] = value
         self.n += 1
 
+    def extend(self, values) -> None:
+        need = self.n + len(values)
+        self._reserve(need)
+        self.a[self.n: need] = values
+        self.n = need  # after the values: a concurrent reader never sees unwritten rows
+
     def pad_to(self, n: int, fill=0) -> None:
-        while len(self.a) < n:
-            self.a = np.concatenate([self.a, np.full(len(self.a), fill, dtype=self.a.dtype)])
+        self._reserve(n)
         self.n = max(self.n, n)
 
     @property
@@ -88,6 +99,43 @@ class MetricTable:
                 col = self.columns[n] = _Column()
             col.codes.pad_to(row)
             col.codes.append(col.code_of(v))
+
+    def add_many(self, gidx: np.ndarray, labels_list: list[Labels]) -> None:
+        """``add`` for many series. Series of one metric nearly always share their label names,
+        so labels are taken column by column (one label position of all series at once) and
+        coded with C-level maps; per-label Python work is only for positions that differ."""
+        row0 = self.gidx.n
+        by_len: dict[int, list[int]] = {}
+        for r, labels in enumerate(labels_list):
+            by_len.setdefault(len(labels), []).append(r)
+        # Codes first, then the row count: a concurrent reader sees either no row or a whole one.
+        for rows in by_len.values():
+            group = labels_list if len(by_len) == 1 else [labels_list[r] for r in rows]
+            rows_abs = np.asarray(rows, np.int64) + row0
+            for pairs in zip(*group):
+                names = {p[0] for p in pairs}
+                if len(names) == 1:
+                    self._set_codes(names.pop(), rows_abs, [p[1] for p in pairs])
+                    continue
+                for name in names:
+                    sel = [k for k, p in enumerate(pairs) if p[0] == name]
+                    self._set_codes(name, rows_abs[sel], [pairs[k][1] for k in sel])
+        self.gidx.extend(gidx)
+
+    def _set_codes(self, name: str, rows: np.ndarray, values: list[str]) -> None:
+        if name == METRIC_NAME:
+            return
+        col = self.columns.get(name)
+        if col is None:
+            col = self.columns[name] = _Column()
+        index = col.index
+        for v in dict.fromkeys(values):  # new distinct values only get a Python step
+            if v not in index:
+                index[v] = len(col.values)
+                col.values.append(v)
+        codes = np.fromiter(map(index.__getitem__, values), np.int32, len(values))
+        col.codes.pad_to(int(rows.max()) + 1)
+        col.codes.a[rows] = codes
 
     def mask(self, matchers: Iterable[Matcher]) -> np.ndarray:
         n = len(self)
@@ -155,6 +203,37 @@ class Catalog:
             table.add(g, labels)
             self.metric_idx.append(table.index)
             return True
+
+    def add_many(self, series: list[tuple[int, Labels]]) -> list[tuple[int, Labels]]:
+        """Register many series at once; returns the ones that were not known (first occurrence)."""
+        with self._lock:
+            by_sid = self.by_sid
+            fresh = list({sid: (sid, labels) for sid, labels in series if sid not in by_sid}.values())
+            n = len(fresh)
+            if not n:
+                return fresh
+            g0 = self.sids.n
+            sids = np.fromiter((sid for sid, _ in fresh), np.int64, n)
+            groups: dict[str, list[int]] = {}
+            for k, (_, labels) in enumerate(fresh):
+                name = labels[0][1] if labels and labels[0][0] == METRIC_NAME else dict(labels).get(METRIC_NAME, "")
+                groups.setdefault(name, []).append(k)
+            table_of = np.empty(n, np.int32)
+            for name, ks in groups.items():
+                table = self.metrics.get(name)
+                if table is None:
+                    table = self.metrics[name] = MetricTable(name, len(self.tables))
+                    self.tables.append(table)
+                table_of[ks] = table.index
+            # Same order as add(): span columns and the dict, then the tables, then metric_idx.
+            self.sids.extend(sids)
+            self.first_ms.extend(np.full(n, np.iinfo(np.int64).max, np.int64))
+            self.last_ms.extend(np.full(n, np.iinfo(np.int64).min, np.int64))
+            by_sid.update(zip(sids.tolist(), range(g0, g0 + n)))
+            for name, ks in groups.items():
+                self.metrics[name].add_many(np.asarray(ks, np.int64) + g0, [fresh[k][1] for k in ks])
+            self.metric_idx.extend(table_of)
+            return fresh
 
     def dense(self, sids: np.ndarray) -> np.ndarray:
         """Dense indexes of known sids (vectorised)."""

@@ -26,18 +26,32 @@ class HeadBlock:
         return len(self.sid)
 
     def select(self, ids_sorted: np.ndarray, start_ms: int, end_ms: int) -> SampleBlock:
-        lo = np.searchsorted(self.sid, ids_sorted, "left")
-        hi = np.searchsorted(self.sid, ids_sorted, "right")
-        keep = hi > lo
-        lo, hi = lo[keep], hi[keep]
-        if not len(lo):
-            return SampleBlock.empty()
+        return select_sorted(self.sid, self.t, self.v, ids_sorted, start_ms, end_ms)
+
+
+def select_sorted(sid: np.ndarray, t: np.ndarray, v: np.ndarray, ids_sorted: np.ndarray,
+                  start_ms: int, end_ms: int) -> SampleBlock:
+    """The samples of ``ids_sorted`` in [start_ms, end_ms] from columns sorted by (sid, t):
+    a binary search finds each series' run; the window is masked only when a run sticks out
+    of it, and a single contiguous run is returned as views (no copy)."""
+    lo = np.searchsorted(sid, ids_sorted, "left")
+    hi = np.searchsorted(sid, ids_sorted, "right")
+    keep = hi > lo
+    lo, hi = lo[keep], hi[keep]
+    if not len(lo):
+        return SampleBlock.empty()
+    if int(t[lo].min()) < start_ms or int(t[hi - 1].max()) > end_ms:
         lengths = hi - lo
-        idx = np.repeat(lo - np.cumsum(lengths) + lengths, lengths) + np.arange(lengths.sum())
-        t = self.t[idx]
-        inwin = (t >= start_ms) & (t <= end_ms)
+        idx = np.repeat(lo - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))
+        inwin = (t[idx] >= start_ms) & (t[idx] <= end_ms)
         idx = idx[inwin]
-        return SampleBlock(self.sid[idx], self.t[idx], self.v[idx])
+    else:
+        lengths = hi - lo
+        if len(lo) == 1 or (lo[1:] == hi[:-1]).all():  # one contiguous range
+            sl = slice(int(lo[0]), int(hi[-1]))
+            return SampleBlock(sid[sl], t[sl], v[sl])
+        idx = np.repeat(lo - np.cumsum(lengths) + lengths, lengths) + np.arange(int(lengths.sum()))
+    return SampleBlock(sid[idx], t[idx], v[idx])
 
 
 class Head:

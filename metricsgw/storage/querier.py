@@ -7,6 +7,8 @@ Every call takes the query's ``QueryContext``: a DuckDB query registers its conn
 from __future__ import annotations
 
 import os
+import threading
+from collections import OrderedDict
 
 import duckdb
 import numpy as np
@@ -15,14 +17,87 @@ import pyarrow as pa
 from ..limits.context import QueryContext
 from ..model import METRIC_NAME, Matcher
 from .batch import SampleBlock, SeriesSet
+from .head import select_sorted
 
+# Selective reads: only the wanted series (a semi-join), metric names bound one per
+# parameter so the Parquet scan can prune row groups by the metric column's statistics.
 SELECT_SAMPLES = """
 SELECT sid, t, v, file_index
 FROM read_parquet($files)
-WHERE metric IN (SELECT unnest($metrics))
+WHERE metric IN ({metric_params})
   AND t BETWEEN $start_ms AND $end_ms
+  AND sid BETWEEN $sid_lo AND $sid_hi
   AND sid IN (SELECT sid FROM wanted_ids)
 """
+
+# Whole-metric reads, one file set at a time, for the per-file sample cache.
+SELECT_METRIC = """
+SELECT sid, t, v, file_index
+FROM read_parquet($files)
+WHERE metric = $metric
+"""
+
+# A query that wants at least this share of a metric's series reads (and caches) the whole
+# metric per file; below it, only the wanted series are read, uncached.
+WHOLE_METRIC_SHARE = 0.5
+
+
+def _metric_sql(metrics: list[str]) -> tuple[str, dict]:
+    params = {f"m{i}": m for i, m in enumerate(metrics)}
+    return SELECT_SAMPLES.format(metric_params=", ".join(f"$m{i}" for i in range(len(metrics)))), params
+
+
+class _SampleCache:
+    """(file path, metric) -> that metric's samples in that (immutable) file, sorted by (sid, t).
+
+    Least recently used entries go first once ``max_bytes`` is exceeded; an entry bigger than a
+    quarter of it is not kept. Files replaced by compaction get new paths, so entries never go
+    stale; they are dropped when their file leaves the file list."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._lock = threading.Lock()
+        self._items: OrderedDict[tuple[str, str], SampleBlock] = OrderedDict()
+        self.bytes = 0
+
+    @staticmethod
+    def _size(b: SampleBlock) -> int:
+        return b.sid.nbytes + b.t.nbytes + b.v.nbytes
+
+    def get(self, key: tuple[str, str]) -> SampleBlock | None:
+        with self._lock:
+            b = self._items.get(key)
+            if b is not None:
+                self._items.move_to_end(key)
+            return b
+
+    def put(self, key: tuple[str, str], b: SampleBlock) -> None:
+        size = self._size(b)
+        if size > self.max_bytes // 4:
+            return
+        for a in (b.sid, b.t, b.v):
+            a.flags.writeable = False  # shared by every query that reads it
+        with self._lock:
+            old = self._items.pop(key, None)
+            if old is not None:
+                self.bytes -= self._size(old)
+            self._items[key] = b
+            self.bytes += size
+            while self.bytes > self.max_bytes and self._items:
+                _, gone = self._items.popitem(last=False)
+                self.bytes -= self._size(gone)
+
+    def retain(self, paths: set[str]) -> None:
+        with self._lock:
+            for key in [k for k in self._items if k[0] not in paths]:
+                self.bytes -= self._size(self._items.pop(key))
+
+
+def _sorted_by_sid_t(sid: np.ndarray, t: np.ndarray) -> bool:
+    if len(sid) < 2:
+        return True
+    ds = np.diff(sid)
+    return bool((ds >= 0).all() and (np.diff(t)[ds == 0] > 0).all())
 
 
 class StorageReader:
@@ -35,6 +110,11 @@ class StorageReader:
             "allocator_background_threads": True,  # return memory to the OS after big or interrupted queries
             "temp_directory": os.path.join(self.path, "duckdb_tmp"),
         })
+        self._db.execute("SET parquet_metadata_cache = true")  # files are immutable: parse footers once
+        # Decoded samples of recently read (file, metric) pairs: dashboards re-read the same
+        # metrics every refresh, and a cached read is a binary search instead of a Parquet scan.
+        self._sample_cache = _SampleCache(memory_limit // 8)
+        self._labels_of: dict[int, object] = {}  # dense index -> Labels (series labels never change)
 
     def _close_reader(self) -> None:
         self._db.close()
@@ -53,7 +133,12 @@ class StorageReader:
                 ctx.charge_series(len(rows), "series selection")
             g = table.gidx.view[rows]
             ids.append(self.catalog.sids.a[g])
-            labels.extend(table.labels_at(int(r)) for r in rows)
+            known = self._labels_of
+            for r, gi in zip(rows.tolist(), g.tolist()):
+                lb = known.get(gi)
+                if lb is None:
+                    lb = known[gi] = table.labels_at(r)
+                labels.append(lb)
             total += len(rows)
             if limit is not None and total >= limit:
                 break
@@ -128,47 +213,84 @@ class StorageReader:
         ids_sorted = np.unique(np.asarray(ids, np.int64))
         if not len(ids_sorted):
             return SampleBlock.empty()
-        parts: list[SampleBlock] = []
-        ranks: list[np.ndarray] = []  # write order of each sample's source, so the first-written duplicate wins
+        parts: list[SampleBlock] = []  # in write order, so the first-written duplicate wins
         with self._swap_lock:  # a consistent view: files + snapshots being flushed + head
-            files = sorted((f for f in self.files if f.max_t >= start_ms and f.min_t <= end_ms), key=lambda f: f.seq)
+            live = list(self.files)
+            files = sorted((f for f in live if f.max_t >= start_ms and f.min_t <= end_ms), key=lambda f: f.seq)
             heads = list(self.flushing) + [self.head]
         if files:
-            block, file_index = self._read_parquet([f.path for f in files], ids_sorted, start_ms, end_ms, ctx)
-            parts.append(block)
-            ranks.append(file_index)
+            self._sample_cache.retain({f.path for f in live})
+            parts.extend(self._read_files([f.path for f in files], ids_sorted, start_ms, end_ms, ctx))
         for h in heads:
             for block in h.select(ids_sorted, start_ms, end_ms):
                 ctx.charge_samples(len(block), "head read")
                 parts.append(block)
-                ranks.append(np.full(len(block), len(files) + len(ranks), np.int64))
         ctx.check("sample merge")
-        if not any(len(p) for p in parts):
-            return SampleBlock.empty()
-        sid = np.concatenate([p.sid for p in parts])
-        t = np.concatenate([p.t for p in parts])
-        v = np.concatenate([p.v for p in parts])
-        order = np.lexsort((np.concatenate(ranks), t, sid))
-        sid, t, v = sid[order], t[order], v[order]
-        keep = np.r_[True, (sid[1:] != sid[:-1]) | (t[1:] != t[:-1])]
-        if not keep.all():
-            sid, t, v = sid[keep], t[keep], v[keep]
-        return SampleBlock(sid, t, v)
+        return _merge(ids_sorted, [p for p in parts if len(p)], start_ms, end_ms)
 
-    def _read_parquet(self, files: list[str], ids_sorted: np.ndarray, start_ms: int, end_ms: int,
-                      ctx: QueryContext) -> tuple[SampleBlock, np.ndarray]:
-        ctx.check("parquet read")
+    def _read_files(self, paths: list[str], ids_sorted: np.ndarray, start_ms: int, end_ms: int,
+                    ctx: QueryContext) -> list[SampleBlock]:
+        """One block per file (in ``paths`` order), each sorted by (sid, t)."""
         g = self.catalog.dense(ids_sorted)
-        metrics = self.catalog.metric_names_of(g)
+        tidx = self.catalog.metric_idx.a[g]
+        whole, selective = [], []
+        for ti, n in zip(*np.unique(tidx, return_counts=True)):
+            table = self.catalog.tables[int(ti)]
+            (whole if n >= WHOLE_METRIC_SHARE * len(table) else selective).append(table.name)
+        per_file: list[list[SampleBlock]] = [[] for _ in paths]
+        for metric in whole:
+            blocks, fresh = self._metric_blocks(paths, metric, ctx)
+            for i, b in enumerate(blocks):
+                sel = select_sorted(b.sid, b.t, b.v, ids_sorted, start_ms, end_ms)
+                if i not in fresh:  # fresh reads were charged row by row as DuckDB returned them
+                    ctx.charge_samples(len(sel), "parquet read (cached)")
+                per_file[i].append(sel)
+        if selective:
+            wanted = ids_sorted[np.isin(tidx, [self.catalog.metrics[m].index for m in selective])]
+            block, file_index = self._read_parquet(paths, sorted(selective), wanted, start_ms, end_ms, ctx)
+            for i, b in enumerate(_split_by_file(block, file_index, len(paths))):
+                per_file[i].append(b)
+        out = []
+        for bs in per_file:
+            bs = [b for b in bs if len(b)]
+            if len(bs) == 1:
+                out.append(bs[0])
+            elif bs:  # several metrics in one file: different sids, so a sort restores (sid, t)
+                out.append(_sort_block(SampleBlock(*(np.concatenate(c) for c in zip(*((b.sid, b.t, b.v) for b in bs))))))
+        return out
+
+    def _metric_blocks(self, paths: list[str], metric: str, ctx: QueryContext) -> tuple[list[SampleBlock], set[int]]:
+        """All samples of ``metric`` in each file, from the cache or read (and cached) now;
+        plus the positions of the files read now."""
+        blocks: list[SampleBlock | None] = [self._sample_cache.get((p, metric)) for p in paths]
+        missing = [i for i, b in enumerate(blocks) if b is None]
+        if missing:
+            tb = self._query(SELECT_METRIC, {"files": [paths[i] for i in missing], "metric": metric}, ctx)
+            block, file_index = _block_of(tb)
+            for j, b in enumerate(_split_by_file(block, file_index, len(missing))):
+                b = _sort_block(b)
+                self._sample_cache.put((paths[missing[j]], metric), b)
+                blocks[missing[j]] = b
+        return blocks, set(missing)  # type: ignore[return-value]
+
+    def _read_parquet(self, files: list[str], metrics: list[str], ids_sorted: np.ndarray, start_ms: int,
+                      end_ms: int, ctx: QueryContext) -> tuple[SampleBlock, np.ndarray]:
+        sql, params = _metric_sql(metrics)
+        params |= {"files": files, "start_ms": start_ms, "end_ms": end_ms,
+                   "sid_lo": int(ids_sorted[0]), "sid_hi": int(ids_sorted[-1])}
+        tb = self._query(sql, params, ctx, pa.table({"sid": ids_sorted}))
+        return _block_of(tb)
+
+    def _query(self, sql: str, params: dict, ctx: QueryContext, wanted: pa.Table | None = None) -> pa.Table | None:
+        """Run one read on its own cursor (so ``interrupt`` stops only it), charging rows as they arrive."""
+        ctx.check("parquet read")
         con = self._db.cursor()
         ctx.add_interrupter(con.interrupt)
         try:
-            con.register("wanted_ids", pa.table({"sid": ids_sorted}))
-            rel = con.sql(SELECT_SAMPLES, params={"files": files, "metrics": metrics,
-                                                  "start_ms": start_ms, "end_ms": end_ms})
+            if wanted is not None:
+                con.register("wanted_ids", wanted)
             chunks = []
-            reader = rel.to_arrow_reader(1 << 20)
-            for rb in reader:
+            for rb in con.sql(sql, params=params).to_arrow_reader(1 << 20):
                 ctx.charge_samples(rb.num_rows, "parquet read")
                 chunks.append(rb)
             ctx.check("parquet read")
@@ -178,8 +300,55 @@ class StorageReader:
         finally:
             ctx.remove_interrupter(con.interrupt)
             con.close()
-        if not chunks:
-            return SampleBlock.empty(), np.empty(0, np.int64)
-        tb = pa.Table.from_batches(chunks)
-        return (SampleBlock(tb.column("sid").to_numpy(), tb.column("t").to_numpy(), tb.column("v").to_numpy()),
-                tb.column("file_index").to_numpy().astype(np.int64))
+        return pa.Table.from_batches(chunks) if chunks else None
+
+
+def _block_of(tb: pa.Table | None) -> tuple[SampleBlock, np.ndarray]:
+    if tb is None or tb.num_rows == 0:
+        return SampleBlock.empty(), np.empty(0, np.int64)
+    return (SampleBlock(tb.column("sid").to_numpy(), tb.column("t").to_numpy(), tb.column("v").to_numpy()),
+            tb.column("file_index").to_numpy().astype(np.int64))
+
+
+def _split_by_file(block: SampleBlock, file_index: np.ndarray, n_files: int) -> list[SampleBlock]:
+    """Per file_index 0..n_files-1, its rows (DuckDB keeps each file's rows together and in order)."""
+    if not len(block):
+        return [SampleBlock.empty() for _ in range(n_files)]
+    if len(file_index) > 1 and not (np.diff(file_index) >= 0).all():
+        perm = np.argsort(file_index, kind="stable")
+        block, file_index = SampleBlock(block.sid[perm], block.t[perm], block.v[perm]), file_index[perm]
+    bounds = np.searchsorted(file_index, np.arange(n_files + 1))
+    return [SampleBlock(block.sid[a:b], block.t[a:b], block.v[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+
+
+def _sort_block(b: SampleBlock) -> SampleBlock:
+    if _sorted_by_sid_t(b.sid, b.t):
+        return b
+    perm = np.lexsort((b.t, b.sid))
+    return SampleBlock(b.sid[perm], b.t[perm], b.v[perm])
+
+
+def _merge(ids_sorted: np.ndarray, parts: list[SampleBlock], start_ms: int, end_ms: int) -> SampleBlock:
+    """Merge blocks (each sorted by (sid, t), in write order) into one sorted block, keeping
+    the first-written sample of a duplicated (sid, t)."""
+    if not parts:
+        return SampleBlock.empty()
+    if len(parts) == 1 and _sorted_by_sid_t(parts[0].sid, parts[0].t):
+        return parts[0]
+    sid = np.concatenate([p.sid for p in parts])
+    t = np.concatenate([p.t for p in parts])
+    v = np.concatenate([p.v for p in parts])
+    span = end_ms - start_ms + 1
+    if len(ids_sorted) * span < (1 << 62):
+        # One int64 key per sample (series rank, time): a stable sort of already sorted runs
+        # (timsort merges them) replaces a three-key lexsort and keeps write order on ties.
+        key = np.searchsorted(ids_sorted, sid).astype(np.int64) * span + (t - start_ms)
+        order = np.argsort(key, kind="stable")
+        key = key[order]
+        keep = np.r_[True, key[1:] != key[:-1]]
+    else:
+        rank = np.concatenate([np.full(len(p), i, np.int64) for i, p in enumerate(parts)])
+        order = np.lexsort((rank, t, sid))
+        keep = np.r_[True, (sid[order][1:] != sid[order][:-1]) | (t[order][1:] != t[order][:-1])]
+    order = order[keep]
+    return SampleBlock(sid[order], t[order], v[order])

@@ -1,4 +1,10 @@
-"""The WAL record of one acknowledged append: new series, metadata and samples, bit-exact."""
+"""The WAL record of one acknowledged append: new series, metadata and samples, bit-exact.
+
+Record "A2" (written now): new series as int64 ids + u32 key lengths + the concatenated
+``model.series_key`` bytes (built with C-level joins, split back with two str.split calls),
+then metadata (JSON), then the sample columns. "A1" (older WALs: new series as JSON) is still
+read, so a WAL written before an upgrade replays.
+"""
 
 from __future__ import annotations
 
@@ -7,34 +13,61 @@ import struct
 
 import numpy as np
 
+from ..model import labels_from_key, series_keys
 from .batch import AppendBatch, MetricMetadata
 
-_MAGIC = b"A1"
+_MAGIC_V1 = b"A1"
+_MAGIC = b"A2"
 _U32 = struct.Struct("<I")
 
 
 def encode(batch: AppendBatch) -> bytes:
-    # json encodes (sid, ((name, value), ...)) tuples as nested arrays in C: no per-label Python work.
-    series = json.dumps(batch.new_series, separators=(",", ":")).encode() if batch.new_series else b""
+    ns = len(batch.new_series)
+    parts = [_MAGIC, _U32.pack(ns)]
+    if ns:
+        keys = series_keys([labels for _, labels in batch.new_series])
+        parts += [np.fromiter((sid for sid, _ in batch.new_series), np.int64, ns).tobytes(),
+                  np.fromiter(map(len, keys), np.uint32, ns).tobytes(), b"".join(keys)]
     meta = json.dumps([(m.metric, m.type, m.help, m.unit) for m in batch.metadata],
                       separators=(",", ":")).encode() if batch.metadata else b""
     n = len(batch.sid)
-    return b"".join([
-        _MAGIC, _U32.pack(len(series)), series, _U32.pack(len(meta)), meta, _U32.pack(n),
-        np.ascontiguousarray(batch.sid, np.int64).tobytes(),
-        np.ascontiguousarray(batch.t, np.int64).tobytes(),
-        np.ascontiguousarray(batch.v, np.float64).tobytes(),
-    ])
+    parts += [_U32.pack(len(meta)), meta, _U32.pack(n),
+              np.ascontiguousarray(batch.sid, np.int64).tobytes(),
+              np.ascontiguousarray(batch.t, np.int64).tobytes(),
+              np.ascontiguousarray(batch.v, np.float64).tobytes()]
+    return b"".join(parts)
 
 
-def decode(payload: bytes) -> AppendBatch:
-    if payload[:2] != _MAGIC:
-        raise ValueError("unknown WAL record type")
-    pos = 2
+def _series_v2(payload: bytes, pos: int) -> tuple[list, int]:
+    (ns,) = _U32.unpack_from(payload, pos)
+    pos += 4
+    if not ns:
+        return [], pos
+    sids = np.frombuffer(payload, np.int64, ns, pos).tolist()
+    pos += 8 * ns
+    lens = np.frombuffer(payload, np.uint32, ns, pos).astype(np.int64)
+    pos += 4 * ns
+    ends = (np.cumsum(lens) + pos).tolist()
+    starts = [pos] + ends[:-1]
+    series = [(sid, labels_from_key(payload[a:b])) for sid, a, b in zip(sids, starts, ends)]
+    return series, ends[-1]
+
+
+def _series_v1(payload: bytes, pos: int) -> tuple[list, int]:
     (slen,) = _U32.unpack_from(payload, pos)
     pos += 4
     series = json.loads(payload[pos:pos + slen]) if slen else []
-    pos += slen
+    return [(int(s), tuple((a, b) for a, b in lb)) for s, lb in series], pos + slen
+
+
+def decode(payload: bytes) -> AppendBatch:
+    magic = payload[:2]
+    if magic == _MAGIC:
+        series, pos = _series_v2(payload, 2)
+    elif magic == _MAGIC_V1:
+        series, pos = _series_v1(payload, 2)
+    else:
+        raise ValueError("unknown WAL record type")
     (mlen,) = _U32.unpack_from(payload, pos)
     pos += 4
     meta = json.loads(payload[pos:pos + mlen]) if mlen else []
@@ -44,8 +77,4 @@ def decode(payload: bytes) -> AppendBatch:
     sid = np.frombuffer(payload, np.int64, n, pos)
     t = np.frombuffer(payload, np.int64, n, pos + 8 * n)
     v = np.frombuffer(payload, np.float64, n, pos + 16 * n)
-    return AppendBatch(
-        new_series=[(int(s), tuple((a, b) for a, b in lb)) for s, lb in series],
-        sid=sid, t=t, v=v,
-        metadata=[MetricMetadata(*m) for m in meta],
-    )
+    return AppendBatch(new_series=series, sid=sid, t=t, v=v, metadata=[MetricMetadata(*m) for m in meta])

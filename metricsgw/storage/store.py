@@ -69,8 +69,7 @@ class Storage(StorageReader):
         if removed:
             log.warning("removed %d half-written file(s) left by a crash", removed)
         series, self._seq = parquet_io.read_series_files(self.path)
-        for sid, labels in series:
-            self.catalog.add(sid, labels)
+        self.catalog.add_many(list(series))
         self.files = parquet_io.list_sample_files(self.path)
         self._seq = max([self._seq] + [f.seq for f in self.files])
         self._load_spans()
@@ -151,9 +150,8 @@ class Storage(StorageReader):
             raise Unavailable(f"WAL write failed: {err}")
 
     def _apply(self, batch: AppendBatch) -> None:
-        for sid, labels in batch.new_series:
-            if self.catalog.add(sid, labels):
-                self._unflushed_series.append((sid, labels))
+        if batch.new_series:
+            self._unflushed_series.extend(self.catalog.add_many(batch.new_series))
         for m in batch.metadata:
             self.metadata_by_metric.setdefault(m.metric, {})[m] = None
         if len(batch.sid):

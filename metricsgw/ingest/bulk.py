@@ -1,0 +1,77 @@
+"""Validate the label sets of many new series at once.
+
+``validate_labels`` (remote/validate.py) is exact but costs Python work per label. Senders
+(Prometheus, agents, exporters) almost always send label sets that are already sorted, unique,
+non-empty and valid, so here every check runs once over the whole request with numpy, and once
+per *distinct* label name or metric name (a few hundred) instead of once per label (millions).
+
+A series that fails any check is simply not accepted here: the caller sends it through
+``validate_labels``, which produces the exact rejection message (or, for e.g. unsorted
+labels, the canonical label set). So this module only has to be right about what it accepts:
+for an accepted series the result equals ``validate_labels(pairs)``.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from ..model import METRIC_NAME, Labels
+
+_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+_METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+
+
+def validate_many(names: list[str], values: list[str], counts: np.ndarray) -> list[Labels | None]:
+    """Per series (``counts[i]`` consecutive labels of ``names``/``values``): its canonical
+    Labels when it passes every check on the fast path, else None (use ``validate_labels``)."""
+    n = len(counts)
+    total = len(names)
+    out: list[Labels | None] = [None] * n
+    if n == 0:
+        return out
+    ends = np.cumsum(counts)
+    starts = ends - counts
+    series_of = np.repeat(np.arange(n), counts)
+    ok = counts > 0
+
+    # Label names: check each distinct name once, then broadcast through its rank. Ranks follow
+    # str order, so "strictly increasing within a series" == sorted and no duplicate names.
+    distinct = sorted(set(names))
+    rank = {name: r for r, name in enumerate(distinct)}
+    codes = np.fromiter(map(rank.__getitem__, names), np.int64, total)
+    bad_name = np.fromiter((nm != METRIC_NAME and _LABEL_NAME.fullmatch(nm) is None for nm in distinct),
+                           bool, len(distinct))
+    if bad_name.any():
+        ok &= np.bincount(series_of, weights=bad_name[codes], minlength=n) == 0
+    if total > 1:
+        first = np.zeros(total, bool)
+        first[starts[counts > 0]] = True
+        unordered = (np.diff(codes, prepend=codes[0]) <= 0) & ~first
+        if unordered.any():
+            ok &= np.bincount(series_of, weights=unordered, minlength=n) == 0
+
+    # Empty values are dropped by validate_labels: leave such series to it.
+    empty = np.fromiter(map(len, values), np.int64, total) == 0
+    if empty.any():
+        ok &= np.bincount(series_of, weights=empty, minlength=n) == 0
+
+    # __name__ present (exactly once: names are unique once ordered) and a valid metric name.
+    name_code = rank.get(METRIC_NAME)
+    if name_code is None:
+        return out
+    at_name = np.flatnonzero(codes == name_code)
+    has_name = np.zeros(n, bool)
+    has_name[series_of[at_name]] = True
+    ok &= has_name
+    metric_values = [values[j] for j in at_name.tolist()]
+    bad_metric = {m for m in set(metric_values) if _METRIC_NAME.fullmatch(m) is None}
+    if bad_metric:
+        bad_rows = np.fromiter((m in bad_metric for m in metric_values), bool, len(metric_values))
+        ok[series_of[at_name[bad_rows]]] = False
+
+    pairs = list(zip(names, values))
+    for i, a, b in zip(np.flatnonzero(ok).tolist(), starts[ok].tolist(), ends[ok].tolist()):
+        out[i] = tuple(pairs[a:b])
+    return out
