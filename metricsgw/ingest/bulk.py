@@ -23,9 +23,13 @@ _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 _METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 
 
-def validate_many(names: list[str], values: list[str], counts: np.ndarray) -> list[Labels | None]:
+def validate_many(names: list[str], values: list[str], counts: np.ndarray,
+                  pair_pool: dict | None = None) -> list[Labels | None]:
     """Per series (``counts[i]`` consecutive labels of ``names``/``values``): its canonical
-    Labels when it passes every check on the fast path, else None (use ``validate_labels``)."""
+    Labels when it passes every check on the fast path, else None (use ``validate_labels``).
+
+    ``pair_pool`` (optional, owned by the caller) de-duplicates the (name, value) tuples:
+    ("job", "node") or ("gpu", "3") is then one object in every label set that has it."""
     n = len(counts)
     total = len(names)
     out: list[Labels | None] = [None] * n
@@ -53,8 +57,8 @@ def validate_many(names: list[str], values: list[str], counts: np.ndarray) -> li
             ok &= np.bincount(series_of, weights=unordered, minlength=n) == 0
 
     # Empty values are dropped by validate_labels: leave such series to it.
-    empty = np.fromiter(map(len, values), np.int64, total) == 0
-    if empty.any():
+    if "" in values:  # rare: a C-level scan first, the per-label mask only when needed
+        empty = np.fromiter(map(len, values), np.int64, total) == 0
         ok &= np.bincount(series_of, weights=empty, minlength=n) == 0
 
     # __name__ present (exactly once: names are unique once ordered) and a valid metric name.
@@ -72,6 +76,8 @@ def validate_many(names: list[str], values: list[str], counts: np.ndarray) -> li
         ok[series_of[at_name[bad_rows]]] = False
 
     pairs = list(zip(names, values))
+    if pair_pool is not None:
+        pairs = list(map(pair_pool.setdefault, pairs, pairs))
     for i, a, b in zip(np.flatnonzero(ok).tolist(), starts[ok].tolist(), ends[ok].tolist()):
         out[i] = tuple(pairs[a:b])
     return out

@@ -18,6 +18,7 @@ past ``max_cache_entries``. It assumes storage never forgets a series while we r
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +36,14 @@ RELABEL_INVALID = "relabel_invalid"
 HISTOGRAMS_UNSUPPORTED = "native_histograms_unsupported"
 EXEMPLARS_UNSUPPORTED = "exemplars_unsupported"
 UNDECODABLE_LABELS = "invalid_labels"
+
+
+def cache_keys(raw_keys: list) -> list:
+    """Cache keys for raw label keys: a 16-byte blake2b digest of a v1 key (49 bytes as a
+    Python object instead of ~300 for the label bytes; collisions are 2**-64-unlikely even
+    at a billion series), the v2 symbol tuple as is, None (undecodable) kept."""
+    b2 = hashlib.blake2b
+    return [b2(k, digest_size=16).digest() if type(k) is bytes else k for k in raw_keys]
 
 
 @dataclass(frozen=True)
@@ -65,6 +74,8 @@ class IngestPipeline:
         self.limits = limits
         self.max_cache_entries = max_cache_entries
         self._cache: dict[Any, Any] = {}
+        self._fresh_keys: dict[int, bytes] = {}
+        self._pair_pool: dict[tuple[str, str], tuple[str, str]] = {}  # shared label pairs (bulk.py)
         self._generation = rules_holder.generation if rules_holder is not None else None
 
     def clear_cache(self) -> None:
@@ -77,16 +88,16 @@ class IngestPipeline:
     def process(self, decoded: DecodedWrite) -> tuple[AppendBatch, list[Rejection]]:
         self._maybe_reset()
         self._count_unsupported(decoded)
-        keys = decoded.keys
-        n = len(keys)
+        n = len(decoded.keys)
         if n == 0:
             return AppendBatch(metadata=list(decoded.metadata)), []
+        keys = cache_keys(decoded.keys)
         found = list(map(self._cache.get, keys))
         try:
             # The hot path: every series known and confirmed -> ints only.
             sids = np.array(found, dtype=np.int64)
         except (TypeError, ValueError, OverflowError):
-            return self._process_slow(decoded, found)
+            return self._process_slow(decoded, found, keys)
         return AppendBatch(sid=np.repeat(sids, decoded.counts), t=decoded.t, v=decoded.v,
                            metadata=list(decoded.metadata)), []
 
@@ -105,14 +116,13 @@ class IngestPipeline:
         if decoded.exemplars:
             self.telemetry.exemplars_discarded.labels(EXEMPLARS_UNSUPPORTED).inc(decoded.exemplars)
 
-    def _process_slow(self, decoded: DecodedWrite, found: list) -> tuple[AppendBatch, list[Rejection]]:
+    def _process_slow(self, decoded: DecodedWrite, found: list, keys: list) -> tuple[AppendBatch, list[Rejection]]:
         n = len(found)
         counts = decoded.counts
         sids = np.zeros(n, np.int64)
         keep = np.ones(n, bool)
         rejections: list[Rejection] = []
         cache = self._cache
-        keys = decoded.keys
         unseen = [i for i, entry in enumerate(found) if entry is None]
         if unseen:
             for i, entry in zip(unseen, self._resolve_many(decoded, unseen)):
@@ -176,6 +186,14 @@ class IngestPipeline:
             mask = np.repeat(keep, counts)
             sid_col, t, v = np.repeat(sids[keep], counts[keep]), decoded.t[mask], decoded.v[mask]
         batch = AppendBatch(new_series=new_series, sid=sid_col, t=t, v=v, metadata=list(decoded.metadata))
+        if new_series:
+            # The series keys were built for hashing; the WAL record (storage/records.py) stores
+            # them, so hand them over instead of building them again.
+            fresh_keys = self._fresh_keys
+            got = [fresh_keys.get(sid) for sid, _ in new_series]
+            if None not in got:
+                batch.series_keys = got
+        self._fresh_keys = {}
         return batch, rejections
 
     def _check_limits(self, admits: list[_Admit], is_new: list[bool], samples: list[int]) -> list:
@@ -192,7 +210,9 @@ class IngestPipeline:
         decoded_strings = decoded.bulk_label_strings(idx) if len(idx) > 1 else None
         fast: list[Labels | None] = [None] * len(idx)
         if decoded_strings is not None:
-            fast = validate_many(*decoded_strings)
+            if len(self._pair_pool) > self.max_cache_entries:
+                self._pair_pool.clear()
+            fast = validate_many(*decoded_strings, pair_pool=self._pair_pool)
         rules = self.rules_holder.current if self.rules_holder is not None else None
         if rules is not None and getattr(rules, "rules", None) == ():
             rules = None  # a RuleSet with no rules: apply() would return the labels unchanged
@@ -213,7 +233,8 @@ class IngestPipeline:
                     continue
             labels_at.append(k)
             labels_list.append(labels)
-        _, ids = series_keys_and_ids(labels_list)
+        keys, ids = series_keys_and_ids(labels_list)
+        self._fresh_keys = dict(zip(ids.tolist(), keys))  # for this request's WAL record
         for k, labels, sid in zip(labels_at, labels_list, ids.tolist()):
             out[k] = _Admit(labels, sid)
         return out

@@ -81,6 +81,13 @@ class Engine:
 
     def eval(self, node, env: Env):
         env.ctx.check("evaluation")
+        res = self._eval_node(node, env)
+        # Again after the node: a long numpy/sort step in it cannot be interrupted, and its
+        # parent may not ask before doing more long work (a client that left waits no longer).
+        env.ctx.check("evaluation")
+        return res
+
+    def _eval_node(self, node, env: Env):
         if isinstance(node, pp.ParenExpr):
             return self.eval(node.expr, env)
         if isinstance(node, pp.NumberLiteral):

@@ -49,7 +49,8 @@ def load(source, matchers: list[Matcher], start_ms: int, end_ms: int, ctx: Query
     ctx.check_estimate(int(source.estimate_samples(ss, start_ms, end_ms)), "series selection")
     block = source.read_samples(ss.ids, start_ms, end_ms, ctx)
     ctx.check("sample loading")
-    if len(block) > 1 and not (np.diff(block.sid) >= 0).all():  # the contract says sorted; be safe
+    if len(block) > 1 and not (block.sid[1:] >= block.sid[:-1]).all():  # the contract says sorted; be safe
+        # (compared, not subtracted: sids are 64-bit hashes whose differences overflow)
         perm = np.lexsort((block.t, block.sid))
         block = type(block)(block.sid[perm], block.t[perm], block.v[perm])
     # Series stay in the block's sid order (no sample is moved); ``order`` lists them in
@@ -72,21 +73,33 @@ def _keys(offsets: np.ndarray, t: np.ndarray, base: int, span: int) -> np.ndarra
 def search(offsets: np.ndarray, t: np.ndarray, times: np.ndarray, side: str) -> np.ndarray:
     """For every series i and query time times[k]: the index into t (global) where times[k]
     would be inserted within series i's slice. Returns int64 [n_series, n_steps]."""
+    return search_many(offsets, t, [(times, side)])[0]
+
+
+def search_many(offsets: np.ndarray, t: np.ndarray, queries: list[tuple[np.ndarray, str]]) -> list[np.ndarray]:
+    """``search`` for several (times, side) at once, building the combined key only once."""
     n = len(offsets) - 1
     if n == 0:
-        return np.empty((0, len(times)), np.int64)
-    lo_t = min(int(times.min()), int(t.min()) if len(t) else int(times.min()))
-    hi_t = max(int(times.max()), int(t.max()) if len(t) else int(times.max()))
+        return [np.empty((0, len(times)), np.int64) for times, _ in queries]
+    lo_t = min(int(times.min()) for times, _ in queries)
+    hi_t = max(int(times.max()) for times, _ in queries)
+    if len(t):
+        lo_t, hi_t = min(lo_t, int(t.min())), max(hi_t, int(t.max()))
     base, span = lo_t, hi_t - lo_t + 1
     if n * span < (1 << 62):
         keys = _keys(offsets, t, base, span)
-        q = np.arange(n, dtype=np.int64)[:, None] * span + (times[None, :] - base)
-        return np.searchsorted(keys, q, side=side).astype(np.int64)
-    out = np.empty((n, len(times)), np.int64)
-    for i in range(n):  # enormous time spans: fall back to one search per series
-        a, b = offsets[i], offsets[i + 1]
-        out[i] = a + np.searchsorted(t[a:b], times, side=side)
-    return out
+        row = np.arange(n, dtype=np.int64)[:, None] * span
+        # needles in ascending order (row-major), which numpy's binary search exploits
+        return [np.searchsorted(keys, row + (times[None, :] - base), side=side).astype(np.int64)
+                for times, side in queries]
+    outs = []
+    for times, side in queries:
+        out = np.empty((n, len(times)), np.int64)
+        for i in range(n):  # enormous time spans: fall back to one search per series
+            a, b = offsets[i], offsets[i + 1]
+            out[i] = a + np.searchsorted(t[a:b], times, side=side)
+        outs.append(out)
+    return outs
 
 
 def instant(loaded: Loaded, ref_ms: np.ndarray, lookback_ms: int) -> Series:
@@ -117,8 +130,7 @@ def _label_order(labels: list[Labels]) -> np.ndarray:
 def ranges(loaded: Loaded, end_ms: np.ndarray, range_ms: int) -> Ranges:
     """Windows [end - range, end] (both inclusive, as Prometheus 2.x) for every step."""
     ld = loaded.without_stale()
-    lo = search(ld.offsets, ld.t, end_ms - range_ms, "left")
-    hi = search(ld.offsets, ld.t, end_ms, "right")
+    lo, hi = search_many(ld.offsets, ld.t, [(end_ms - range_ms, "left"), (end_ms, "right")])
     # Rows in label order; samples stay put (lo/hi are global indices).
     order = _label_order(ld.labels) if len(ld.labels) else np.empty(0, np.int64)
     return Ranges([ld.labels[i] for i in order], ld.t, ld.v, ld.offsets, lo[order], hi[order], end_ms, range_ms)

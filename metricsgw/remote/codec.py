@@ -8,6 +8,7 @@ and the benchmark driver.
 
 from __future__ import annotations
 
+import sys
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -209,13 +210,15 @@ class DecodedWrite:
                 return None
             if len(labels) != int(counts.sum()):
                 return None
-            return [lb.name for lb in labels], [lb.value for lb in labels], counts
+            # Names interned: a few hundred distinct names are then one object each in every label
+            # set (values are shared by the pipeline's pair pool, see ingest/bulk.py).
+            return list(map(sys.intern, [lb.name for lb in labels])), [lb.value for lb in labels], counts
         flat = [s for i in idx for s in keys[i]]
         try:
             text = {s: s.decode("utf-8") for s in set(flat)}
         except UnicodeDecodeError:
             return None
-        strings = list(map(text.__getitem__, flat))
+        strings = list(map(sys.intern, map(text.__getitem__, flat)))
         return strings[0::2], strings[1::2], counts
 
     def offsets(self) -> np.ndarray:

@@ -6,6 +6,7 @@ Every call takes the query's ``QueryContext``: a DuckDB query registers its conn
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 from collections import OrderedDict
@@ -19,27 +20,39 @@ from ..model import METRIC_NAME, Matcher
 from .batch import SampleBlock, SeriesSet
 from .head import select_sorted
 
-# Selective reads: only the wanted series (a semi-join), metric names bound one per
-# parameter so the Parquet scan can prune row groups by the metric column's statistics.
+# Selective reads: only the wanted series (a join with the unique wanted sids, faster here
+# than the equivalent IN-subquery), metric names bound one per parameter so the Parquet scan
+# can prune row groups by the metric column's statistics.
 SELECT_SAMPLES = """
-SELECT sid, t, v, file_index
-FROM read_parquet($files)
-WHERE metric IN ({metric_params})
-  AND t BETWEEN $start_ms AND $end_ms
-  AND sid BETWEEN $sid_lo AND $sid_hi
-  AND sid IN (SELECT sid FROM wanted_ids)
+SELECT p.sid, p.t, p.v, p.file_index
+FROM read_parquet($files) AS p
+JOIN wanted_ids AS w ON p.sid = w.sid
+WHERE p.metric IN ({metric_params})
+  AND p.t BETWEEN $start_ms AND $end_ms
+  AND p.sid BETWEEN $sid_lo AND $sid_hi
 """
 
-# Whole-metric reads, one file set at a time, for the per-file sample cache.
+# Reads for the per-file sample cache: all of a file's samples of one metric (or of the
+# wanted series of it), whatever the query window.
 SELECT_METRIC = """
 SELECT sid, t, v, file_index
 FROM read_parquet($files)
 WHERE metric = $metric
 """
+SELECT_METRIC_SERIES = """
+SELECT p.sid, p.t, p.v, p.file_index
+FROM read_parquet($files) AS p
+JOIN wanted_ids AS w ON p.sid = w.sid
+WHERE p.metric = $metric
+"""
 
-# A query that wants at least this share of a metric's series reads (and caches) the whole
-# metric per file; below it, only the wanted series are read, uncached.
+# A query that wants at least this share of a metric's series, or any part of a metric small
+# enough (1/16 of the cache), caches the whole metric per file; otherwise it caches just
+# the series it wants (a dashboard panel asks for the same ones on every refresh).
 WHOLE_METRIC_SHARE = 0.5
+# Filling the cache reads whole files; worth it (and fair to the sample budget) only when the
+# query window covers at least this share of them, or everything is cached already.
+MIN_WINDOW_SHARE = 0.25
 
 
 def _metric_sql(metrics: list[str]) -> tuple[str, dict]:
@@ -48,7 +61,8 @@ def _metric_sql(metrics: list[str]) -> tuple[str, dict]:
 
 
 class _SampleCache:
-    """(file path, metric) -> that metric's samples in that (immutable) file, sorted by (sid, t).
+    """(file path, metric, "*" or a digest of the series) -> those samples in that (immutable)
+    file, sorted by (sid, t).
 
     Least recently used entries go first once ``max_bytes`` is exceeded; an entry bigger than a
     quarter of it is not kept. Files replaced by compaction get new paths, so entries never go
@@ -57,21 +71,21 @@ class _SampleCache:
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         self._lock = threading.Lock()
-        self._items: OrderedDict[tuple[str, str], SampleBlock] = OrderedDict()
+        self._items: OrderedDict[tuple[str, str, str], SampleBlock] = OrderedDict()
         self.bytes = 0
 
     @staticmethod
     def _size(b: SampleBlock) -> int:
         return b.sid.nbytes + b.t.nbytes + b.v.nbytes
 
-    def get(self, key: tuple[str, str]) -> SampleBlock | None:
+    def get(self, key: tuple[str, str, str]) -> SampleBlock | None:
         with self._lock:
             b = self._items.get(key)
             if b is not None:
                 self._items.move_to_end(key)
             return b
 
-    def put(self, key: tuple[str, str], b: SampleBlock) -> None:
+    def put(self, key: tuple[str, str, str], b: SampleBlock) -> None:
         size = self._size(b)
         if size > self.max_bytes // 4:
             return
@@ -96,8 +110,9 @@ class _SampleCache:
 def _sorted_by_sid_t(sid: np.ndarray, t: np.ndarray) -> bool:
     if len(sid) < 2:
         return True
-    ds = np.diff(sid)
-    return bool((ds >= 0).all() and (np.diff(t)[ds == 0] > 0).all())
+    # Compare, never subtract: sids are 64-bit hashes and their differences overflow.
+    a, b = sid[:-1], sid[1:]
+    return bool((b >= a).all() and (t[1:][b == a] > t[:-1][b == a]).all())
 
 
 class StorageReader:
@@ -220,7 +235,7 @@ class StorageReader:
             heads = list(self.flushing) + [self.head]
         if files:
             self._sample_cache.retain({f.path for f in live})
-            parts.extend(self._read_files([f.path for f in files], ids_sorted, start_ms, end_ms, ctx))
+            parts.extend(self._read_files(files, ids_sorted, start_ms, end_ms, ctx))
         for h in heads:
             for block in h.select(ids_sorted, start_ms, end_ms):
                 ctx.charge_samples(len(block), "head read")
@@ -228,26 +243,43 @@ class StorageReader:
         ctx.check("sample merge")
         return _merge(ids_sorted, [p for p in parts if len(p)], start_ms, end_ms)
 
-    def _read_files(self, paths: list[str], ids_sorted: np.ndarray, start_ms: int, end_ms: int,
+    def _read_files(self, files: list, ids_sorted: np.ndarray, start_ms: int, end_ms: int,
                     ctx: QueryContext) -> list[SampleBlock]:
-        """One block per file (in ``paths`` order), each sorted by (sid, t)."""
+        """One block per file (in ``files`` order), each sorted by (sid, t)."""
+        paths = [f.path for f in files]
         g = self.catalog.dense(ids_sorted)
         tidx = self.catalog.metric_idx.a[g]
-        whole, selective = [], []
-        for ti, n in zip(*np.unique(tidx, return_counts=True)):
-            table = self.catalog.tables[int(ti)]
-            (whole if n >= WHOLE_METRIC_SHARE * len(table) else selective).append(table.name)
+        # Samples per series in each file (from its time span) size a cache fill; a fill that
+        # could not stay in the cache is never made, so big selections read only their window.
+        spans = [(f.max_t - f.min_t) / self._interval_ms + 1 for f in files]
+        file_ms = sum(f.max_t - f.min_t + 1 for f in files)
+        wide = (end_ms - start_ms + 1) >= MIN_WINDOW_SHARE * file_ms
+        cap = self._sample_cache.max_bytes
         per_file: list[list[SampleBlock]] = [[] for _ in paths]
-        for metric in whole:
-            blocks, fresh = self._metric_blocks(paths, metric, ctx)
+        selective: list[np.ndarray] = []
+        for ti in np.unique(tidx).tolist():
+            ctx.check("parquet read")  # a read served from the cache has no DuckDB call to interrupt
+            table = self.catalog.tables[ti]
+            ids_m = ids_sorted[tidx == ti]
+            whole = (24 * len(table) * sum(spans) <= cap // 16  # sid + t + v per sample
+                     or len(ids_m) >= WHOLE_METRIC_SHARE * len(table))
+            key = "*" if whole else hashlib.blake2b(ids_m.tobytes(), digest_size=16).hexdigest()
+            rows = len(table) if whole else len(ids_m)
+            cached = all(self._sample_cache.get((p, table.name, key)) is not None for p in paths)
+            if not cached and not (wide and 24 * rows * max(spans) <= cap // 4):
+                selective.append(ids_m)
+                continue
+            blocks, fresh = self._metric_blocks(paths, table.name, key, None if whole else ids_m, ctx)
             for i, b in enumerate(blocks):
-                sel = select_sorted(b.sid, b.t, b.v, ids_sorted, start_ms, end_ms)
+                sel = select_sorted(b.sid, b.t, b.v, ids_m, start_ms, end_ms)
                 if i not in fresh:  # fresh reads were charged row by row as DuckDB returned them
                     ctx.charge_samples(len(sel), "parquet read (cached)")
                 per_file[i].append(sel)
         if selective:
-            wanted = ids_sorted[np.isin(tidx, [self.catalog.metrics[m].index for m in selective])]
-            block, file_index = self._read_parquet(paths, sorted(selective), wanted, start_ms, end_ms, ctx)
+            wanted = np.sort(np.concatenate(selective))
+            metrics = sorted({self.catalog.tables[int(ti)].name for ti in np.unique(self.catalog.metric_idx.a[
+                self.catalog.dense(wanted)])})
+            block, file_index = self._read_parquet(paths, metrics, wanted, start_ms, end_ms, ctx)
             for i, b in enumerate(_split_by_file(block, file_index, len(paths))):
                 per_file[i].append(b)
         out = []
@@ -259,17 +291,22 @@ class StorageReader:
                 out.append(_sort_block(SampleBlock(*(np.concatenate(c) for c in zip(*((b.sid, b.t, b.v) for b in bs))))))
         return out
 
-    def _metric_blocks(self, paths: list[str], metric: str, ctx: QueryContext) -> tuple[list[SampleBlock], set[int]]:
-        """All samples of ``metric`` in each file, from the cache or read (and cached) now;
-        plus the positions of the files read now."""
-        blocks: list[SampleBlock | None] = [self._sample_cache.get((p, metric)) for p in paths]
+    def _metric_blocks(self, paths: list[str], metric: str, key: str, ids: np.ndarray | None,
+                       ctx: QueryContext) -> tuple[list[SampleBlock], set[int]]:
+        """Samples of ``metric`` (all series, or just ``ids``) in each file, from the cache or
+        read (and cached) now; plus the positions of the files read now."""
+        blocks: list[SampleBlock | None] = [self._sample_cache.get((p, metric, key)) for p in paths]
         missing = [i for i, b in enumerate(blocks) if b is None]
         if missing:
-            tb = self._query(SELECT_METRIC, {"files": [paths[i] for i in missing], "metric": metric}, ctx)
+            params = {"files": [paths[i] for i in missing], "metric": metric}
+            if ids is None:
+                tb = self._query(SELECT_METRIC, params, ctx)
+            else:
+                tb = self._query(SELECT_METRIC_SERIES, params, ctx, pa.table({"sid": ids}))
             block, file_index = _block_of(tb)
             for j, b in enumerate(_split_by_file(block, file_index, len(missing))):
                 b = _sort_block(b)
-                self._sample_cache.put((paths[missing[j]], metric), b)
+                self._sample_cache.put((paths[missing[j]], metric, key), b)
                 blocks[missing[j]] = b
         return blocks, set(missing)  # type: ignore[return-value]
 
@@ -333,8 +370,11 @@ def _merge(ids_sorted: np.ndarray, parts: list[SampleBlock], start_ms: int, end_
     the first-written sample of a duplicated (sid, t)."""
     if not parts:
         return SampleBlock.empty()
-    if len(parts) == 1 and _sorted_by_sid_t(parts[0].sid, parts[0].t):
-        return parts[0]
+    if all(_sorted_by_sid_t(p.sid, p.t) for p in parts):  # strictly: no duplicate inside a part
+        if len(parts) == 1:
+            return parts[0]
+        if all(int(a.t.max()) < int(b.t.min()) for a, b in zip(parts, parts[1:])):
+            return _interleave(ids_sorted, parts)
     sid = np.concatenate([p.sid for p in parts])
     t = np.concatenate([p.t for p in parts])
     v = np.concatenate([p.v for p in parts])
@@ -352,3 +392,24 @@ def _merge(ids_sorted: np.ndarray, parts: list[SampleBlock], start_ms: int, end_
         keep = np.r_[True, (sid[order][1:] != sid[order][:-1]) | (t[order][1:] != t[order][:-1])]
     order = order[keep]
     return SampleBlock(sid[order], t[order], v[order])
+
+
+def _interleave(ids_sorted: np.ndarray, parts: list[SampleBlock]) -> SampleBlock:
+    """Merge sorted parts that follow each other in time (hourly files, then the head): each
+    series' runs are laid end to end, part after part, by computing every sample's output
+    position. O(n), no sort and no duplicates (the time ranges are disjoint)."""
+    cnt = np.empty((len(parts), len(ids_sorted)), np.int64)
+    run_start = []
+    for i, p in enumerate(parts):
+        lo = np.searchsorted(p.sid, ids_sorted, "left")
+        cnt[i] = np.searchsorted(p.sid, ids_sorted, "right") - lo
+        run_start.append(lo)
+    total = cnt.sum(axis=0)
+    out_start = np.cumsum(total) - total
+    before = np.cumsum(cnt, axis=0) - cnt  # samples of earlier parts in the same series
+    n = int(total.sum())
+    sid, t, v = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.float64)
+    for i, p in enumerate(parts):
+        dest = np.repeat(out_start + before[i] - run_start[i], cnt[i]) + np.arange(len(p))
+        sid[dest], t[dest], v[dest] = p.sid, p.t, p.v
+    return SampleBlock(sid, t, v)

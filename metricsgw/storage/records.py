@@ -25,7 +25,9 @@ def encode(batch: AppendBatch) -> bytes:
     ns = len(batch.new_series)
     parts = [_MAGIC, _U32.pack(ns)]
     if ns:
-        keys = series_keys([labels for _, labels in batch.new_series])
+        keys = getattr(batch, "series_keys", None)  # set by the ingest pipeline, which built them
+        if keys is None or len(keys) != ns:
+            keys = series_keys([labels for _, labels in batch.new_series])
         parts += [np.fromiter((sid for sid, _ in batch.new_series), np.int64, ns).tobytes(),
                   np.fromiter(map(len, keys), np.uint32, ns).tobytes(), b"".join(keys)]
     meta = json.dumps([(m.metric, m.type, m.help, m.unit) for m in batch.metadata],

@@ -9,6 +9,8 @@ deleted only after the snapshot's Parquet files and the ``flushed`` marker are o
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import ctypes.util
 import json
 import logging
 import os
@@ -16,6 +18,7 @@ import threading
 import time
 
 import numpy as np
+import pyarrow as pa
 
 from ..errors import Unavailable
 from . import parquet_io, records
@@ -29,6 +32,29 @@ from .wal import WAL, fsync_dir, list_segments, read_segment, segment_name
 log = logging.getLogger(__name__)
 
 _ACTIVE_WINDOW_MS = 3600_000  # a series is active if it received a sample within the last hour
+
+
+def _load_malloc_trim():
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):  # not glibc: nothing to trim
+        return None
+
+
+_MALLOC_TRIM = _load_malloc_trim()
+
+
+def release_free_memory() -> None:
+    """Give freed memory back to the OS after a flush.
+
+    A flush allocates and frees hundreds of MB of numpy/Arrow buffers. glibc keeps freed heap
+    memory (its mmap threshold adapts upward, so big buffers land on the heap) and Arrow's
+    mimalloc pool keeps its pages: measured at 120k series, ~1.7 KB of RSS per series stayed
+    resident after each flush. malloc_trim(0) and release_unused() return it.
+    """
+    pa.default_memory_pool().release_unused()
+    if _MALLOC_TRIM is not None:
+        _MALLOC_TRIM(0)
 
 
 class Storage(StorageReader):
@@ -177,6 +203,7 @@ class Storage(StorageReader):
                     compact_side_tables(self)
                     self.apply_retention()
                     self.delete_retired(older_than_s=150.0)
+                    release_free_memory()  # compaction's buffers too
                 except Exception:
                     log.exception("flush failed; will retry")
                     if self.telemetry:
@@ -204,6 +231,7 @@ class Storage(StorageReader):
                 self.files = sorted(self.files + new_files, key=lambda f: (f.partition_ms, f.seq))
                 self.flushing.remove(snap)
             self.wal.remove_upto(cut)
+            release_free_memory()
             if self.telemetry:
                 self.telemetry.flush_duration.observe(time.perf_counter() - t0)
                 self.telemetry.head_samples.set(len(self.head))

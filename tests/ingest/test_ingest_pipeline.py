@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from metricsgw.ingest.pipeline import IngestPipeline, Rejection
+from metricsgw.ingest.pipeline import IngestPipeline, Rejection, cache_keys
 from metricsgw.model import STALE_NAN_BITS, series_id
 from metricsgw.remote import codec
 from metricsgw.remote.proto import remote_v1_pb2 as v1pb
@@ -69,7 +69,7 @@ def test_new_series_then_cache_hit_gives_same_ids(storage, telemetry, version):
     batch2, _ = pipe.process(request(gpu_series(50, t=2000), version))
     assert batch2.new_series == [] and batch2.sid.tolist() == want
     # Second repeat takes the all-known path: a cache of plain ints, no label work.
-    assert all(type(pipe._cache[k]) is int for k in request(gpu_series(50), version).keys)
+    assert all(type(pipe._cache[k]) is int for k in cache_keys(request(gpu_series(50), version).keys))
     d3 = request(gpu_series(50, t=3000, value=STALE), version)
     d3._pairs = None  # any label decoding now would fail loudly
     batch3, rej3 = pipe.process(d3)
