@@ -10,6 +10,10 @@ Cache values are one of
                last seen (new in a batch that may not have been stored, or refused by a
                limit): the limit check and has_series are repeated until confirmed
   _Refuse      rejected for good under the current rules (bad labels, relabel drop)
+Cache keys are 16-byte digests of the raw v1 label bytes (``cache_keys``), not the bytes.
+New series are resolved in bulk (``_resolve_many``): one parse for all their labels,
+vectorised validation (bulk.py), one pass of hashing; odd series fall back to the exact
+per-series validation, so messages and results do not depend on which path ran.
 Limit refusals are never cached as final: they depend on storage state that changes.
 The cache is cleared when the rules change (their generation bumps) and when it grows
 past ``max_cache_entries``. It assumes storage never forgets a series while we run; call

@@ -17,8 +17,21 @@ from .value import Ranges, Series
 class Loaded:
     """Samples of the selected series, grouped by series in label order."""
 
-    def __init__(self, labels: list[Labels], t: np.ndarray, v: np.ndarray, offsets: np.ndarray):
+    def __init__(self, labels: list[Labels], t: np.ndarray, v: np.ndarray, offsets: np.ndarray,
+                 hint: np.ndarray | None = None):
         self.labels, self.t, self.v, self.offsets = labels, t, v, offsets
+        # Series in the order the source listed them: sorting from there is cheap when the
+        # source lists them (mostly) in label order, as the storage does per metric.
+        self.hint = hint
+
+    def label_order(self) -> np.ndarray:
+        """Series indexes in label order (the order results are returned in)."""
+        if not len(self.labels):
+            return np.empty(0, np.int64)
+        hint = self.hint if self.hint is not None else np.arange(len(self.labels), dtype=np.int64)
+        pre = [self.labels[i] for i in hint.tolist()]
+        # timsort: near-linear when ``pre`` is made of a few sorted runs
+        return hint[np.array(sorted(range(len(pre)), key=pre.__getitem__), dtype=np.int64)]
 
     def without_stale(self) -> "Loaded":
         """Range windows skip stale markers, as Prometheus does."""
@@ -28,7 +41,7 @@ class Loaded:
         keep = ~stale
         counts = _segment_counts(keep, self.offsets)
         offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-        return Loaded(self.labels, self.t[keep], self.v[keep], offsets)
+        return Loaded(self.labels, self.t[keep], self.v[keep], offsets, self.hint)
 
 
 def _segment_counts(flags: np.ndarray, offsets: np.ndarray) -> np.ndarray:
@@ -59,9 +72,10 @@ def load(source, matchers: list[Matcher], start_ms: int, end_ms: int, ctx: Query
         return Loaded([], np.empty(0, np.int64), np.empty(0), np.zeros(1, np.int64))
     starts = np.concatenate([[0], np.flatnonzero(np.diff(block.sid)) + 1])
     offsets = np.concatenate([starts, [len(block)]]).astype(np.int64)
-    label_of = dict(zip(ss.ids.tolist(), ss.labels))
-    labels = [label_of[sid] for sid in block.sid[starts].tolist()]
-    return Loaded(labels, block.t, block.v, offsets)
+    pos_of = {sid: i for i, sid in enumerate(ss.ids.tolist())}
+    pos = np.array([pos_of[sid] for sid in block.sid[starts].tolist()], dtype=np.int64)
+    labels = [ss.labels[i] for i in pos.tolist()]
+    return Loaded(labels, block.t, block.v, offsets, np.argsort(pos, kind="stable"))
 
 
 def _keys(offsets: np.ndarray, t: np.ndarray, base: int, span: int) -> np.ndarray:
@@ -118,13 +132,9 @@ def instant(loaded: Loaded, ref_ms: np.ndarray, lookback_ms: int) -> Series:
     sv = loaded.v[li]
     mask = has & (st >= ref_ms[None, :] - lookback_ms) & ~is_stale(sv)
     values = np.where(mask, sv, 0.0)
-    order = _label_order(loaded.labels)
+    order = loaded.label_order()
     return Series([loaded.labels[i] for i in order], values[order], mask[order],
                   np.where(mask, st, 0)[order]).compact()
-
-
-def _label_order(labels: list[Labels]) -> np.ndarray:
-    return np.array(sorted(range(len(labels)), key=labels.__getitem__), dtype=np.int64)
 
 
 def ranges(loaded: Loaded, end_ms: np.ndarray, range_ms: int) -> Ranges:
@@ -132,7 +142,7 @@ def ranges(loaded: Loaded, end_ms: np.ndarray, range_ms: int) -> Ranges:
     ld = loaded.without_stale()
     lo, hi = search_many(ld.offsets, ld.t, [(end_ms - range_ms, "left"), (end_ms, "right")])
     # Rows in label order; samples stay put (lo/hi are global indices).
-    order = _label_order(ld.labels) if len(ld.labels) else np.empty(0, np.int64)
+    order = ld.label_order()
     return Ranges([ld.labels[i] for i in order], ld.t, ld.v, ld.offsets, lo[order], hi[order], end_ms, range_ms)
 
 

@@ -26,6 +26,8 @@ class AppendBatch:
     t: np.ndarray = field(default_factory=lambda: np.empty(0, np.int64))
     v: np.ndarray = field(default_factory=lambda: np.empty(0, np.float64))
     metadata: list[MetricMetadata] = field(default_factory=list)
+    # model.series_key of each new series, when the pipeline already built them (the WAL record reuses them)
+    series_keys: list[bytes] | None = None
 
     def __len__(self) -> int:
         return len(self.sid)

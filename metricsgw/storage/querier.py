@@ -130,6 +130,7 @@ class StorageReader:
         # metrics every refresh, and a cached read is a binary search instead of a Parquet scan.
         self._sample_cache = _SampleCache(memory_limit // 8)
         self._labels_of: dict[int, object] = {}  # dense index -> Labels (series labels never change)
+        self._label_ranks: dict[str, np.ndarray] = {}  # metric -> label rank of each table row
 
     def _close_reader(self) -> None:
         self._db.close()
@@ -146,18 +147,38 @@ class StorageReader:
                 rows = rows[: limit - total]
             if ctx is not None:
                 ctx.charge_series(len(rows), "series selection")
+            rows = rows[np.argsort(self._label_rank(table)[rows], kind="stable")]  # label order
             g = table.gidx.view[rows]
             ids.append(self.catalog.sids.a[g])
-            known = self._labels_of
-            for r, gi in zip(rows.tolist(), g.tolist()):
-                lb = known.get(gi)
-                if lb is None:
-                    lb = known[gi] = table.labels_at(r)
-                labels.append(lb)
+            labels.extend(self._labels(table, rows, g))
             total += len(rows)
             if limit is not None and total >= limit:
                 break
         return SeriesSet(np.concatenate(ids) if ids else np.empty(0, np.int64), labels)
+
+    def _labels(self, table, rows: np.ndarray, g: np.ndarray) -> list:
+        known = self._labels_of
+        out = []
+        for r, gi in zip(rows.tolist(), g.tolist()):
+            lb = known.get(gi)
+            if lb is None:
+                lb = known[gi] = table.labels_at(r)
+            out.append(lb)
+        return out
+
+    def _label_rank(self, table) -> np.ndarray:
+        """Each row's position in its table in label order, recomputed only when the table grew:
+        selections come out label-sorted per metric, so the engine's sort is nearly free."""
+        n = len(table)
+        got = self._label_ranks.get(table.name)
+        if got is not None and len(got) == n:
+            return got
+        rows = np.arange(n)
+        lbls = self._labels(table, rows, table.gidx.view[:n])
+        rank = np.empty(n, np.int64)
+        rank[np.array(sorted(range(n), key=lbls.__getitem__), dtype=np.int64)] = rows
+        self._label_ranks[table.name] = rank
+        return rank
 
     def count_series(self, matchers: list[Matcher], start_ms: int | None, end_ms: int | None,
                      ctx: QueryContext | None = None) -> int:
@@ -331,7 +352,9 @@ class StorageReader:
                 ctx.charge_samples(rb.num_rows, "parquet read")
                 chunks.append(rb)
             ctx.check("parquet read")
-        except duckdb.InterruptException:
+        except (duckdb.InterruptException, OSError):
+            # An interrupt (deadline or client gone) surfaces as InterruptException, or as
+            # pyarrow's OSError("INTERRUPT Error") when it lands while batches are streamed.
             ctx.check("parquet read")
             raise
         finally:

@@ -25,7 +25,7 @@ def encode(batch: AppendBatch) -> bytes:
     ns = len(batch.new_series)
     parts = [_MAGIC, _U32.pack(ns)]
     if ns:
-        keys = getattr(batch, "series_keys", None)  # set by the ingest pipeline, which built them
+        keys = batch.series_keys
         if keys is None or len(keys) != ns:
             keys = series_keys([labels for _, labels in batch.new_series])
         parts += [np.fromiter((sid for sid, _ in batch.new_series), np.int64, ns).tobytes(),
