@@ -54,9 +54,10 @@ def test_disconnect_stops_the_work(server, loaded):
     after_cpu = cpu_seconds(server.pid) - c_gone
     print(f"full query {full_s:.2f}s / {full_cpu:.2f} CPU s; after hang-up: noticed in {seen:.2f}s, "
           f"slot free in {freed:.2f}s, {after_cpu:.2f} CPU s in the next ~1.5 s")
-    # Had the work gone on, it would have used about a core for all of that time (the full query
-    # runs ~4 s); measured: < 0.1 CPU s.
-    assert after_cpu < 0.5
+    # Had the work gone on, it would have used about a core for all of that time (~1.5 CPU s; the
+    # full query runs ~4 s); measured 0.06-0.17 CPU s when idle, up to 0.55 with other load on the
+    # machine (the /metrics polls above cost CPU too), so the bound is half of the continuing case.
+    assert after_cpu < 0.75
     assert busy_fraction(server.pid, 0.5) < 0.2  # and the server is idle again
 
     # the one slot is free: the next query runs at once (the queue would 503 it after 1 s otherwise)
