@@ -13,6 +13,7 @@ from metricsgw.promql.aggregations import quantile_sorted
 from metricsgw.promql.value import Ranges
 
 
+@np.errstate(invalid="ignore")
 def _reference(q: np.ndarray, r: Ranges) -> np.ndarray:
     out = np.zeros(r.lo.shape)
     for i, k in zip(*np.nonzero(r.hi > r.lo)):
