@@ -31,7 +31,7 @@ COPY (
     ORDER BY sid, t, filename
   )
   ORDER BY metric, sid, t
-) TO '{out}' (FORMAT parquet, COMPRESSION zstd, PARQUET_VERSION V2, ROW_GROUP_SIZE 1048576)
+) TO '{out}' (FORMAT parquet, COMPRESSION zstd, PARQUET_VERSION V2, ROW_GROUP_SIZE 131072)
 """
 
 

@@ -3,7 +3,8 @@
     <path>/samples/hour=<partition start, unix ms>/part-<seq>.parquet   (metric, sid, t, v)
     <path>/series/series-<seq>.parquet                                  (sid, labels_json)
 
-Sample files are sorted by (metric, sid, t) so row-group statistics prune by metric and series;
+Sample files are sorted by (metric, sid, t) in row groups of 128k rows, so row-group statistics
+let a cold read skip the metrics it does not want;
 ``t`` is delta-encoded and ``v`` byte-stream-split, both zstd: regular scrapes cost ~1-2 bytes
 per sample. Every file is written under a ``.tmp`` name, fsync'd, then renamed, then the
 directory fsync'd: a crash leaves either the whole file or a ``.tmp`` that start-up deletes.
@@ -61,7 +62,7 @@ def write_samples(root: str, partition_ms: int, seq: int, metric_codes: np.ndarr
     metric = pa.DictionaryArray.from_arrays(pa.array(metric_codes, pa.int32()), pa.array(metric_names, pa.string()))
     table = pa.table({"metric": metric, "sid": sid, "t": t, "v": v})
     path = os.path.join(pdir, f"part-{seq:08d}.parquet")
-    _write_atomic(table, path, row_group_size=1 << 20, use_dictionary=["metric"],
+    _write_atomic(table, path, row_group_size=1 << 17, use_dictionary=["metric"],
                   column_encoding={"t": "DELTA_BINARY_PACKED", "v": "BYTE_STREAM_SPLIT", "sid": "DELTA_BINARY_PACKED"},
                   compression_level=3)
     return SampleFile(path, partition_ms, seq, int(t.min()), int(t.max()))
