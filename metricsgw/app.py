@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 from aiohttp import web
@@ -44,8 +46,11 @@ def build_app(cfg: Config, telemetry: Telemetry | None = None) -> web.Applicatio
                            subquery_step_s=cfg.query_subquery_default_step)
     app[K.GUARD] = QueryGuard(cfg.query_max_concurrency, cfg.query_max_queue, cfg.query_queue_timeout, tel)
     app[K.BLOCKED] = BlockedQueries(cfg.query_blocked)
-    # Queries get their own threads: ingestion (event loop + WAL thread) never waits behind them.
-    app[K.QUERY_POOL] = ThreadPoolExecutor(cfg.query_max_concurrency + 2, thread_name_prefix="query")
+    # Queries get their own threads: ingestion (event loop + WAL thread) never waits behind them,
+    # and those threads run at a lower CPU priority, so when queries and writes compete for the
+    # cores the scheduler serves the writes first.
+    app[K.QUERY_POOL] = ThreadPoolExecutor(cfg.query_max_concurrency + 2, thread_name_prefix="query",
+                                           initializer=_lower_priority)
 
     r = app.router
     r.add_post("/api/v1/write", handle_write)
@@ -69,6 +74,16 @@ def build_app(cfg: Config, telemetry: Telemetry | None = None) -> web.Applicatio
     app.on_startup.append(_open_storage)
     app.on_cleanup.append(_close_storage)
     return app
+
+
+QUERY_THREAD_NICENESS = 10
+
+
+def _lower_priority() -> None:
+    try:  # Linux: a thread is a schedulable task with its own nice value
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), QUERY_THREAD_NICENESS)
+    except (OSError, AttributeError):
+        pass
 
 
 async def _open_storage(app: web.Application) -> None:
