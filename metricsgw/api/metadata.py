@@ -93,29 +93,18 @@ async def series(request: web.Request) -> web.Response:
 
 
 async def label_names(request: web.Request) -> web.Response:
-    params = await read_params(request)
-    sets = parse_match(params) or [[]]
-    start_ms, end_ms = _window(request, params)
-    limit, by_user = _cap(request, params, request.app[CONFIG].query_max_label_values)
-    ctx = query_context(request, params.get("timeout"), metadata=True)
-    storage = request.app[STORAGE]
-
-    def work():
-        names: set[str] = set()
-        for ms in sets:
-            names.update(storage.label_names(ms, start_ms, end_ms, ctx))
-        return sorted(names)
-
-    names = await run_guarded(request, "labels", ctx, work)
-    warnings = []
-    if len(names) > limit:
-        names = names[:limit]
-        warnings.append(_truncation_warning(by_user, limit, "--query.max-label-values"))
-    return success(names, warnings)
+    return await _label_listing(request, "labels",
+                                lambda storage, ms, start_ms, end_ms, ctx: storage.label_names(ms, start_ms, end_ms, ctx))
 
 
 async def label_values(request: web.Request) -> web.Response:
     name = request.match_info["name"]
+    return await _label_listing(request, "label_values", lambda storage, ms, start_ms, end_ms, ctx:
+                                storage.label_values(name, ms, start_ms, end_ms, ctx))
+
+
+async def _label_listing(request: web.Request, kind: str, fetch) -> web.Response:
+    """/labels and /label/<n>/values: the union over match[] sets, sorted, capped with a warning."""
     params = await read_params(request)
     sets = parse_match(params) or [[]]
     start_ms, end_ms = _window(request, params)
@@ -124,17 +113,17 @@ async def label_values(request: web.Request) -> web.Response:
     storage = request.app[STORAGE]
 
     def work():
-        values: set[str] = set()
+        found: set[str] = set()
         for ms in sets:
-            values.update(storage.label_values(name, ms, start_ms, end_ms, ctx))
-        return sorted(values)
+            found.update(fetch(storage, ms, start_ms, end_ms, ctx))
+        return sorted(found)
 
-    values = await run_guarded(request, "label_values", ctx, work)
+    found = await run_guarded(request, kind, ctx, work)
     warnings = []
-    if len(values) > limit:
-        values = values[:limit]
+    if len(found) > limit:
+        found = found[:limit]
         warnings.append(_truncation_warning(by_user, limit, "--query.max-label-values"))
-    return success(values, warnings)
+    return success(found, warnings)
 
 
 async def metadata(request: web.Request) -> web.Response:
