@@ -154,9 +154,6 @@ class Config:
         except KeyError:
             raise AttributeError(attr) from None
 
-    def get(self, name: str) -> Any:
-        return self.values[BY_NAME[name].attr]
-
 
 def _flatten(data: dict, prefix: str = "") -> dict[str, Any]:
     out: dict[str, Any] = {}

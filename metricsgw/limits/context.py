@@ -74,9 +74,6 @@ class QueryContext:
                 f"(about {int(n)} estimated, limit {self.max_samples}; raise --query.max-samples or narrow the query)"
             )
 
-    def release_samples(self, n: int) -> None:
-        self.samples = max(0, self.samples - int(n))
-
     def charge_series(self, n: int, stage: str) -> None:
         self.series += int(n)
         if self.series > self.max_series:

@@ -293,10 +293,6 @@ class Catalog:
             if len(rows):
                 yield table, rows
 
-    def metric_names_of(self, g: np.ndarray) -> list[str]:
-        """Distinct metric names of these dense indexes."""
-        return sorted(self.tables[int(i)].name for i in np.unique(self.metric_idx.a[g]))
-
     def metric_rank_codes(self, g: np.ndarray) -> tuple[np.ndarray, list[str]]:
         """Per dense index, the rank of its metric name among all names (int32), and the sorted names:
         sorting by the code sorts by metric name, and (codes, names) is an Arrow dictionary array."""

@@ -180,11 +180,6 @@ class StorageReader:
         self._label_ranks[table.name] = rank
         return rank
 
-    def count_series(self, matchers: list[Matcher], start_ms: int | None, end_ms: int | None,
-                     ctx: QueryContext | None = None) -> int:
-        check = ctx.check if ctx else None
-        return sum(len(rows) for _, rows in self.catalog.select(matchers, start_ms, end_ms, check))
-
     def estimate_samples(self, series: SeriesSet, start_ms: int, end_ms: int) -> int:
         """Samples a read of these series over the window would load (from time spans and the scrape interval)."""
         if not len(series):
