@@ -78,10 +78,10 @@ def check_loopback(url: str) -> None:
 
 
 async def _send_one(session: aiohttp.ClientSession, url: str, req: Request, res: LoadResult,
-                    deadline: float) -> bool:
+                    deadline: float, max_attempts: int = MAX_ATTEMPTS) -> bool:
     """One request with Prometheus-style retries; False once the deadline stops us."""
     backoff = MIN_BACKOFF_S
-    for attempt in range(MAX_ATTEMPTS):
+    for attempt in range(max_attempts):
         if time.monotonic() >= deadline:
             return False
         t0 = time.perf_counter()
@@ -117,8 +117,10 @@ async def _send_one(session: aiohttp.ClientSession, url: str, req: Request, res:
 
 
 async def send_all(url: str, shards: list[list[Request]], time_limit_s: float = 300.0,
-                   preamble: list[Request] | None = None, timeout_s: float = 30.0) -> LoadResult:
-    """Send `preamble` (e.g. metadata) first, then each shard on its own connection."""
+                   preamble: list[Request] | None = None, timeout_s: float = 30.0,
+                   max_attempts: int = MAX_ATTEMPTS) -> LoadResult:
+    """Send `preamble` (e.g. metadata) first, then each shard on its own connection.
+    A request is tried up to `max_attempts` times (Prometheus itself retries a 5xx forever)."""
     check_loopback(url)
     res = LoadResult()
     connector = aiohttp.TCPConnector(limit=max(1, len(shards)))
@@ -126,11 +128,11 @@ async def send_all(url: str, shards: list[list[Request]], time_limit_s: float = 
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
         deadline = time.monotonic() + time_limit_s
         for req in preamble or []:
-            await _send_one(session, url, req, res, deadline)
+            await _send_one(session, url, req, res, deadline, max_attempts)
 
         async def run_shard(reqs: list[Request]) -> None:
             for n, req in enumerate(reqs):
-                if not await _send_one(session, url, req, res, deadline):
+                if not await _send_one(session, url, req, res, deadline, max_attempts):
                     res.requests_not_sent += len(reqs) - n
                     return
 

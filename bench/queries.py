@@ -1,5 +1,6 @@
 """Dashboard-style query benchmark: the same PromQL against two servers holding the same data.
 
+    python -m bench.queries --dir /var/tmp/bench-1000 --nodes 1000    # loads both servers once (bench.dataset)
     python -m bench.queries --a http://127.0.0.1:9201 --b http://127.0.0.1:9090 [--window 1h --step 30s]
 
 Queries go as Grafana sends them: POST application/x-www-form-urlencoded to /api/v1/query_range
@@ -19,8 +20,11 @@ import time
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from metricsgw.config import parse_duration
+
+RESULTS = Path(__file__).resolve().parent / "results"
 
 # (panel, PromQL) -- the GPU health, network, apiserver and node panels of the shipped dashboards
 DASHBOARD_QUERIES = (
@@ -152,16 +156,40 @@ def latest_timestamp(base: str) -> float:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--a", required=True, help="base URL of server a (e.g. metricsgw)")
-    ap.add_argument("--b", required=True, help="base URL of server b (e.g. Prometheus)")
+    ap.add_argument("--a", help="base URL of server a (e.g. metricsgw); or use --dir")
+    ap.add_argument("--b", help="base URL of server b (e.g. Prometheus)")
+    ap.add_argument("--dir", type=Path, help="run both servers on a bench.dataset dir (loaded first if empty)")
+    ap.add_argument("--nodes", type=int, default=1000, help="with --dir: workload size")
+    ap.add_argument("--history", default="70m", help="with --dir: span of loaded data")
     ap.add_argument("--end", type=float, help="unix seconds; default max(timestamp(up)) on b")
     ap.add_argument("--window", default="1h")
     ap.add_argument("--step", default="30s")
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args(argv)
-    end = args.end or latest_timestamp(args.b)
-    results = run(args.a, args.b, end, parse_duration(args.window), parse_duration(args.step), args.repeat)
+    window, step = parse_duration(args.window), parse_duration(args.step)
+    if args.dir is None:
+        if not (args.a and args.b):
+            ap.error("give --a and --b, or --dir")
+        results = run(args.a, args.b, args.end or latest_timestamp(args.b), window, step, args.repeat)
+        print(table(results))
+        return
+    from bench.dataset import DatasetPlan, open_dataset
+    plan = DatasetPlan(nodes=args.nodes, history_s=parse_duration(args.history))
+    ds = open_dataset(args.dir, plan)
+    try:
+        print(f"{ds.num_series:,} series; load s {ds.load_s}; restart s {ds.restart_s}", flush=True)
+        results = run(ds.metricsgw.base_url, ds.prometheus.base_url, args.end or ds.end_ms / 1000, window, step,
+                      args.repeat)
+    finally:
+        ds.stop()
+    print("a = metricsgw, b = Prometheus\n")
     print(table(results))
+    RESULTS.mkdir(exist_ok=True)
+    out = RESULTS / time.strftime("queries-%Y%m%dT%H%M%SZ.json", time.gmtime())
+    out.write_text(json.dumps({"plan": vars(plan), "num_series": ds.num_series, "load_s": ds.load_s,
+                               "restart_s": ds.restart_s, "window_s": window, "step_s": step,
+                               "results": [vars(r) for r in results]}, indent=2))
+    print(f"\nresults: {out}")
 
 
 if __name__ == "__main__":

@@ -67,8 +67,24 @@ def aggregate(op: str, s: Series, without: bool, names: list[str], param=None) -
 
 
 def _avg(gid, g, v, m, count) -> np.ndarray:
-    # Prometheus 2.42 always uses its running mean (no overflow, and bit-identical results).
-    return _incremental_mean(gid, g, v, m)
+    """sum / count, vectorised over all groups and steps. Prometheus 2.42 keeps a running mean
+    per group, which needs one pass per group member (2,000 passes for 8,000 GPUs in 4
+    namespaces); sum / count equals it to ~n ulp, and both give the same NaN and +-Inf
+    for infinite inputs. Only where a sum of finite values overflows do they differ: those
+    groups take the running mean."""
+    total = np.zeros((g, v.shape[1]))
+    np.add.at(total, gid, np.where(m, v, 0.0))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = total / count
+    inf_in = np.zeros((g, v.shape[1]), bool)
+    np.logical_or.at(inf_in, gid, m & np.isinf(v))
+    overflow = np.isinf(mean) & ~inf_in & (count > 0)
+    if overflow.any():
+        groups = np.flatnonzero(overflow.any(axis=1))
+        rows = np.flatnonzero(np.isin(gid, groups))
+        sub = np.searchsorted(groups, gid[rows])
+        mean[groups] = _incremental_mean(sub, len(groups), v[rows], m[rows])
+    return mean
 
 
 def _ranks(gid: np.ndarray, g: int) -> np.ndarray:

@@ -2,37 +2,36 @@
 
 A closed partition (its hour is over and the head holds nothing of it) with several files, or any
 partition with many, is rewritten as one file sorted by (metric, sid, t), keeping the first-written
-sample of exact duplicates. DuckDB does the sort, spilling to disk within its memory limit, so a
-partition bigger than memory still compacts. The new file is in place (tmp, fsync, rename) before
-the old ones are retired (deleted once no query can still be reading them): a crash in between
-leaves duplicates, which reads and the next compaction remove.
-Side tables (series, spans) are merged the same way once they pile up.
+sample of exact duplicates. Every file is already sorted that way, so the merge streams metric by
+metric in name order: each file's rows of one metric (found from row-group statistics) are read,
+merged in write order and appended to the new file. Time is linear and memory holds one metric of
+the partition, not the whole of it. The new file is in place (tmp, fsync, rename) before the old
+ones are retired (deleted once no query can still be reading them): a crash in between leaves
+duplicates, which reads and the next compaction remove.
+Side tables (series, spans) are merged with DuckDB once they pile up (they are small).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import threading
 from collections import defaultdict
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 from . import parquet_io
+from .batch import SampleBlock
+from .querier import _merge
 from .wal import fsync_dir
 
 log = logging.getLogger(__name__)
 
 MAX_FILES_OPEN_PARTITION = 16
 MAX_SIDE_FILES = 16
-
-_MERGE_SAMPLES = """
-COPY (
-  SELECT metric, sid, t, v FROM (
-    SELECT DISTINCT ON (sid, t) metric, sid, t, v
-    FROM read_parquet($files, filename = true)
-    ORDER BY sid, t, filename
-  )
-  ORDER BY metric, sid, t
-) TO '{out}' (FORMAT parquet, COMPRESSION zstd, PARQUET_VERSION V2, ROW_GROUP_SIZE 131072)
-"""
 
 
 def _sql_path(path: str) -> str:
@@ -47,8 +46,10 @@ def _fsync_file(path: str) -> None:
         os.close(fd)
 
 
-def compact_partitions(storage) -> int:
-    """Returns the number of partitions rewritten. Runs in the flush thread (one writer)."""
+def compact_partitions(storage, row_group_rows: int = parquet_io.SAMPLE_ROW_GROUP_ROWS) -> int:
+    """Returns the number of partitions rewritten. Runs in the flush thread (one writer).
+
+    Gives up (leaving no file behind) as soon as ``storage._stop`` is set, so shutdown need not wait."""
     by_part: dict[int, list[parquet_io.SampleFile]] = defaultdict(list)
     with storage._swap_lock:
         for f in storage.files:
@@ -61,11 +62,10 @@ def compact_partitions(storage) -> int:
             continue
         storage._seq += 1
         out = os.path.join(os.path.dirname(files[0].path), f"part-{storage._seq:08d}.parquet")
-        con = storage._db.cursor()
-        try:
-            con.execute(_MERGE_SAMPLES.format(out=_sql_path(out + ".tmp")), {"files": sorted(f.path for f in files)})
-        finally:
-            con.close()
+        if not _merge_files([f.path for f in sorted(files, key=lambda f: f.seq)], out + ".tmp", row_group_rows,
+                            storage._stop):
+            log.info("compaction of partition hour=%d abandoned: shutting down", part_ms)
+            return done
         _fsync_file(out + ".tmp")
         os.replace(out + ".tmp", out)
         fsync_dir(os.path.dirname(out))
@@ -78,6 +78,155 @@ def compact_partitions(storage) -> int:
         done += 1
         log.info("compacted %d files of partition hour=%d into %s", len(files), part_ms, os.path.basename(out))
     return done
+
+
+def _merge_files(paths: list[str], tmp: str, row_group_rows: int, stop: threading.Event) -> bool:
+    """Write the merge of sample files (given in write order) to ``tmp``; False (and no ``tmp``)
+    if ``stop`` was set before the last metric was written."""
+    with contextlib.ExitStack() as files:
+        readers = [_MetricReader(files.enter_context(pq.ParquetFile(p)), p) for p in paths]
+        names = sorted(set().union(*(r.rows for r in readers)))
+        writer = _SampleWriter(tmp, names, row_group_rows)
+        try:
+            for code, name in enumerate(names):
+                if stop.is_set():
+                    writer.discard()
+                    return False
+                parts = [b for b in (r.read(name) for r in readers) if b is not None]
+                writer.append(code, _merge_metric(parts))
+            writer.close()
+            return True
+        except BaseException:
+            writer.discard()
+            raise
+
+
+class _MetricReader:
+    """One sample file, read metric by metric: each metric's rows are one contiguous range, and
+    its row groups are the only ones read."""
+
+    def __init__(self, pf: pq.ParquetFile, path: str) -> None:
+        self._pf = pf
+        meta = pf.metadata
+        sizes = np.array([meta.row_group(i).num_rows for i in range(meta.num_row_groups)], np.int64)
+        self._rg_start = np.concatenate([[0], np.cumsum(sizes)])
+        self.rows = _metric_rows(pf, path, self._rg_start)  # metric -> (first row, end row)
+        # The last row group read: it usually holds the start of the next metric too.
+        self._cached: tuple[int, tuple[np.ndarray, np.ndarray, np.ndarray]] | None = None
+
+    def read(self, name: str) -> SampleBlock | None:
+        span = self.rows.get(name)
+        if span is None:
+            return None
+        start, stop = span
+        first = int(np.searchsorted(self._rg_start, start, "right")) - 1
+        last = int(np.searchsorted(self._rg_start, stop - 1, "right")) - 1
+        pieces = []
+        for rg in range(first, last + 1):
+            cols = self._row_group(rg)
+            lo, hi = max(start - self._rg_start[rg], 0), min(stop, self._rg_start[rg + 1]) - self._rg_start[rg]
+            pieces.append([c[lo:hi] for c in cols])
+        if len(pieces) == 1:
+            return SampleBlock(*pieces[0])
+        return SampleBlock(*(np.concatenate(c) for c in zip(*pieces)))
+
+    def _row_group(self, rg: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if self._cached is not None and self._cached[0] == rg:
+            return self._cached[1]
+        tb = self._pf.read_row_group(rg, columns=["sid", "t", "v"])
+        cols = tuple(tb.column(n).to_numpy() for n in ("sid", "t", "v"))
+        self._cached = (rg, cols)
+        return cols
+
+
+def _metric_rows(pf: pq.ParquetFile, path: str, rg_start: np.ndarray) -> dict[str, tuple[int, int]]:
+    """Each metric's row range in a file sorted by metric. A row group whose statistics say it
+    holds one metric is not read; only the metric column of the others is."""
+    meta = pf.metadata
+    col = meta.schema.names.index("metric")
+    runs: list[tuple[str, int, int]] = []  # (metric, first row, end row), in file order
+    for rg in range(meta.num_row_groups):
+        st = meta.row_group(rg).column(col).statistics
+        if st is not None and st.has_min_max and st.min == st.max:
+            runs.append((st.min, int(rg_start[rg]), int(rg_start[rg + 1])))
+            continue
+        offset = int(rg_start[rg])
+        for chunk in pf.read_row_group(rg, columns=["metric"]).column(0).chunks:
+            if not pa.types.is_dictionary(chunk.type):  # a plain string column (files DuckDB wrote)
+                chunk = chunk.dictionary_encode()
+            codes = chunk.indices.to_numpy()
+            starts = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]])
+            ends = np.r_[starts[1:], len(codes)]
+            values = chunk.dictionary.take(codes[starts]).to_pylist()
+            runs.extend((m, offset + int(a), offset + int(b)) for m, a, b in zip(values, starts, ends))
+            offset += len(codes)
+    rows: dict[str, tuple[int, int]] = {}
+    for m, a, b in runs:
+        if m in rows:
+            if rows[m][1] != a:  # rows of a metric that are not together: the file is not sorted by metric
+                raise ValueError(f"{path}: rows of metric {m!r} are not together (not sorted by metric)")
+            a = rows[m][0]
+        rows[m] = (a, b)
+    return rows
+
+
+def _merge_metric(parts: list[SampleBlock]) -> SampleBlock:
+    """One metric's samples from each file (in write order) as one block sorted by (sid, t),
+    keeping the first-written sample of a duplicated (sid, t). The read path's merge: linear
+    when each series' samples in a file follow its samples in earlier files (the usual case),
+    a sort only when they overlap."""
+    if len(parts) == 1:  # a file has no duplicates inside: nothing to merge
+        return parts[0]
+    ids = np.unique(np.concatenate([p.sid[np.r_[True, p.sid[1:] != p.sid[:-1]]] for p in parts]))
+    return _merge(ids, parts, min(int(p.t.min()) for p in parts), max(int(p.t.max()) for p in parts))
+
+
+class _SampleWriter:
+    """Appends metrics (in name order) to a new sample file in row groups of exactly
+    ``row_group_rows`` rows (the last one excepted), as a flush writes them."""
+
+    def __init__(self, path: str, names: list[str], row_group_rows: int) -> None:
+        self._writer = pq.ParquetWriter(path, parquet_io.SAMPLE_SCHEMA, **parquet_io.sample_file_options())
+        self._path = path
+        self._names = pa.array(names, pa.string())
+        self._rows = row_group_rows
+        self._pending: list[tuple[int, SampleBlock]] = []  # (metric code, rows) not written yet
+        self._pending_rows = 0
+
+    def append(self, code: int, block: SampleBlock) -> None:
+        pos, n = 0, len(block)
+        while n - pos >= self._rows - self._pending_rows:  # enough to fill a row group
+            take = self._rows - self._pending_rows
+            self._pending.append((code, SampleBlock(block.sid[pos:pos + take], block.t[pos:pos + take],
+                                                    block.v[pos:pos + take])))
+            self._pending_rows += take
+            pos += take
+            self._write_pending()
+        if pos < n:  # the rest waits for the next metrics, copied so it does not keep this metric's arrays alive
+            self._pending.append((code, SampleBlock(block.sid[pos:].copy(), block.t[pos:].copy(),
+                                                    block.v[pos:].copy())))
+            self._pending_rows += n - pos
+
+    def close(self) -> None:
+        if self._pending_rows:
+            self._write_pending()
+        self._writer.close()
+
+    def discard(self) -> None:
+        """Close without writing what is pending and delete the half-written file."""
+        self._writer.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(self._path)
+
+    def _write_pending(self) -> None:
+        codes = np.repeat(np.array([c for c, _ in self._pending], np.int32), [len(b) for _, b in self._pending])
+        cols = [b for _, b in self._pending]
+        if len(cols) == 1:
+            sid, t, v = cols[0].sid, cols[0].t, cols[0].v
+        else:
+            sid, t, v = (np.concatenate(c) for c in zip(*((b.sid, b.t, b.v) for b in cols)))
+        self._writer.write_table(parquet_io.sample_table(codes, self._names, sid, t, v), row_group_size=self._rows)
+        self._pending, self._pending_rows = [], 0
 
 
 def compact_side_tables(storage) -> None:

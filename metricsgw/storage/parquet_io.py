@@ -38,9 +38,30 @@ class SampleFile:
     max_t: int
 
 
+# How every sample file is laid out (flushes and compaction alike): rows sorted by (metric, sid, t).
+SAMPLE_ROW_GROUP_ROWS = 1 << 17
+SAMPLE_SCHEMA = pa.schema([("metric", pa.dictionary(pa.int32(), pa.string())), ("sid", pa.int64()),
+                           ("t", pa.int64()), ("v", pa.float64())])
+
+
+def sample_file_options() -> dict:
+    """``pyarrow.parquet.ParquetWriter`` options of a sample file (a fresh dict: callers may add to it)."""
+    return {"compression": "zstd", "compression_level": 3, "use_dictionary": ["metric"],
+            "column_encoding": {"t": "DELTA_BINARY_PACKED", "v": "BYTE_STREAM_SPLIT", "sid": "DELTA_BINARY_PACKED"}}
+
+
+def sample_table(metric_codes: np.ndarray, metric_names: pa.Array | list[str], sid: np.ndarray, t: np.ndarray,
+                 v: np.ndarray) -> pa.Table:
+    """Columns as a table of ``SAMPLE_SCHEMA``; the metric column is given dictionary-encoded
+    (codes into metric_names) so no string is built per sample."""
+    metric = pa.DictionaryArray.from_arrays(pa.array(metric_codes, pa.int32()), pa.array(metric_names, pa.string()))
+    return pa.table([metric, pa.array(sid, pa.int64()), pa.array(t, pa.int64()), pa.array(v, pa.float64())],
+                    schema=SAMPLE_SCHEMA)
+
+
 def _write_atomic(table: pa.Table, path: str, **options) -> None:
     tmp = path + ".tmp"
-    pq.write_table(table, tmp, compression="zstd", **options)
+    pq.write_table(table, tmp, **({"compression": "zstd"} | options))
     fd = os.open(tmp, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -59,12 +80,9 @@ def write_samples(root: str, partition_ms: int, seq: int, metric_codes: np.ndarr
     os.makedirs(pdir, exist_ok=True)
     if new_dir:
         fsync_dir(os.path.dirname(pdir))
-    metric = pa.DictionaryArray.from_arrays(pa.array(metric_codes, pa.int32()), pa.array(metric_names, pa.string()))
-    table = pa.table({"metric": metric, "sid": sid, "t": t, "v": v})
+    table = sample_table(metric_codes, metric_names, sid, t, v)
     path = os.path.join(pdir, f"part-{seq:08d}.parquet")
-    _write_atomic(table, path, row_group_size=1 << 17, use_dictionary=["metric"],
-                  column_encoding={"t": "DELTA_BINARY_PACKED", "v": "BYTE_STREAM_SPLIT", "sid": "DELTA_BINARY_PACKED"},
-                  compression_level=3)
+    _write_atomic(table, path, row_group_size=SAMPLE_ROW_GROUP_ROWS, **sample_file_options())
     return SampleFile(path, partition_ms, seq, int(t.min()), int(t.max()))
 
 

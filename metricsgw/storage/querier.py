@@ -391,8 +391,9 @@ def _merge(ids_sorted: np.ndarray, parts: list[SampleBlock], start_ms: int, end_
     if all(_sorted_by_sid_t(p.sid, p.t) for p in parts):  # strictly: no duplicate inside a part
         if len(parts) == 1:
             return parts[0]
-        if all(int(a.t.max()) < int(b.t.min()) for a, b in zip(parts, parts[1:])):
-            return _interleave(ids_sorted, parts)
+        merged = _interleave(ids_sorted, parts)
+        if merged is not None:
+            return merged
     sid = np.concatenate([p.sid for p in parts])
     t = np.concatenate([p.t for p in parts])
     v = np.concatenate([p.v for p in parts])
@@ -412,15 +413,22 @@ def _merge(ids_sorted: np.ndarray, parts: list[SampleBlock], start_ms: int, end_
     return SampleBlock(sid[order], t[order], v[order])
 
 
-def _interleave(ids_sorted: np.ndarray, parts: list[SampleBlock]) -> SampleBlock:
-    """Merge sorted parts that follow each other in time (hourly files, then the head): each
-    series' runs are laid end to end, part after part, by computing every sample's output
-    position. O(n), no sort and no duplicates (the time ranges are disjoint)."""
+def _interleave(ids_sorted: np.ndarray, parts: list[SampleBlock]) -> SampleBlock | None:
+    """Merge sorted parts in which every series' samples follow each other in time from part
+    to part (flushes and the head in write order: the usual case, even though a flush cut in
+    the middle of a scrape makes the parts' overall time ranges overlap). Each series' runs
+    are laid end to end by computing every sample's output position: O(n), no sort. None
+    when some series' runs overlap or touch in time (then duplicates need the sorting merge)."""
     cnt = np.empty((len(parts), len(ids_sorted)), np.int64)
     run_start = []
+    newest = np.full(len(ids_sorted), np.iinfo(np.int64).min)  # last t so far, per series
     for i, p in enumerate(parts):
         lo = np.searchsorted(p.sid, ids_sorted, "left")
         cnt[i] = np.searchsorted(p.sid, ids_sorted, "right") - lo
+        has = cnt[i] > 0
+        if not (p.t[lo[has]] > newest[has]).all():
+            return None
+        newest[has] = p.t[lo[has] + cnt[i][has] - 1]
         run_start.append(lo)
     total = cnt.sum(axis=0)
     out_start = np.cumsum(total) - total

@@ -1,0 +1,168 @@
+"""The same history of the bench workload in metricsgw and in Prometheus, kept on disk for reuse.
+
+    python -m bench.dataset --dir /var/tmp/bench-1000 --nodes 1000 --history 70m
+
+Loading an hour of 1,000 nodes (90M samples) takes minutes per server, so the data dirs live
+in ``--dir`` and a ``dataset.json`` there records what was loaded; a later run with the same
+plan only restarts the servers on it. Both servers get identical samples: each slab of
+scrapes is pre-encoded once and sent to both at the same time. Requests carry
+``samples_per_series`` consecutive scrapes of each series (a bulk load, not a live remote-write
+shape: bench.ingest measures that). After the load both servers are restarted, so queries
+read what a restarted server serves (metricsgw: Parquet; Prometheus: its head, rebuilt from
+its WAL), and the restart time of each is recorded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from bench import procs
+from bench.load import send_all
+from bench.wire import build_requests, metadata_request
+from metricsgw.config import parse_duration
+
+
+@dataclass(frozen=True)
+class DatasetPlan:
+    nodes: int = 1000
+    history_s: float = 4200.0  # 70 min: an hour of dashboard plus the [5m] windows before it
+    interval_s: float = 15.0
+    seed: int = 0
+    slab_scrapes: int = 20  # scrapes encoded (and held in memory) at a time
+    samples_per_series: int = 20
+    connections: int = 4
+
+
+@dataclass
+class Dataset:
+    plan: DatasetPlan
+    end_ms: int  # the last scrape's timestamp
+    num_series: int
+    load_s: dict[str, float]
+    restart_s: dict[str, float]
+    metricsgw: procs.Server
+    prometheus: procs.Server
+
+    def stop(self) -> None:
+        for server in (self.metricsgw, self.prometheus):
+            server.stop(timeout_s=300)
+
+
+def _start_both(work: Path, gw_flags: list[str]) -> tuple[procs.Server, procs.Server, dict[str, float]]:
+    t0 = time.perf_counter()
+    gw = procs.start_metricsgw(work / "metricsgw", extra=gw_flags)
+    prom = procs.start_prometheus(work / "prometheus")
+    ready = {}
+    for server in (gw, prom):
+        server.wait_ready(timeout_s=1800)
+        ready[server.name] = time.perf_counter() - t0
+    return gw, prom, ready
+
+
+def _settled(data_dir: Path, timeout_s: float = 900.0) -> float:
+    """Wait until compaction has left one Parquet file per hour partition (metricsgw compacts
+    closed partitions in its background loop); seconds waited."""
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < timeout_s:
+        parts = [p for p in (data_dir / "samples").glob("hour=*") if p.is_dir()]
+        if parts and all(len(list(p.glob("part-*.parquet"))) == 1 for p in parts):
+            return time.perf_counter() - t0
+        time.sleep(1.0)
+    raise TimeoutError(f"{data_dir}: partitions not compacted after {timeout_s}s")
+
+
+def _settle(gw: procs.Server, prom: procs.Server, ready: dict[str, float]) -> dict[str, float]:
+    try:
+        return ready | {"metricsgw_compaction": _settled(gw.data_dir)}
+    except BaseException:
+        gw.stop()
+        prom.stop()
+        raise
+
+
+def _load(plan: DatasetPlan, end_ms: int, gw: procs.Server, prom: procs.Server) -> tuple[int, dict[str, float]]:
+    from bench.workload import Workload
+
+    workload = Workload(plan.nodes, plan.seed)
+    interval_ms = int(plan.interval_s * 1000)
+    scrapes = int(plan.history_s // plan.interval_s)
+    start_ms = end_ms - (scrapes - 1) * interval_ms
+    took = {"metricsgw": 0.0, "prometheus": 0.0}
+    preamble = [metadata_request(workload)]
+
+    async def both(shards, first: bool):
+        async def one(server: procs.Server):
+            t0 = time.perf_counter()
+            res = await send_all(server.write_url, shards, 3600, preamble if first else None, timeout_s=300,
+                                 max_attempts=1000)  # a busy flush answers 503: wait, as Prometheus would
+            took[server.name] += time.perf_counter() - t0
+            if res.requests_failed or res.requests_not_sent:
+                raise RuntimeError(f"{server.name}: {res.requests_failed} failed, {res.requests_not_sent} not "
+                                   f"sent; first error: {res.first_error}")
+        await asyncio.gather(one(gw), one(prom))
+
+    for k0 in range(0, scrapes, plan.slab_scrapes):
+        n = min(plan.slab_scrapes, scrapes - k0)
+        shards = build_requests(workload, start_ms + k0 * interval_ms, n, interval_ms, plan.connections,
+                                2000 * plan.samples_per_series, plan.samples_per_series)
+        asyncio.run(both(shards, k0 == 0))
+        print(f"  loaded scrapes {k0 + n}/{scrapes} ({took})", flush=True)
+    return workload.num_series, took
+
+
+def open_dataset(work: Path, plan: DatasetPlan, gw_flags: list[str] | None = None) -> Dataset:
+    """Servers running on `work`'s data, loading it first if it is not there (or was another plan)."""
+    work.mkdir(parents=True, exist_ok=True)
+    marker = work / "dataset.json"
+    saved = json.loads(marker.read_text()) if marker.exists() else None
+    if saved and saved["plan"] == asdict(plan):
+        gw, prom, ready = _start_both(work, gw_flags or [])
+        return Dataset(plan, saved["end_ms"], saved["num_series"], saved["load_s"], _settle(gw, prom, ready), gw, prom)
+    if saved or any(work.iterdir()):
+        raise RuntimeError(f"{work} holds other data: remove it or pick another --dir")
+    gw, prom, _ = _start_both(work, gw_flags or [])
+    interval_ms = int(plan.interval_s * 1000)
+    end_ms = int(time.time() * 1000) // interval_ms * interval_ms
+    try:
+        num_series, took = _load(plan, end_ms, gw, prom)
+    finally:
+        gw.stop(timeout_s=600)
+        prom.stop(timeout_s=600)
+    marker.write_text(json.dumps({"plan": asdict(plan), "end_ms": end_ms, "num_series": num_series,
+                                  "load_s": took}, indent=2))
+    gw, prom, ready = _start_both(work, gw_flags or [])
+    return Dataset(plan, end_ms, num_series, took, _settle(gw, prom, ready), gw, prom)
+
+
+def plan_args(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--dir", required=True, type=Path, help="where the data dirs live (reused across runs)")
+    ap.add_argument("--nodes", type=int, default=DatasetPlan.nodes)
+    ap.add_argument("--history", default="70m", help="span of loaded data, ending at load time")
+    ap.add_argument("--seed", type=int, default=DatasetPlan.seed)
+    ap.add_argument("--metricsgw-flag", action="append", default=[], help="extra flag for metricsgw serve")
+
+
+def plan_of(a: argparse.Namespace) -> DatasetPlan:
+    return DatasetPlan(nodes=a.nodes, history_s=parse_duration(a.history), seed=a.seed)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    plan_args(ap)
+    a = ap.parse_args(argv)
+    ds = open_dataset(a.dir, plan_of(a), a.metricsgw_flag)
+    try:
+        print(json.dumps({"end_ms": ds.end_ms, "num_series": ds.num_series, "load_s": ds.load_s,
+                          "restart_s": ds.restart_s, "metricsgw": ds.metricsgw.base_url,
+                          "prometheus": ds.prometheus.base_url}, indent=2))
+    finally:
+        ds.stop()
+
+
+if __name__ == "__main__":
+    main()
