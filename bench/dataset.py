@@ -17,6 +17,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import signal
+import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -154,12 +156,18 @@ def plan_of(a: argparse.Namespace) -> DatasetPlan:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     plan_args(ap)
+    ap.add_argument("--serve", action="store_true", help="keep both servers running until interrupted")
     a = ap.parse_args(argv)
     ds = open_dataset(a.dir, plan_of(a), a.metricsgw_flag)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # `kill` stops both servers cleanly too
     try:
         print(json.dumps({"end_ms": ds.end_ms, "num_series": ds.num_series, "load_s": ds.load_s,
                           "restart_s": ds.restart_s, "metricsgw": ds.metricsgw.base_url,
-                          "prometheus": ds.prometheus.base_url}, indent=2))
+                          "prometheus": ds.prometheus.base_url}, indent=2), flush=True)
+        while a.serve:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
     finally:
         ds.stop()
 

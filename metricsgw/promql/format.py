@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import orjson
 
 
 def format_value(x: float) -> str:
@@ -67,10 +68,12 @@ def format_json_values(values: np.ndarray) -> list[str]:
     integral = finite & (a < 1e15) & (values == np.round(values))
     if integral.all():
         return format_values(values)
-    out = list(map(repr, values.tolist()))
-    # repr writes 'X.0' for integers, an exponent from 1e16 and below 1e-4, and 'nan'/'inf';
-    # Prometheus writes '5', plain digits in [1e-6, 1e21), 'NaN', '+Inf', '-Inf'.
-    fix = (integral | ~finite | ((a >= 1e15) & (a < 1e21)) | ((a >= 1e-6) & (a < 1e-4))).nonzero()[0]
+    # orjson writes the same shortest round-trip digits as repr (checked on 2M values in
+    # [1e-4, 1e15)) at ~25 ns a value instead of ~300. Outside that range its layout differs
+    # from Prometheus's: it writes 'X.0' for integers, 'null' for NaN/Inf and its own exponent
+    # thresholds, where Prometheus writes '5', 'NaN', '+Inf', plain digits in [1e-6, 1e21).
+    out = orjson.dumps(np.ascontiguousarray(values), option=orjson.OPT_SERIALIZE_NUMPY)[1:-1].decode().split(",")
+    fix = (integral | ~finite | (a >= 1e15) | (a < 1e-4)).nonzero()[0]
     for i in fix.tolist():
         out[i] = format_json(values[i])
     return out

@@ -8,9 +8,8 @@ which is several times faster for big matrices than json.dumps of the dicts.
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
+import orjson
 
 from ..model import Labels
 from .format import format_json, format_json_values
@@ -21,14 +20,16 @@ def _metric(labels: Labels) -> dict[str, str]:
     return dict(labels)
 
 
-def _ts_strings(t_ms: np.ndarray) -> list[str]:
-    """ms -> seconds as JSON number text: 1700000000, 1700000000.5, 1700000000.123."""
+def _ts_numbers(t_ms: np.ndarray) -> list:
+    """ms -> seconds as JSON numbers: int when whole (1700000000), else float (1700000000.5)."""
     t_ms = np.asarray(t_ms, np.int64)
-    secs, ms = np.divmod(t_ms, 1000)
-    out = list(map(str, secs.tolist()))
-    for i in np.flatnonzero(ms).tolist():
-        out[i] = f"{secs[i]}.{ms[i]:03d}".rstrip("0")
-    return out
+    whole = t_ms % 1000 == 0
+    if whole.all():
+        return (t_ms // 1000).tolist()
+    out = np.array((t_ms // 1000).tolist(), dtype=object)
+    frac = np.flatnonzero(~whole)
+    out[frac] = (t_ms[frac] / 1000.0).tolist()  # ms resolution: 13 significant digits, exact in repr
+    return out.tolist()
 
 
 def _ts_number(t_ms: int):
@@ -64,21 +65,15 @@ def render(value: Value) -> dict:
 
 
 def render_json(value: Value) -> bytes:
-    """The ``data`` object as JSON bytes (same content as json.dumps(render(value)))."""
+    """The ``data`` object as JSON bytes (same content as json.dumps(render(value))).
+
+    A matrix is built as (timestamp, value string) tuples per series, straight from the arrays,
+    and serialised by orjson: ~0.1 us a point instead of ~1 us for dicts and json.dumps."""
     if not isinstance(value, Matrix):
-        return json.dumps(render(value), separators=(",", ":")).encode()
-    ts = _ts_strings(value.t_ms)
+        return orjson.dumps(render(value))
+    ts = _ts_numbers(value.t_ms)
     vals = format_json_values(value.v)  # never needs JSON escaping: digits, '.', 'e', '+', '-', NaN, Inf
     offs = value.offsets.tolist()
-    parts = ['{"resultType":"matrix","result":[']
-    for i, l in enumerate(value.labels):
-        a, b = offs[i], offs[i + 1]
-        if i:
-            parts.append(",")
-        parts.append('{"metric":')
-        parts.append(json.dumps(_metric(l), separators=(",", ":")))
-        parts.append(',"values":[')
-        parts.append(",".join([f'[{t},"{v}"]' for t, v in zip(ts[a:b], vals[a:b])]))
-        parts.append("]}")
-    parts.append("]}")
-    return "".join(parts).encode()
+    result = [{"metric": _metric(l), "values": list(zip(ts[a:b], vals[a:b]))}
+              for l, a, b in zip(value.labels, offs, offs[1:])]
+    return orjson.dumps({"resultType": "matrix", "result": result})

@@ -154,6 +154,21 @@ def test_render_shapes(src):
     assert [p[1] for p in render(mm)["result"][0]["values"]] == ["0.5", "1e-07", "3", "NaN", "20000000000000000", "0.000015"]
 
 
+def test_matrix_json_formats_every_value_as_the_scalar_path_does():
+    """render_json formats a matrix in bulk (orjson digits + fixes); every value must come out
+    as format_json writes it, across magnitudes, signs, integers and non-finite values."""
+    rng = np.random.default_rng(7)
+    vals = np.concatenate([10.0 ** rng.uniform(-12, 25, 3000) * rng.choice([-1, 1], 3000),
+                           np.round(rng.uniform(-1e6, 1e6, 500)), [0.0, -0.0, np.nan, np.inf, -np.inf, 1e-6,
+                                                                  1e-4, 1e15, 1e21, 5e-324, 2.0**70]])
+    t = np.arange(len(vals), dtype=np.int64) * 250 - 10_000  # fractional and negative seconds
+    m = Matrix([(("__name__", "x"), ("pod", "caf\u00e9 \"q\""))], t, vals, np.array([0, len(vals)]))
+    got = json.loads(render_json(m))
+    assert got["result"][0]["metric"] == {"__name__": "x", "pod": "caf\u00e9 \"q\""}
+    assert [p[1] for p in got["result"][0]["values"]] == [format_json(x) for x in vals.tolist()]
+    assert [p[0] for p in got["result"][0]["values"]] == [x / 1000 for x in t.tolist()]
+
+
 def test_runner_reports_wrong_values_with_line(tmp_path):
     script = tmp_path / "bad.test"
     script.write_text(
