@@ -73,8 +73,8 @@ def _avg(gid, g, v, m, count) -> np.ndarray:
     for infinite inputs. Only where a sum of finite values overflows do they differ: those
     groups take the running mean."""
     total = np.zeros((g, v.shape[1]))
-    np.add.at(total, gid, np.where(m, v, 0.0))
-    with np.errstate(invalid="ignore", divide="ignore"):
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # overflow is handled below
+        np.add.at(total, gid, np.where(m, v, 0.0))
         mean = total / count
     inf_in = np.zeros((g, v.shape[1]), bool)
     np.logical_or.at(inf_in, gid, m & np.isinf(v))

@@ -39,6 +39,13 @@ SELECT sid, t, v, file_index
 FROM read_parquet($files)
 WHERE metric = $metric
 """
+# A metric too big for the cache, wanted (nearly) whole: its rows in the window, no join. Each
+# file's rows come back in file order, i.e. already sorted by (sid, t).
+SELECT_METRIC_WINDOW = """
+SELECT sid, t, v, file_index
+FROM read_parquet($files)
+WHERE metric = $metric AND t BETWEEN $start_ms AND $end_ms
+"""
 SELECT_METRIC_SERIES = """
 SELECT p.sid, p.t, p.v, p.file_index
 FROM read_parquet($files) AS p
@@ -283,7 +290,10 @@ class StorageReader:
             rows = len(table) if whole else len(ids_m)
             cached = all(self._sample_cache.get((p, table.name, key)) is not None for p in paths)
             if not cached and not (wide and 24 * rows * max(spans) <= cap // 4):
-                selective.append(ids_m)
+                if len(ids_m) >= WHOLE_METRIC_SHARE * len(table):
+                    self._read_metric_window(paths, table.name, ids_m, start_ms, end_ms, ctx, per_file)
+                else:
+                    selective.append(ids_m)
                 continue
             blocks, fresh = self._metric_blocks(paths, table.name, key, None if whole else ids_m, ctx)
             for i, b in enumerate(blocks):
@@ -306,6 +316,16 @@ class StorageReader:
             elif bs:  # several metrics in one file: different sids, so a sort restores (sid, t)
                 out.append(_sort_block(SampleBlock(*(np.concatenate(c) for c in zip(*((b.sid, b.t, b.v) for b in bs))))))
         return out
+
+    def _read_metric_window(self, paths: list[str], metric: str, ids_m: np.ndarray, start_ms: int, end_ms: int,
+                            ctx: QueryContext, per_file: list[list[SampleBlock]]) -> None:
+        """All of a metric's rows in the window (a scan with no join), then the wanted series of them."""
+        tb = self._query(SELECT_METRIC_WINDOW, {"files": paths, "metric": metric, "start_ms": start_ms,
+                                                 "end_ms": end_ms}, ctx)
+        block, file_index = _block_of(tb)
+        for i, b in enumerate(_split_by_file(block, file_index, len(paths))):
+            b = _sort_block(b)  # a no-op check: DuckDB keeps each file's row order
+            per_file[i].append(select_sorted(b.sid, b.t, b.v, ids_m, start_ms, end_ms))
 
     def _metric_blocks(self, paths: list[str], metric: str, key: str, ids: np.ndarray | None,
                        ctx: QueryContext) -> tuple[list[SampleBlock], set[int]]:

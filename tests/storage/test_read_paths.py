@@ -1,0 +1,70 @@
+"""Every way read_samples can get a file's rows gives the same samples: from the cache, by a
+whole-metric window scan (a metric too big to cache, wanted nearly whole) and by a join
+(a few series of a big metric), across several files and the head."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from metricsgw.limits.context import QueryContext
+from metricsgw.model import Matcher, canonical, series_id
+from metricsgw.storage.batch import AppendBatch
+from metricsgw.storage.store import Storage
+
+HOUR = 3600_000
+SERIES, STEPS = 2000, 400  # 100 scrapes a file: 4.8 MB as sid/t/v, above a 64 MiB store's 2 MiB cache entries
+
+
+def _labels(i: int):
+    return canonical([("__name__", "big"), ("i", str(i))])
+
+
+def _load(tmp_path) -> tuple[Storage, dict[int, list[tuple[int, float]]], int]:
+    st = Storage(str(tmp_path), duckdb_memory_limit=64 << 20)
+    st.open()
+    base = (1_700_000_000_000 // HOUR) * HOUR
+    lbs = [_labels(i) for i in range(SERIES)]
+    sids = np.array([series_id(lb) for lb in lbs], np.int64)
+    truth: dict[int, list[tuple[int, float]]] = {int(s): [] for s in sids}
+    rng = np.random.default_rng(5)
+    for k0 in range(0, STEPS, 100):  # four flushes; the third crosses into the next hour
+        ts = base + 15_000 * (np.arange(k0, k0 + 100) + 120)
+        t = np.tile(ts, SERIES)
+        v = rng.random(len(t))
+        sid = np.repeat(sids, len(ts))
+        asyncio.run(st.append(AppendBatch(new_series=list(zip(sids.tolist(), lbs)) if k0 == 0 else [],
+                                          sid=sid, t=t, v=v)))
+        for s, tt, vv in zip(sid.tolist(), t.tolist(), v.tolist()):
+            truth[s].append((tt, vv))
+        if k0 < 300:
+            st.flush()  # the last hundred stay in the head
+    return st, truth, base
+
+
+@pytest.mark.parametrize("share", [1.0, 0.6, 0.45, 0.05])  # window scan, window scan, join, cache
+def test_read_paths_agree(tmp_path, share):
+    st, truth, base = _load(tmp_path)
+    try:
+        ss = st.select_series([Matcher("__name__", "=", "big")], None, None)
+        want = np.sort(ss.ids[: max(1, int(share * len(ss)))])
+        for lo, hi in [(base, base + 10 * HOUR), (base + HOUR - 600_000, base + HOUR + 600_000)]:
+            got = st.read_samples(want, lo, hi, QueryContext())
+            exp = sorted((s, t, v) for s in want.tolist() for t, v in truth[s] if lo <= t <= hi)
+            assert list(zip(got.sid.tolist(), got.t.tolist(), got.v.tolist())) == exp
+    finally:
+        st.close()
+
+
+def test_whole_metric_window_scan_is_charged_and_stoppable(tmp_path):
+    from metricsgw.errors import LimitExceeded
+
+    st, _, base = _load(tmp_path)
+    try:
+        ids = np.sort(st.select_series([Matcher("__name__", "=", "big")], None, None).ids)
+        with pytest.raises(LimitExceeded, match="--query.max-samples"):
+            st.read_samples(ids, base, base + 10 * HOUR, QueryContext(max_samples=10_000))
+    finally:
+        st.close()
