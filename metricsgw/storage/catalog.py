@@ -9,6 +9,7 @@ series instead of Python tuples of strings (kilobytes).
 
 from __future__ import annotations
 
+import bisect
 import threading
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
@@ -84,6 +85,7 @@ class MetricTable:
         self.index = index  # position in Catalog.tables
         self.gidx = _Grow(np.int64)
         self.columns: dict[str, _Column] = {}
+        self._pair_lists: dict[str, list[tuple[str, str]]] = {}
 
     def __len__(self) -> int:
         return self.gidx.n
@@ -152,6 +154,43 @@ class MetricTable:
             if not mask.any():
                 break
         return mask
+
+    def labels_many(self, rows: np.ndarray) -> list[Labels]:
+        """``labels_at`` for many rows, column by column: rows are grouped by which labels they
+        have (nearly always one group), and each group's label tuples are zipped from per-column
+        lists of shared (name, value) pairs -- C-level work per row, and one pair object per
+        distinct value instead of one per row."""
+        rows = np.asarray(rows, np.int64)
+        if not len(rows):
+            return []
+        names = sorted(self.columns)
+        codes = []
+        for n in names:
+            c = self.columns[n].codes.view
+            codes.append(np.where(rows < len(c), c[np.minimum(rows, max(len(c) - 1, 0))], 0) if len(c)
+                         else np.zeros(len(rows), np.int32))
+        present = np.stack([c != 0 for c in codes], axis=1) if names else np.zeros((len(rows), 0), bool)
+        patterns, which = np.unique(present, axis=0, return_inverse=True)
+        which = which.reshape(-1)
+        name_pair = (METRIC_NAME, self.name)
+        out: list[Labels] = [()] * len(rows)
+        for p, pattern in enumerate(patterns):
+            sel = np.flatnonzero(which == p) if len(patterns) > 1 else np.arange(len(rows))
+            cols = [list(map(self._pairs(n).__getitem__, codes[j][sel].tolist()))
+                    for j, n in enumerate(names) if pattern[j]]
+            kept = [n for j, n in enumerate(names) if pattern[j]]
+            cols.insert(bisect.bisect_left(kept, METRIC_NAME), [name_pair] * len(sel))
+            for i, lb in zip(sel.tolist(), zip(*cols)):
+                out[i] = lb
+        return out
+
+    def _pairs(self, name: str) -> list[tuple[str, str]]:
+        """(name, value) for each code of a column, built once per new value."""
+        col = self.columns[name]
+        cache = self._pair_lists.setdefault(name, [])
+        if len(cache) < len(col.values):
+            cache.extend((name, v) for v in col.values[len(cache):])
+        return cache
 
     def labels_at(self, row: int) -> Labels:
         pairs = [(METRIC_NAME, self.name)]

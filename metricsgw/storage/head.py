@@ -16,11 +16,16 @@ from .batch import SampleBlock
 
 
 class HeadBlock:
-    """Samples sorted by (sid, t)."""
+    """Samples sorted by (sid, t), one per (sid, t): the first-written of exact duplicates
+    (the sort is stable and inputs come in write order), so flushed files have none either."""
 
     def __init__(self, sid: np.ndarray, t: np.ndarray, v: np.ndarray) -> None:
         order = np.lexsort((t, sid))
-        self.sid, self.t, self.v = sid[order], t[order], v[order]
+        sid, t = sid[order], t[order]
+        first = np.r_[True, (sid[1:] != sid[:-1]) | (t[1:] != t[:-1])]
+        if not first.all():
+            order, sid, t = order[first], sid[first], t[first]
+        self.sid, self.t, self.v = sid, t, v[order]
 
     def __len__(self) -> int:
         return len(self.sid)

@@ -119,7 +119,7 @@ def _sorted_by_sid_t(sid: np.ndarray, t: np.ndarray) -> bool:
         return True
     # Compare, never subtract: sids are 64-bit hashes and their differences overflow.
     a, b = sid[:-1], sid[1:]
-    return bool((b >= a).all() and (t[1:][b == a] > t[:-1][b == a]).all())
+    return bool((b >= a).all() and ((t[1:] > t[:-1]) | (b != a)).all())
 
 
 class StorageReader:
@@ -165,12 +165,11 @@ class StorageReader:
 
     def _labels(self, table, rows: np.ndarray, g: np.ndarray) -> list:
         known = self._labels_of
-        out = []
-        for r, gi in zip(rows.tolist(), g.tolist()):
-            lb = known.get(gi)
-            if lb is None:
-                lb = known[gi] = table.labels_at(r)
-            out.append(lb)
+        out = list(map(known.get, g.tolist()))
+        missing = [i for i, lb in enumerate(out) if lb is None]
+        if missing:
+            for i, lb in zip(missing, table.labels_many(rows[missing])):
+                out[i] = known[int(g[i])] = lb
         return out
 
     def _label_rank(self, table) -> np.ndarray:

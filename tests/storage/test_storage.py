@@ -182,3 +182,16 @@ def test_compaction_merges_partition_files_and_keeps_every_sample_once(tmp_path)
     st = opened(tmp_path)
     assert sorted(read_all(st)) == expected
     st.close()
+
+
+def test_flushed_files_hold_each_sample_once_first_written_wins(tmp_path):
+    import pyarrow.parquet as pq
+
+    st = opened(tmp_path)
+    run(st.append(batch([0, 0, 1], [NOW + 1000, NOW + 1000, NOW], [1, 2, 5])))
+    run(st.append(batch([0, 1], [NOW + 1000, NOW], [3, 6], new=False)))
+    st.flush()
+    rows = [pq.read_table(f).select(["t", "v"]).to_pylist() for f in (tmp_path / "samples").glob("*/*.parquet")]
+    assert sorted(r["v"] for f in rows for r in f) == [1.0, 5.0]
+    assert read_all(st) == sorted([("0", 1000, 1.0), ("1", 0, 5.0)])
+    st.close()
