@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 
 from . import parquet_io
 from .batch import SampleBlock
-from .querier import _merge
+from .querier import merge_blocks
 from .wal import fsync_dir
 
 log = logging.getLogger(__name__)
@@ -93,7 +93,7 @@ def _merge_files(paths: list[str], tmp: str, row_group_rows: int, stop: threadin
                     writer.discard()
                     return False
                 parts = [b for b in (r.read(name) for r in readers) if b is not None]
-                writer.append(code, _merge_metric(parts))
+                writer.append(code, merge_blocks(parts))
             writer.close()
             return True
         except BaseException:
@@ -168,17 +168,6 @@ def _metric_rows(pf: pq.ParquetFile, path: str, rg_start: np.ndarray) -> dict[st
             a = rows[m][0]
         rows[m] = (a, b)
     return rows
-
-
-def _merge_metric(parts: list[SampleBlock]) -> SampleBlock:
-    """One metric's samples from each file (in write order) as one block sorted by (sid, t),
-    keeping the first-written sample of a duplicated (sid, t). The read path's merge: linear
-    when each series' samples in a file follow its samples in earlier files (the usual case),
-    a sort only when they overlap."""
-    if len(parts) == 1:  # a file has no duplicates inside: nothing to merge
-        return parts[0]
-    ids = np.unique(np.concatenate([p.sid[np.r_[True, p.sid[1:] != p.sid[:-1]]] for p in parts]))
-    return _merge(ids, parts, min(int(p.t.min()) for p in parts), max(int(p.t.max()) for p in parts))
 
 
 class _SampleWriter:

@@ -50,7 +50,7 @@ def test_read_paths_agree(tmp_path, share):
     try:
         ss = st.select_series([Matcher("__name__", "=", "big")], None, None)
         want = np.sort(ss.ids[: max(1, int(share * len(ss)))])
-        for lo, hi in [(base, base + 10 * HOUR), (base + HOUR - 600_000, base + HOUR + 600_000)]:
+        for lo, hi in [(base, base + 10 * HOUR), (base + HOUR - 600_000, base + HOUR + 600_000)] * 2:  # cold, cached
             got = st.read_samples(want, lo, hi, QueryContext())
             exp = sorted((s, t, v) for s in want.tolist() for t, v in truth[s] if lo <= t <= hi)
             assert list(zip(got.sid.tolist(), got.t.tolist(), got.v.tolist())) == exp
