@@ -22,6 +22,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psutil
+
 from metricsgw.config import parse_duration
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -186,14 +188,17 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{ds.num_series:,} series; load s {ds.load_s}; restart s {ds.restart_s}", flush=True)
         results = run(ds.metricsgw.base_url, ds.prometheus.base_url, args.end or ds.end_ms / 1000, window, step,
                       args.repeat)
+        rss = {s.name: psutil.Process(s.pid).memory_info().rss for s in (ds.metricsgw, ds.prometheus)}
     finally:
         ds.stop()
     print("a = metricsgw, b = Prometheus\n")
     print(table(results))
+    print(f"\nRSS after the queries: metricsgw {rss['metricsgw'] / 2**20:,.0f} MiB, "
+          f"Prometheus {rss['prometheus'] / 2**20:,.0f} MiB")
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / time.strftime("queries-%Y%m%dT%H%M%SZ.json", time.gmtime())
     out.write_text(json.dumps({"plan": vars(plan), "num_series": ds.num_series, "load_s": ds.load_s,
-                               "restart_s": ds.restart_s, "window_s": window, "step_s": step,
+                               "restart_s": ds.restart_s, "rss": rss, "window_s": window, "step_s": step,
                                "results": [vars(r) for r in results]}, indent=2))
     print(f"\nresults: {out}")
 
