@@ -25,7 +25,7 @@ import pyarrow.parquet as pq
 
 from . import parquet_io
 from .batch import SampleBlock
-from .querier import merge_blocks
+from .merge import merge_blocks
 from .wal import fsync_dir
 
 log = logging.getLogger(__name__)

@@ -19,6 +19,7 @@ from ..limits.context import QueryContext
 from ..model import METRIC_NAME, Matcher
 from .batch import SampleBlock, SeriesSet
 from .head import select_sorted
+from .merge import merge_blocks, merge_parts, sort_block
 
 # Selective reads: only the wanted series (a join with the unique wanted sids, faster here
 # than the equivalent IN-subquery), metric names bound one per parameter so the Parquet scan
@@ -116,14 +117,6 @@ class _SampleCache:
         with self._lock:
             for key in [k for k in self._items if gone(k)]:
                 self.bytes -= self._size(self._items.pop(key))
-
-
-def _sorted_by_sid_t(sid: np.ndarray, t: np.ndarray) -> bool:
-    if len(sid) < 2:
-        return True
-    # Compare, never subtract: sids are 64-bit hashes and their differences overflow.
-    a, b = sid[:-1], sid[1:]
-    return bool((b >= a).all() and ((t[1:] > t[:-1]) | (b != a)).all())
 
 
 class StorageReader:
@@ -267,7 +260,7 @@ class StorageReader:
                 ctx.charge_samples(len(block), "head read")
                 parts.append(block)
         ctx.check("sample merge")
-        return _merge(ids_sorted, [p for p in parts if len(p)], start_ms, end_ms)
+        return merge_parts(ids_sorted, [p for p in parts if len(p)], start_ms, end_ms)
 
     def _read_files(self, files: list, ids_sorted: np.ndarray, start_ms: int, end_ms: int,
                     ctx: QueryContext) -> list[SampleBlock]:
@@ -331,7 +324,7 @@ class StorageReader:
             if len(bs) == 1:
                 out.append(bs[0])
             elif bs:  # several metrics in one file: different sids, so a sort restores (sid, t)
-                out.append(_sort_block(SampleBlock(*(np.concatenate(c) for c in zip(*((b.sid, b.t, b.v) for b in bs))))))
+                out.append(sort_block(SampleBlock(*(np.concatenate(c) for c in zip(*((b.sid, b.t, b.v) for b in bs))))))
         return out
 
     def _read_metric_window(self, paths: list[str], metric: str, ids_m: np.ndarray, start_ms: int, end_ms: int,
@@ -341,7 +334,7 @@ class StorageReader:
                                                  "end_ms": end_ms}, ctx)
         block, file_index = _block_of(tb)
         for i, b in enumerate(_split_by_file(block, file_index, len(paths))):
-            b = _sort_block(b)  # a no-op check: DuckDB keeps each file's row order
+            b = sort_block(b)  # a no-op check: DuckDB keeps each file's row order
             per_file[i].append(select_sorted(b.sid, b.t, b.v, ids_m, start_ms, end_ms))
 
     def _merged_block(self, paths: list[str], metric: str, key: str, blocks: list[SampleBlock]) -> SampleBlock:
@@ -368,7 +361,7 @@ class StorageReader:
                 tb = self._query(SELECT_METRIC_SERIES, params, ctx, pa.table({"sid": ids}))
             block, file_index = _block_of(tb)
             for j, b in enumerate(_split_by_file(block, file_index, len(missing))):
-                b = _sort_block(b)
+                b = sort_block(b)
                 self._sample_cache.put((paths[missing[j]], metric, key), b)
                 blocks[missing[j]] = b
         return blocks, set(missing)  # type: ignore[return-value]
@@ -429,79 +422,3 @@ def _split_by_file(block: SampleBlock, file_index: np.ndarray, n_files: int) -> 
         block, file_index = SampleBlock(block.sid[perm], block.t[perm], block.v[perm]), file_index[perm]
     bounds = np.searchsorted(file_index, np.arange(n_files + 1))
     return [SampleBlock(block.sid[a:b], block.t[a:b], block.v[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
-
-
-def _sort_block(b: SampleBlock) -> SampleBlock:
-    if _sorted_by_sid_t(b.sid, b.t):
-        return b
-    perm = np.lexsort((b.t, b.sid))
-    return SampleBlock(b.sid[perm], b.t[perm], b.v[perm])
-
-
-def merge_blocks(parts: list[SampleBlock]) -> SampleBlock:
-    """Blocks of files (each sorted by (sid, t), in write order) as one block, keeping the
-    first-written sample of a duplicated (sid, t): linear when each series' samples in a file
-    follow its samples in earlier files (the usual case), a sort only when they overlap."""
-    parts = [p for p in parts if len(p)]
-    if len(parts) <= 1:
-        return parts[0] if parts else SampleBlock.empty()
-    ids = np.unique(np.concatenate([p.sid[np.r_[True, p.sid[1:] != p.sid[:-1]]] for p in parts]))
-    return _merge(ids, parts, min(int(p.t.min()) for p in parts), max(int(p.t.max()) for p in parts))
-
-
-def _merge(ids_sorted: np.ndarray, parts: list[SampleBlock], start_ms: int, end_ms: int) -> SampleBlock:
-    """Merge blocks (each sorted by (sid, t), in write order) into one sorted block, keeping
-    the first-written sample of a duplicated (sid, t)."""
-    if not parts:
-        return SampleBlock.empty()
-    if all(_sorted_by_sid_t(p.sid, p.t) for p in parts):  # strictly: no duplicate inside a part
-        if len(parts) == 1:
-            return parts[0]
-        merged = _interleave(ids_sorted, parts)
-        if merged is not None:
-            return merged
-    sid = np.concatenate([p.sid for p in parts])
-    t = np.concatenate([p.t for p in parts])
-    v = np.concatenate([p.v for p in parts])
-    span = end_ms - start_ms + 1
-    if len(ids_sorted) * span < (1 << 62):
-        # One int64 key per sample (series rank, time): a stable sort of already sorted runs
-        # (timsort merges them) replaces a three-key lexsort and keeps write order on ties.
-        key = np.searchsorted(ids_sorted, sid).astype(np.int64) * span + (t - start_ms)
-        order = np.argsort(key, kind="stable")
-        key = key[order]
-        keep = np.r_[True, key[1:] != key[:-1]]
-    else:
-        rank = np.concatenate([np.full(len(p), i, np.int64) for i, p in enumerate(parts)])
-        order = np.lexsort((rank, t, sid))
-        keep = np.r_[True, (sid[order][1:] != sid[order][:-1]) | (t[order][1:] != t[order][:-1])]
-    order = order[keep]
-    return SampleBlock(sid[order], t[order], v[order])
-
-
-def _interleave(ids_sorted: np.ndarray, parts: list[SampleBlock]) -> SampleBlock | None:
-    """Merge sorted parts in which every series' samples follow each other in time from part
-    to part (flushes and the head in write order: the usual case, even though a flush cut in
-    the middle of a scrape makes the parts' overall time ranges overlap). Each series' runs
-    are laid end to end by computing every sample's output position: O(n), no sort. None
-    when some series' runs overlap or touch in time (then duplicates need the sorting merge)."""
-    cnt = np.empty((len(parts), len(ids_sorted)), np.int64)
-    run_start = []
-    newest = np.full(len(ids_sorted), np.iinfo(np.int64).min)  # last t so far, per series
-    for i, p in enumerate(parts):
-        lo = np.searchsorted(p.sid, ids_sorted, "left")
-        cnt[i] = np.searchsorted(p.sid, ids_sorted, "right") - lo
-        has = cnt[i] > 0
-        if not (p.t[lo[has]] > newest[has]).all():
-            return None
-        newest[has] = p.t[lo[has] + cnt[i][has] - 1]
-        run_start.append(lo)
-    total = cnt.sum(axis=0)
-    out_start = np.cumsum(total) - total
-    before = np.cumsum(cnt, axis=0) - cnt  # samples of earlier parts in the same series
-    n = int(total.sum())
-    sid, t, v = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.float64)
-    for i, p in enumerate(parts):
-        dest = np.repeat(out_start + before[i] - run_start[i], cnt[i]) + np.arange(len(p))
-        sid[dest], t[dest], v[dest] = p.sid, p.t, p.v
-    return SampleBlock(sid, t, v)

@@ -8,7 +8,8 @@ import pytest
 
 from metricsgw.storage.batch import SampleBlock
 from metricsgw.storage.head import select_sorted
-from metricsgw.storage.querier import _merge, _SampleCache, _sorted_by_sid_t
+from metricsgw.storage.merge import is_sorted_strict, merge_parts
+from metricsgw.storage.querier import _SampleCache
 
 
 def _reference(parts: list[SampleBlock]) -> SampleBlock:
@@ -48,14 +49,14 @@ def test_merge_matches_lexsort(seed, overlap):
         sub = ids[rng.random(len(ids)) < 0.8]
         parts.append(_part(rng, sub, lo, lo + 20_000, k))
     parts = [p for p in parts if len(p)]
-    _same(_merge(ids, parts, 0, 60_000), _reference(parts))
+    _same(merge_parts(ids, parts, 0, 60_000), _reference(parts))
 
 
 def test_merge_keeps_stale_nan_bits_and_first_written():
     stale = np.array([0x7FF0000000000002], np.uint64).view(np.float64)
     a = SampleBlock(np.array([1, 1]), np.array([0, 1000]), np.array([1.0, stale[0]]))
     b = SampleBlock(np.array([1, 2]), np.array([1000, 0]), np.array([9.0, 3.0]))
-    got = _merge(np.array([1, 2]), [a, b], 0, 1000)
+    got = merge_parts(np.array([1, 2]), [a, b], 0, 1000)
     assert got.t.tolist() == [0, 1000, 0] and got.sid.tolist() == [1, 1, 2]
     assert got.v.view(np.uint64)[1] == 0x7FF0000000000002  # a's stale marker, not b's 9.0
 
@@ -92,12 +93,12 @@ def test_sample_cache_evicts_least_recent_and_freezes_entries():
 
 def test_sortedness_check_survives_sid_overflow():
     big, small = np.iinfo(np.int64).max, np.iinfo(np.int64).min
-    assert not _sorted_by_sid_t(np.array([big, small]), np.array([0, 0]))  # big - small overflows
-    assert _sorted_by_sid_t(np.array([small, big]), np.array([5, 0]))
-    assert not _sorted_by_sid_t(np.array([1, 1]), np.array([0, 0]))  # a duplicate is not "sorted"
+    assert not is_sorted_strict(np.array([big, small]), np.array([0, 0]))  # big - small overflows
+    assert is_sorted_strict(np.array([small, big]), np.array([5, 0]))
+    assert not is_sorted_strict(np.array([1, 1]), np.array([0, 0]))  # a duplicate is not "sorted"
 
 
 def test_duplicates_inside_one_part_are_dropped():
     a = SampleBlock(np.array([3, 3, 3]), np.array([0, 0, 1000]), np.array([1.0, 2.0, 3.0]))
-    got = _merge(np.array([3]), [a], 0, 1000)
+    got = merge_parts(np.array([3]), [a], 0, 1000)
     assert got.t.tolist() == [0, 1000] and got.v.tolist() == [1.0, 3.0]

@@ -5,7 +5,7 @@ import numpy as np
 
 from metricsgw.model import STALE_NAN
 from metricsgw.storage.batch import SampleBlock
-from metricsgw.storage.querier import _interleave, _merge
+from metricsgw.storage.merge import interleave, merge_parts
 
 
 def _block(rows):
@@ -36,10 +36,10 @@ def test_flush_cut_mid_scrape_takes_the_linear_path():
     p1 = _block([(-5, 40, 6.0), (7, 30, 7.0), (7, 40, 8.0), (big, 20, 10.0)])
     p2 = _block([(7, 50, 11.0)])
     ids = np.array(sorted({-5, 7, big}), np.int64)
-    fast = _interleave(ids, [p0, p1, p2])
+    fast = interleave(ids, [p0, p1, p2])
     assert fast is not None
     assert _same(fast, _reference([p0, p1, p2]))
-    assert _same(_merge(ids, [p0, p1, p2], 0, 100), fast)
+    assert _same(merge_parts(ids, [p0, p1, p2], 0, 100), fast)
 
 
 def test_overlap_and_duplicates_take_the_sorting_path_and_first_written_wins():
@@ -47,8 +47,8 @@ def test_overlap_and_duplicates_take_the_sorting_path_and_first_written_wins():
     p0 = _block([(1, 10, 1.0), (1, 30, stale), (2, 10, 3.0)])
     p1 = _block([(1, 20, 4.0), (1, 30, 99.0), (2, 10, 98.0), (2, 20, 5.0)])
     ids = np.array([1, 2], np.int64)
-    assert _interleave(ids, [p0, p1]) is None
-    got = _merge(ids, [p0, p1], 0, 100)
+    assert interleave(ids, [p0, p1]) is None
+    got = merge_parts(ids, [p0, p1], 0, 100)
     assert _same(got, _reference([p0, p1]))
     assert got.v[np.flatnonzero((got.sid == 1) & (got.t == 30))[0]].tobytes() == np.float64(stale).tobytes()
     assert got.v[np.flatnonzero((got.sid == 2) & (got.t == 10))[0]] == 3.0
@@ -71,4 +71,4 @@ def test_random_parts_agree_with_the_reference():
             parts.append(_block(rows) if rows else SampleBlock.empty())
         parts = [p for p in parts if len(p)]
         if parts:
-            assert _same(_merge(ids, parts, -100, 10_000), _reference(parts)), trial
+            assert _same(merge_parts(ids, parts, -100, 10_000), _reference(parts)), trial
