@@ -264,7 +264,8 @@ class StorageReader:
 
     def _read_files(self, files: list, ids_sorted: np.ndarray, start_ms: int, end_ms: int,
                     ctx: QueryContext) -> list[SampleBlock]:
-        """One block per file (in ``files`` order), each sorted by (sid, t)."""
+        """Blocks, each sorted by (sid, t), in write order for any one series: a block of the
+        metrics served merged across the files, then one block per file (in ``files`` order)."""
         paths = [f.path for f in files]
         g = self.catalog.dense(ids_sorted)
         tidx = self.catalog.metric_idx.a[g]
