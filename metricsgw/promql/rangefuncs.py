@@ -41,12 +41,16 @@ def extrapolated_rate(r: Ranges, is_counter: bool, is_rate: bool) -> Series:
     ok = n >= 2
     result = v1 - v0
     if is_counter and len(r.v):
-        prev = np.concatenate([[0.0], r.v[:-1]])
-        corr = np.where(r.v < prev, prev, 0.0)
-        corr[r.offsets[:-1][r.offsets[:-1] < len(corr)]] = 0.0  # no reset across series
-        c = _prefix(corr)
+        # Counter resets are rare: find them once (a drop from the previous sample of the same
+        # series), and sum the values before them over each window through prefix sums of just
+        # those -- the same sums a dense prefix over every sample would give, without its passes.
+        # A "reset" at a series' first sample (a drop from the previous series' last) never counts:
+        # a window adds the resets strictly inside (lo, hi), and lo is at or after its series' start.
+        pos = np.flatnonzero(r.v[1:] < r.v[:-1]) + 1
+        c = _prefix(r.v[pos - 1])
         lo1 = np.minimum(r.lo + 1, len(r.v))
-        result = result + np.where(ok, c[np.maximum(r.hi, lo1)] - c[lo1], 0.0)
+        before = np.searchsorted(pos, np.maximum(r.hi, lo1)), np.searchsorted(pos, lo1)
+        result = result + np.where(ok, c[before[0]] - c[before[1]], 0.0)
     range_start = (r.range_end - r.range_ms)[None, :]
     range_end = r.range_end[None, :]
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -72,8 +72,9 @@ def load(source, matchers: list[Matcher], start_ms: int, end_ms: int, ctx: Query
         return Loaded([], np.empty(0, np.int64), np.empty(0), np.zeros(1, np.int64))
     starts = np.concatenate([[0], np.flatnonzero(np.diff(block.sid)) + 1])
     offsets = np.concatenate([starts, [len(block)]]).astype(np.int64)
-    pos_of = {sid: i for i, sid in enumerate(ss.ids.tolist())}
-    pos = np.array([pos_of[sid] for sid in block.sid[starts].tolist()], dtype=np.int64)
+    # Each block series' position in the selection (sids are unique there).
+    by_sid = np.argsort(ss.ids, kind="stable")
+    pos = by_sid[np.searchsorted(ss.ids, block.sid[starts], sorter=by_sid)].astype(np.int64)
     labels = [ss.labels[i] for i in pos.tolist()]
     return Loaded(labels, block.t, block.v, offsets, np.argsort(pos, kind="stable"))
 
