@@ -36,21 +36,32 @@ def _first_last(r: Ranges):
     return n, r.v[lo], r.v[hi1], r.t[lo], r.t[hi1]
 
 
+def _reset_corrections(r: Ranges) -> np.ndarray:
+    """Per window, the sum of the values just before each counter reset inside it (Prometheus
+    adds them one by one). Resets are rare: found once (a drop from the previous sample of the
+    same series), a window's resets are a searchsorted range of them. A window with one reset
+    (nearly all that have any) takes its value exactly; only several go through prefix sums,
+    whose running total then holds real resets only: a drop at a series' first sample (from the
+    previous series' last) is left out, as it would make the running total huge and its
+    differences imprecise (counters reach 1e15)."""
+    pos = np.flatnonzero(r.v[1:] < r.v[:-1]) + 1
+    pos = pos[~np.isin(pos, r.offsets)]
+    if not len(pos):
+        return np.zeros(r.lo.shape)
+    before = r.v[pos - 1]
+    lo1 = np.minimum(r.lo + 1, len(r.v))  # resets strictly inside the window: (lo, hi)
+    a = np.searchsorted(pos, lo1)
+    b = np.searchsorted(pos, np.maximum(r.hi, lo1))
+    c = _prefix(before)
+    return np.where(b - a == 1, before[np.minimum(a, len(pos) - 1)], c[b] - c[a])
+
+
 def extrapolated_rate(r: Ranges, is_counter: bool, is_rate: bool) -> Series:
     n, v0, v1, t0, t1 = _first_last(r)
     ok = n >= 2
     result = v1 - v0
     if is_counter and len(r.v):
-        # Counter resets are rare: find them once (a drop from the previous sample of the same
-        # series), and sum the values before them over each window through prefix sums of just
-        # those -- the same sums a dense prefix over every sample would give, without its passes.
-        # A "reset" at a series' first sample (a drop from the previous series' last) never counts:
-        # a window adds the resets strictly inside (lo, hi), and lo is at or after its series' start.
-        pos = np.flatnonzero(r.v[1:] < r.v[:-1]) + 1
-        c = _prefix(r.v[pos - 1])
-        lo1 = np.minimum(r.lo + 1, len(r.v))
-        before = np.searchsorted(pos, np.maximum(r.hi, lo1)), np.searchsorted(pos, lo1)
-        result = result + np.where(ok, c[before[0]] - c[before[1]], 0.0)
+        result = result + np.where(ok, _reset_corrections(r), 0.0)
     range_start = (r.range_end - r.range_ms)[None, :]
     range_end = r.range_end[None, :]
     with np.errstate(divide="ignore", invalid="ignore"):
