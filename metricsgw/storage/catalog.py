@@ -156,7 +156,7 @@ class MetricTable:
         return mask
 
     def labels_many(self, rows: np.ndarray) -> list[Labels]:
-        """``labels_at`` for many rows, column by column: rows are grouped by which labels they
+        """The label sets of these rows, column by column: rows are grouped by which labels they
         have (nearly always one group), and each group's label tuples are zipped from per-column
         lists of shared (name, value) pairs -- C-level work per row, and one pair object per
         distinct value instead of one per row."""
@@ -191,14 +191,6 @@ class MetricTable:
         if len(cache) < len(col.values):
             cache.extend((name, v) for v in col.values[len(cache):])
         return cache
-
-    def labels_at(self, row: int) -> Labels:
-        pairs = [(METRIC_NAME, self.name)]
-        for n, col in self.columns.items():
-            codes = col.codes.view
-            if row < len(codes) and codes[row]:
-                pairs.append((n, col.values[codes[row]]))
-        return tuple(sorted(pairs))
 
 
 class Catalog:
@@ -304,7 +296,7 @@ class Catalog:
         g = self.by_sid[sid]
         table = self.tables[self.metric_idx.a[g]]
         row = int(np.searchsorted(table.gidx.view, g))
-        return table.labels_at(row)
+        return table.labels_many(np.array([row]))[0]
 
     def metric_tables(self, matchers: list[Matcher]) -> Iterator[MetricTable]:
         names = [m for m in matchers if m.name == METRIC_NAME]

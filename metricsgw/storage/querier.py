@@ -282,13 +282,13 @@ class StorageReader:
             ctx.check("parquet read")  # a read served from the cache has no DuckDB call to interrupt
             table = self.catalog.tables[ti]
             ids_m = ids_sorted[tidx == ti]
-            whole = (24 * len(table) * sum(spans) <= cap // 16  # sid + t + v per sample
-                     or len(ids_m) >= WHOLE_METRIC_SHARE * len(table))
+            most = len(ids_m) >= WHOLE_METRIC_SHARE * len(table)
+            whole = most or 24 * len(table) * sum(spans) <= cap // 16  # sid + t + v per sample
             key = "*" if whole else hashlib.blake2b(ids_m.tobytes(), digest_size=16).hexdigest()
             rows = len(table) if whole else len(ids_m)
             cached = all(self._sample_cache.get((p, table.name, key)) is not None for p in paths)
             if not cached and not (wide and 24 * rows * max(spans) <= cap // 4):
-                if len(ids_m) >= WHOLE_METRIC_SHARE * len(table):
+                if most:
                     self._read_metric_window(paths, table.name, ids_m, start_ms, end_ms, ctx, per_file)
                 else:
                     selective.append(ids_m)
