@@ -1,13 +1,13 @@
 # Two commands do all set-up on a fresh Debian machine (Python 3.11, root):
 #   make serve   - install into .venv and run the gateway on ./data with the shipped rules
-#   make test    - install into .venv (+ Debian's prometheus for the e2e tests) and run every test
+#   make test    - install into .venv (+ the Debian packages the e2e tests run) and run every test
 PY      ?= python3
 VENV    := .venv
 BIN     := $(VENV)/bin
 RULES   := $(wildcard rules/*.yml)
 ARGS    ?=
 
-.PHONY: serve test install bench clean
+.PHONY: serve test install debs bench clean
 
 $(BIN)/metricsgw: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -19,13 +19,21 @@ install: $(BIN)/metricsgw
 serve: install
 	$(BIN)/metricsgw serve --storage.path=./data $(addprefix --rules.file=,$(RULES)) $(ARGS)
 
-/usr/bin/prometheus:
-	command -v prometheus >/dev/null || (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends prometheus)
+# The real servers and clients the end-to-end tests and bench/ run (package: one binary it installs).
+DEB_PACKAGES := prometheus:/usr/bin/prometheus \
+                prometheus-node-exporter:/usr/bin/prometheus-node-exporter \
+                prometheus-alertmanager:/usr/bin/prometheus-alertmanager \
+                victoria-metrics:/usr/bin/vmalert \
+                openssl:/usr/bin/openssl
+MISSING_DEBS = $(foreach p,$(DEB_PACKAGES),$(if $(wildcard $(lastword $(subst :, ,$(p)))),,$(firstword $(subst :, ,$(p)))))
 
-test: install /usr/bin/prometheus
+debs:
+	@missing="$(MISSING_DEBS)"; [ -z "$$missing" ] || (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing)
+
+test: install debs
 	$(BIN)/pytest -q $(ARGS)
 
-bench: install /usr/bin/prometheus
+bench: install debs
 	$(BIN)/python -m bench.ingest $(ARGS)
 
 clean:
