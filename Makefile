@@ -25,7 +25,7 @@ DEB_PACKAGES := prometheus:/usr/bin/prometheus \
                 prometheus-alertmanager:/usr/bin/prometheus-alertmanager \
                 victoria-metrics:/usr/bin/vmalert \
                 openssl:/usr/bin/openssl
-MISSING_DEBS = $(foreach p,$(DEB_PACKAGES),$(if $(wildcard $(lastword $(subst :, ,$(p)))),,$(firstword $(subst :, ,$(p)))))
+MISSING_DEBS = $(strip $(foreach p,$(DEB_PACKAGES),$(if $(wildcard $(lastword $(subst :, ,$(p)))),,$(firstword $(subst :, ,$(p))))))
 
 debs:
 	@missing="$(MISSING_DEBS)"; [ -z "$$missing" ] || (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing)
