@@ -39,6 +39,18 @@ class Telemetry:
             "metricsgw_flush_duration_seconds", "Head flush to Parquet time.", buckets=_SLOW, registry=r)
         self.flush_failures = Counter(
             "metricsgw_flush_failures", "Head flushes that failed (retried at the next interval).", registry=r)
+        # Storage health, for the shipped alerts (rules/alerts/metricsgw.yml) and /-/ready.
+        self.wal_write_failures = Counter(
+            "metricsgw_wal_write_failures", "WAL writes or fsyncs that failed (the writes were answered 503).",
+            registry=r)
+        self.storage_writable = Gauge(
+            "metricsgw_storage_writable", "1 while the WAL accepts writes, 0 while it cannot (disk full, I/O error).",
+            registry=r)
+        self.storage_free_bytes = Gauge(
+            "metricsgw_storage_free_bytes", "Free bytes on the file system of --storage.path.", registry=r)
+        self.compaction_failures = Counter(
+            "metricsgw_compaction_failures", "Compactions or retention passes that failed (retried later).",
+            registry=r)
         self.replay_duration = Gauge(
             "metricsgw_wal_replay_duration_seconds", "Time the last WAL replay took at start-up.", registry=r)
         self.http_requests = Counter(
