@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from . import parquet_io
+from . import crashpoints, parquet_io
 from .batch import SampleBlock
 from .merge import merge_blocks
 from .wal import fsync_dir
@@ -69,12 +69,14 @@ def compact_partitions(storage, row_group_rows: int = parquet_io.SAMPLE_ROW_GROU
         _fsync_file(out + ".tmp")
         os.replace(out + ".tmp", out)
         fsync_dir(os.path.dirname(out))
+        crashpoints.reached("compaction.merged")
         merged = parquet_io.describe_sample_file(out, part_ms, storage._seq)
         old = {f.path for f in files}
         with storage._swap_lock:
             storage.files = sorted([f for f in storage.files if f.path not in old] + [merged],
                                    key=lambda f: (f.partition_ms, f.seq))
         storage.retire(old)  # deleted later: a running query may still be reading them
+        crashpoints.reached("compaction.swapped")
         done += 1
         log.info("compacted %d files of partition hour=%d into %s", len(files), part_ms, os.path.basename(out))
     return done

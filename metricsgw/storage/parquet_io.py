@@ -12,6 +12,7 @@ directory fsync'd: a crash leaves either the whole file or a ``.tmp`` that start
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -61,13 +62,18 @@ def sample_table(metric_codes: np.ndarray, metric_names: pa.Array | list[str], s
 
 def _write_atomic(table: pa.Table, path: str, **options) -> None:
     tmp = path + ".tmp"
-    pq.write_table(table, tmp, **({"compression": "zstd"} | options))
-    fd = os.open(tmp, os.O_RDONLY)
     try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        pq.write_table(table, tmp, **({"compression": "zstd"} | options))
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:  # disk full, I/O error: leave no half-written file behind
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
     fsync_dir(os.path.dirname(path))
 
 

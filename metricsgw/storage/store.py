@@ -9,6 +9,7 @@ deleted only after the snapshot's Parquet files and the ``flushed`` marker are o
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import ctypes.util
 import json
@@ -17,21 +18,35 @@ import os
 import threading
 import time
 
+from dataclasses import dataclass
+
 import numpy as np
 import pyarrow as pa
 
 from ..errors import Unavailable
-from . import parquet_io, records
+from . import crashpoints, parquet_io
 from .batch import AppendBatch, MetricMetadata
 from .catalog import Catalog
 from .compact import compact_partitions, compact_side_tables
 from .head import Head
 from .querier import StorageReader
 from .wal import WAL, fsync_dir, list_segments, read_segment, segment_name
+from .walcodec import SegmentDecoder, SegmentEncoder
 
 log = logging.getLogger(__name__)
 
 _ACTIVE_WINDOW_MS = 3600_000  # a series is active if it received a sample within the last hour
+FLUSH_RETRY_S = 5.0  # a failed flush is retried this soon
+
+
+@dataclass
+class _Snapshot:
+    """A head taken away by a flush, with what the flush must write beside its samples."""
+
+    head: Head
+    new_series: list
+    cut: int  # every WAL record in segments <= cut is in ``head``
+    meta: dict
 
 
 def _load_malloc_trim():
@@ -75,10 +90,12 @@ class Storage(StorageReader):
         self.files: list[parquet_io.SampleFile] = []
         self.metadata_by_metric: dict[str, dict[MetricMetadata, None]] = {}
         self.ready = False
+        self.open_error: BaseException | None = None
         self.wal: WAL | None = None
         self._swap_lock = threading.Lock()
         self._flush_lock = threading.Lock()
         self._unflushed_series: list[tuple[int, tuple]] = []
+        self._unwritten: list[_Snapshot] = []  # cut from the WAL, not yet in Parquet (oldest first)
         self._seq = 0
         self._interval_ms = 15_000.0
         self._retired: list[tuple[float, str]] = []
@@ -109,16 +126,30 @@ class Storage(StorageReader):
             if seg <= flushed_upto:
                 os.remove(seg_path)
                 continue
+            decoder = SegmentDecoder()
             for payload in read_segment(seg_path):
-                self._apply(records.decode(payload))
+                self._apply(decoder.decode(payload))
                 replayed += 1
-        self.wal = WAL(wal_dir, self.wal_segment_size, on_fsync=self._observe_fsync)
+        self.wal = WAL(wal_dir, self.wal_segment_size, on_fsync=self._observe_fsync, new_encoder=SegmentEncoder,
+                       on_health=self._observe_wal_health)
+        self._observe_wal_health(None, write=False)
         elapsed = time.perf_counter() - t0
         if self.telemetry:
             self.telemetry.replay_duration.set(elapsed)
         log.info("storage open: %d series, %d partition files, %d WAL records replayed (%d head samples) in %.2fs",
                  len(self.catalog), len(self.files), replayed, len(self.head), elapsed)
         self.ready = True
+
+    def not_ready_reason(self) -> str | None:
+        """Why /-/ready is 503, or None when it is 200."""
+        if self.open_error is not None:
+            return f"storage failed to open: {self.open_error}"
+        if not self.ready or self.wal is None:
+            return "replaying the WAL"
+        err = self.wal.error
+        if err is not None:
+            return f"the WAL cannot be written ({err}); writes answer 503 until it can"
+        return None
 
     def start_background(self) -> None:
         self._flusher = threading.Thread(target=self._flush_loop, name="flusher", daemon=True)
@@ -156,9 +187,10 @@ class Storage(StorageReader):
         """Durable when it returns: the WAL record is fsync'd."""
         if self.wal is None or not self.ready:
             raise Unavailable("storage is not ready (WAL replay in progress)")
+        if self.wal.error is not None:  # refuse before touching the head; the WAL probes the disk meanwhile
+            raise Unavailable(f"the WAL cannot be written: {self.wal.error}", retry_after_s=5)
         if len(self.head) > 4 * self.flush_max_samples:
             raise Unavailable("head is full: flushing to Parquet is behind; retry later", retry_after_s=5)
-        payload = records.encode(batch)
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
 
@@ -170,7 +202,7 @@ class Storage(StorageReader):
 
         with self._swap_lock:
             self._apply(batch)
-            self.wal.submit(payload, done)
+            self.wal.submit(batch, done)
         err = await fut
         if err is not None:
             raise Unavailable(f"WAL write failed: {err}")
@@ -186,6 +218,12 @@ class Storage(StorageReader):
         if self.telemetry:
             self.telemetry.head_samples.set(len(self.head))
 
+    def _observe_wal_health(self, err: BaseException | None, write: bool) -> None:
+        if self.telemetry:
+            self.telemetry.storage_writable.set(0 if err else 1)
+            if err is not None and write:
+                self.telemetry.wal_write_failures.inc()
+
     def _observe_fsync(self, seconds: float, records_n: int) -> None:
         if self.telemetry:
             self.telemetry.wal_fsync.observe(seconds)
@@ -195,48 +233,101 @@ class Storage(StorageReader):
     def _flush_loop(self) -> None:
         last = time.monotonic()
         while not self._stop.wait(1.0):
+            self._observe_free_bytes()
             due = time.monotonic() - last >= self.flush_interval_s
-            if due or len(self.head) >= self.flush_max_samples:
-                try:
-                    self.flush()
-                    compact_partitions(self)
-                    compact_side_tables(self)
-                    self.apply_retention()
-                    self.delete_retired(older_than_s=150.0)
-                    release_free_memory()  # compaction's buffers too
-                except Exception:
-                    log.exception("flush failed; will retry")
-                    if self.telemetry:
-                        self.telemetry.flush_failures.inc()
+            if due or len(self.head) >= self.flush_max_samples or self._unwritten:
+                if not self._flush_step():
+                    # Retry soon (space may come back any moment), not a whole interval later.
+                    last = time.monotonic() - self.flush_interval_s + min(self.flush_interval_s, FLUSH_RETRY_S)
+                    continue
                 last = time.monotonic()
+                self._maintain()
             if self.telemetry:
                 self.telemetry.active_series.set(self.active_series())
 
+    def _flush_step(self) -> bool:
+        try:
+            self.flush()
+            return True
+        except Exception:
+            log.exception("flush failed; the samples stay in the WAL and in memory, retrying in %ss", FLUSH_RETRY_S)
+            if self.telemetry:
+                self.telemetry.flush_failures.inc()
+            return False
+
+    def _maintain(self) -> None:
+        try:
+            compact_partitions(self)
+            compact_side_tables(self)
+            self.apply_retention()
+            self.delete_retired(older_than_s=150.0)
+            release_free_memory()  # compaction's buffers too
+        except Exception:
+            log.exception("compaction or retention failed; will retry")
+            if self.telemetry:
+                self.telemetry.compaction_failures.inc()
+
+    def _observe_free_bytes(self) -> None:
+        if self.telemetry:
+            try:
+                st = os.statvfs(self.path)
+                self.telemetry.storage_free_bytes.set(st.f_bavail * st.f_frsize)
+            except OSError:
+                pass
+
     def flush(self) -> None:
-        """Head -> Parquet partitions + series table; then drop the flushed WAL segments."""
+        """Head -> Parquet partitions + series table; then drop the flushed WAL segments.
+
+        A snapshot cut from the WAL is written whole or not at all (a failure deletes what it
+        wrote) and stays readable in memory until it is written; snapshots are written oldest
+        first, so the ``flushed`` marker never passes a WAL segment whose samples are not in
+        Parquet. A failed flush raises; the next one retries the snapshots left over."""
         with self._flush_lock:
             t0 = time.perf_counter()
             with self._swap_lock:
-                if not len(self.head) and not self._unflushed_series:
-                    return
-                cut = self.wal.cut()
-                snap, self.head = self.head, Head()
-                self.flushing.append(snap)
-                new_series, self._unflushed_series = self._unflushed_series, []
-                meta = {k: list(v) for k, v in self.metadata_by_metric.items()}
-            new_files = self._write_snapshot(snap, new_series)
-            self._write_metadata(meta)
-            self._write_marker(cut)
-            with self._swap_lock:
-                self.files = sorted(self.files + new_files, key=lambda f: (f.partition_ms, f.seq))
-                self.flushing.remove(snap)
-            self.wal.remove_upto(cut)
+                if len(self.head) or self._unflushed_series:
+                    cut = self.wal.cut()
+                    crashpoints.reached("flush.cut")
+                    snap = _Snapshot(self.head, self._unflushed_series, cut,
+                                     {k: list(v) for k, v in self.metadata_by_metric.items()})
+                    self.head, self._unflushed_series = Head(), []
+                    self.flushing.append(snap.head)
+                    self._unwritten.append(snap)
+            if not self._unwritten:
+                return
+            while self._unwritten:
+                snap = self._unwritten[0]
+                new_files = self._write_snapshot_whole(snap)
+                with self._swap_lock:
+                    self.files = sorted(self.files + new_files, key=lambda f: (f.partition_ms, f.seq))
+                    self.flushing.remove(snap.head)
+                self._unwritten.pop(0)
+                crashpoints.reached("flush.marker")
+                self.wal.remove_upto(snap.cut)
             release_free_memory()
             if self.telemetry:
                 self.telemetry.flush_duration.observe(time.perf_counter() - t0)
                 self.telemetry.head_samples.set(len(self.head))
 
-    def _write_snapshot(self, snap: Head, new_series: list) -> list[parquet_io.SampleFile]:
+    def _write_snapshot_whole(self, snap: "_Snapshot") -> list[parquet_io.SampleFile]:
+        """Files, metadata, then the marker; if any step fails before the marker is in place,
+        the files written are deleted again (a retry writes them anew; no duplicates, no partial set)."""
+        written: list[str] = []
+        try:
+            new_files = self._write_snapshot(snap.head, snap.new_series, written)
+            crashpoints.reached("flush.files")
+            self._write_metadata(snap.meta)
+            self._write_marker(snap.cut)
+            return new_files
+        except BaseException:
+            if self._read_marker() < snap.cut:  # the marker did not move: the files are not needed
+                for path in written:
+                    with contextlib.suppress(OSError):
+                        os.remove(path)
+            raise
+
+    def _write_snapshot(self, snap: Head, new_series: list, written: list[str]) -> list[parquet_io.SampleFile]:
+        """Writes the snapshot's files, appending each path to ``written`` once it is in place."""
         sid, t, v = snap.columns()
         files: list[parquet_io.SampleFile] = []
         if len(sid):
@@ -256,11 +347,12 @@ class Storage(StorageReader):
                 files.append(parquet_io.write_samples(
                     self.path, int(p) * self.partition_ms, self._seq, pcode[order], names,
                     psid[order], pt[order], pv[order]))
+                written.append(files[-1].path)
             self._seq += 1
-            self._write_spans(self._seq, sid, t)
+            written.append(self._write_spans(self._seq, sid, t))
         if new_series:
             self._seq += 1
-            parquet_io.write_series(self.path, self._seq, new_series)
+            written.append(parquet_io.write_series(self.path, self._seq, new_series))
         return files
 
     def _estimate_interval(self, sid: np.ndarray, t: np.ndarray) -> None:
@@ -274,11 +366,16 @@ class Storage(StorageReader):
     # ---------------------------------------------------------------- small side files
     def _write_json_atomic(self, name: str, obj) -> None:
         path = os.path.join(self.path, name)
-        with open(path + ".tmp", "w", encoding="utf-8") as fh:
-            json.dump(obj, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(path + ".tmp", path)
+        try:
+            with open(path + ".tmp", "w", encoding="utf-8") as fh:
+                json.dump(obj, fh)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(path + ".tmp", path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.remove(path + ".tmp")
+            raise
         fsync_dir(self.path)
 
     def _write_marker(self, seg: int) -> None:
@@ -303,14 +400,16 @@ class Storage(StorageReader):
         for metric, entries in data.items():
             self.metadata_by_metric[metric] = {MetricMetadata(metric, *e): None for e in entries}
 
-    def _write_spans(self, seq: int, sid: np.ndarray, t: np.ndarray) -> None:
+    def _write_spans(self, seq: int, sid: np.ndarray, t: np.ndarray) -> str:
         """Per-series first/last timestamps of this flush, so start-up rebuilds time spans cheaply."""
         import pyarrow as pa
         starts = np.flatnonzero(np.r_[True, sid[1:] != sid[:-1]])
         ends = np.r_[starts[1:], len(sid)] - 1
         table = pa.table({"sid": sid[starts], "min_t": t[starts], "max_t": t[ends]})
         os.makedirs(os.path.join(self.path, "spans"), exist_ok=True)
-        parquet_io._write_atomic(table, os.path.join(self.path, "spans", f"spans-{seq:08d}.parquet"))
+        path = os.path.join(self.path, "spans", f"spans-{seq:08d}.parquet")
+        parquet_io._write_atomic(table, path)
+        return path
 
     def _load_spans(self) -> None:
         import pyarrow.parquet as pq
@@ -352,6 +451,7 @@ class Storage(StorageReader):
             self.files = [f for f in self.files if f not in old]
         for f in old:
             os.remove(f.path)
+            crashpoints.reached("retention.removed")
             pdir = os.path.dirname(f.path)
             if not os.listdir(pdir):
                 os.rmdir(pdir)
