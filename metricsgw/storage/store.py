@@ -132,7 +132,7 @@ class Storage(StorageReader):
                 replayed += 1
         self.wal = WAL(wal_dir, self.wal_segment_size, on_fsync=self._observe_fsync, new_encoder=SegmentEncoder,
                        on_health=self._observe_wal_health)
-        self._observe_wal_health(None, write=False)
+        self._observe_wal_health(self.wal.error, write=False)
         elapsed = time.perf_counter() - t0
         if self.telemetry:
             self.telemetry.replay_duration.set(elapsed)

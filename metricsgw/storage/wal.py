@@ -126,6 +126,7 @@ class WAL:
         self._encoder = None
         self._cut_requested = False
         self._cut_done = threading.Event()
+        self._probe()  # know at once (for /-/ready) whether a restart found the disk full
         self._thread = threading.Thread(target=self._run, name="wal-writer", daemon=True)
         self._thread.start()
 
