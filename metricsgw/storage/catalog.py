@@ -17,6 +17,7 @@ from typing import Iterable, Iterator
 import numpy as np
 
 from ..model import METRIC_NAME, Labels, Matcher
+from .keysplit import split_keys
 
 
 class _Grow:
@@ -68,6 +69,15 @@ class _Column:
             self.values.append(value)
             self.index[value] = c
         return c
+
+    def codes_of(self, values: list[str]) -> np.ndarray:
+        """``code_of`` for many distinct values (C-level lookups; new values appended in order)."""
+        index = self.index
+        new = [v for v in values if v not in index]
+        if new:
+            index.update(zip(new, range(len(self.values), len(self.values) + len(new))))
+            self.values.extend(new)
+        return np.fromiter(map(index.__getitem__, values), np.int32, len(values))
 
     def match_mask(self, m: Matcher, nrows: int) -> np.ndarray:
         ok = np.fromiter((m.matches(v) for v in self.values), dtype=bool, count=len(self.values))
@@ -265,6 +275,76 @@ class Catalog:
                 self.metrics[name].add_many(np.asarray(ks, np.int64) + g0, [fresh[k][1] for k in ks])
             self.metric_idx.extend(table_of)
             return fresh
+
+    def add_keys(self, sids: np.ndarray, keys: list[bytes]) -> np.ndarray:
+        """Register many series given as ``model.series_key`` bytes, with no Python work per series
+        (start-up: the series table and the WAL's new series, a million at once). Same result as
+        ``add_many``; returns the positions (into ``sids``) of the series that were not known."""
+        sids = np.asarray(sids, np.int64)
+        with self._lock:
+            _, first = np.unique(sids, return_index=True)
+            first.sort()
+            if self.sids.n:
+                first = first[~np.isin(sids[first], self.sids.view)]
+            n = len(first)
+            if not n:
+                return first
+            split = split_keys(keys if n == len(keys) else [keys[i] for i in first.tolist()])
+            is_name = np.zeros(len(split.names), bool)
+            if METRIC_NAME in split.names:
+                is_name[split.names.index(METRIC_NAME)] = True
+            name_rows = is_name[split.name_codes]
+            # metric of each series: the value of its __name__ label ("" if it has none)
+            metric_of = np.full(n, -1, np.int64)
+            metric_of[split.series[name_rows]] = split.value_codes[name_rows]
+            metric_ids, metric_of = np.unique(metric_of, return_inverse=True)
+            metric_names = [split.values[m] if m >= 0 else "" for m in metric_ids.tolist()]
+            tables = []
+            for name in metric_names:
+                table = self.metrics.get(name)
+                if table is None:
+                    table = self.metrics[name] = MetricTable(name, len(self.tables))
+                    self.tables.append(table)
+                tables.append(table)
+            # row of each series in its table: after the rows the table has, in input order
+            by_metric = np.argsort(metric_of, kind="stable")
+            counts = np.bincount(metric_of, minlength=len(tables))
+            group_start = np.cumsum(counts) - counts
+            row = np.empty(n, np.int64)
+            row[by_metric] = np.arange(n) - np.repeat(group_start, counts)
+            row += np.array([len(t) for t in tables], np.int64)[metric_of]
+            # Label columns: pairs sorted once by (metric, label name, value), so each (metric, name)
+            # group is a run, and so is each distinct value in it. Codes before row counts, as in add().
+            keep = ~name_rows
+            pair_series, pair_value = split.series[keep], split.value_codes[keep]
+            nv = max(len(split.values), 1)
+            key = (metric_of[pair_series] * len(split.names) + split.name_codes[keep]) * nv + pair_value
+            order = np.argsort(key)
+            key = key[order]
+            new_value = np.r_[True, key[1:] != key[:-1]] if len(key) else np.zeros(0, bool)
+            group = key // nv
+            bounds = np.flatnonzero(np.r_[True, group[1:] != group[:-1], True]) if len(key) else []
+            for a, b in zip(bounds[:-1], bounds[1:]):
+                g = int(group[a])
+                table, name = tables[g // len(split.names)], split.names[g % len(split.names)]
+                col = table.columns.get(name)
+                if col is None:
+                    col = table.columns[name] = _Column()
+                starts = np.flatnonzero(new_value[a:b])
+                col_codes = col.codes_of([split.values[v] for v in (key[a:b][starts] % nv).tolist()])
+                rows = row[pair_series[order[a:b]]]
+                col.codes.pad_to(int(rows.max()) + 1)
+                col.codes.a[rows] = col_codes[np.cumsum(new_value[a:b]) - 1]
+            g0 = self.sids.n
+            fresh_sids = sids[first]
+            self.sids.extend(fresh_sids)
+            self.first_ms.extend(np.full(n, np.iinfo(np.int64).max, np.int64))
+            self.last_ms.extend(np.full(n, np.iinfo(np.int64).min, np.int64))
+            self.by_sid.update(zip(fresh_sids.tolist(), range(g0, g0 + n)))
+            for m, table in enumerate(tables):
+                table.gidx.extend(by_metric[group_start[m]:group_start[m] + counts[m]] + g0)
+            self.metric_idx.extend(np.array([t.index for t in tables], np.int32)[metric_of])
+            return first
 
     def dense(self, sids: np.ndarray) -> np.ndarray:
         """Dense indexes of known sids (vectorised)."""

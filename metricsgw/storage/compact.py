@@ -222,7 +222,9 @@ class _SampleWriter:
 
 def compact_side_tables(storage) -> None:
     """Merge series-*.parquet and spans-*.parquet files once there are many."""
-    _merge_dir(storage, "series", "series", "SELECT DISTINCT ON (sid) sid, labels FROM read_parquet($files)")
+    # union_by_name: series files of earlier versions hold "labels" (JSON) where newer ones hold "key"
+    _merge_dir(storage, "series", "series",
+               "SELECT DISTINCT ON (sid) * FROM read_parquet($files, union_by_name = true)")
     _merge_dir(storage, "spans", "spans",
                "SELECT sid, min(min_t) AS min_t, max(max_t) AS max_t FROM read_parquet($files) GROUP BY sid")
 

@@ -1,7 +1,7 @@
 """Parquet files on disk: hive-style time partitions of samples, and the series table.
 
     <path>/samples/hour=<partition start, unix ms>/part-<seq>.parquet   (metric, sid, t, v)
-    <path>/series/series-<seq>.parquet                                  (sid, labels_json)
+    <path>/series/series-<seq>.parquet                                  (sid, key: model.series_key)
 
 Sample files are sorted by (metric, sid, t) in row groups of 128k rows, so row-group statistics
 let a cold read skip the metrics it does not want;
@@ -22,10 +22,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..model import Labels
+from ..model import series_keys
 from .wal import fsync_dir
 
-SERIES_SCHEMA = pa.schema([("sid", pa.int64()), ("labels", pa.string())])
+SERIES_SCHEMA = pa.schema([("sid", pa.int64()), ("key", pa.binary())])
 _PART_RE = re.compile(r"^hour=(-?\d+)$")
 _FILE_RE = re.compile(r"^(?:part|series)-(\d+)\.parquet$")
 
@@ -92,12 +92,13 @@ def write_samples(root: str, partition_ms: int, seq: int, metric_codes: np.ndarr
     return SampleFile(path, partition_ms, seq, int(t.min()), int(t.max()))
 
 
-def write_series(root: str, seq: int, series: list[tuple[int, Labels]]) -> str:
+def write_series(root: str, seq: int, series: list[tuple[int, bytes]]) -> str:
+    """Series as (sid, ``model.series_key``): start-up splits the keys of all series at once
+    (keysplit.py), where a JSON object per series cost a parse per series."""
     sdir = os.path.join(root, "series")
     os.makedirs(sdir, exist_ok=True)
     table = pa.table({"sid": pa.array([s for s, _ in series], pa.int64()),
-                      "labels": pa.array([json.dumps(dict(lb), separators=(",", ":")) for _, lb in series])},
-                     schema=SERIES_SCHEMA)
+                      "key": pa.array([k for _, k in series], pa.binary())}, schema=SERIES_SCHEMA)
     path = os.path.join(sdir, f"series-{seq:08d}.parquet")
     _write_atomic(table, path)
     return path
@@ -147,19 +148,28 @@ def _t_range(meta: pq.FileMetaData) -> tuple[int, int]:
     return lo, hi
 
 
-def read_series_files(root: str) -> tuple[list[tuple[int, Labels]], int]:
-    """All series ever flushed, and the highest file sequence number seen."""
+def read_series_files(root: str) -> tuple[np.ndarray, list[bytes], int]:
+    """All series ever flushed as (sids, series keys), and the highest file sequence number seen.
+    Files of earlier versions hold the labels as JSON (column ``labels``); a merge of old and new
+    files holds both columns, one of them null per row."""
     sdir = os.path.join(root, "series")
-    out: list[tuple[int, Labels]] = []
+    sids: list[np.ndarray] = []
+    keys: list[bytes] = []
     max_seq = 0
     if not os.path.isdir(sdir):
-        return out, max_seq
+        return np.empty(0, np.int64), keys, max_seq
     for fname in sorted(os.listdir(sdir)):
         m = _FILE_RE.match(fname)
         if not m:
             continue
         max_seq = max(max_seq, int(m.group(1)))
         table = pq.read_table(os.path.join(sdir, fname))
-        for sid, lj in zip(table.column("sid").to_pylist(), table.column("labels").to_pylist()):
-            out.append((sid, tuple(sorted(json.loads(lj).items()))))
-    return out, max_seq
+        sids.append(table.column("sid").to_numpy())
+        file_keys = table.column("key").to_pylist() if "key" in table.column_names else [None] * table.num_rows
+        if "labels" in table.column_names:
+            legacy = [i for i, k in enumerate(file_keys) if k is None]
+            labels = table.column("labels").take(legacy).to_pylist()
+            for i, lk in zip(legacy, series_keys([tuple(sorted(json.loads(lj).items())) for lj in labels])):
+                file_keys[i] = lk
+        keys.extend(file_keys)
+    return (np.concatenate(sids) if sids else np.empty(0, np.int64)), keys, max_seq

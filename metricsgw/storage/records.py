@@ -43,21 +43,21 @@ def encode(batch: AppendBatch) -> bytes:
 
 def _series_v2(payload: bytes, pos: int) -> tuple[list, int]:
     (ns,) = _U32.unpack_from(payload, pos)
-    return read_series_keys(payload, pos + 4, ns)
+    sids, keys, pos = read_series_keys(payload, pos + 4, ns)
+    return list(zip(sids.tolist(), map(labels_from_key, keys))), pos
 
 
-def read_series_keys(payload: bytes, pos: int, ns: int) -> tuple[list, int]:
-    """``ns`` new series laid out as int64 ids, u32 key lengths, concatenated keys."""
-    if not ns:
-        return [], pos
-    sids = np.frombuffer(payload, np.int64, ns, pos).tolist()
+def read_series_keys(payload: bytes, pos: int, ns: int) -> tuple[np.ndarray, list[bytes], int]:
+    """``ns`` new series laid out as int64 ids, u32 key lengths, concatenated keys:
+    (sids, keys, position after them)."""
+    sids = np.frombuffer(payload, np.int64, ns, pos).copy()
     pos += 8 * ns
     lens = np.frombuffer(payload, np.uint32, ns, pos).astype(np.int64)
     pos += 4 * ns
     ends = (np.cumsum(lens) + pos).tolist()
     starts = [pos] + ends[:-1]
-    series = [(sid, labels_from_key(payload[a:b])) for sid, a, b in zip(sids, starts, ends)]
-    return series, ends[-1]
+    keys = [payload[a:b] for a, b in zip(starts, ends)]
+    return sids, keys, (ends[-1] if ns else pos)
 
 
 def _series_v1(payload: bytes, pos: int) -> tuple[list, int]:

@@ -24,14 +24,15 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import Unavailable
-from . import crashpoints, parquet_io
+from ..model import series_keys
+from . import crashpoints, parquet_io, startup
 from .batch import AppendBatch, MetricMetadata
 from .catalog import Catalog
 from .compact import compact_partitions, compact_side_tables
 from .head import Head
 from .querier import StorageReader
-from .wal import WAL, fsync_dir, list_segments, read_segment, segment_name
-from .walcodec import SegmentDecoder, SegmentEncoder
+from .wal import WAL, fsync_dir
+from .walcodec import SegmentEncoder
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +95,7 @@ class Storage(StorageReader):
         self.wal: WAL | None = None
         self._swap_lock = threading.Lock()
         self._flush_lock = threading.Lock()
-        self._unflushed_series: list[tuple[int, tuple]] = []
+        self._unflushed_series: list[tuple[int, bytes]] = []  # (sid, model.series_key)
         self._unwritten: list[_Snapshot] = []  # cut from the WAL, not yet in Parquet (oldest first)
         self._seq = 0
         self._interval_ms = 15_000.0
@@ -111,25 +112,15 @@ class Storage(StorageReader):
         removed = parquet_io.clean_temporaries(self.path)
         if removed:
             log.warning("removed %d half-written file(s) left by a crash", removed)
-        series, self._seq = parquet_io.read_series_files(self.path)
-        self.catalog.add_many(list(series))
+        startup.load_series(self)
         self.files = parquet_io.list_sample_files(self.path)
         self._seq = max([self._seq] + [f.seq for f in self.files])
-        self._load_spans()
         self._load_metadata()
         wal_dir = os.path.join(self.path, "wal")
         os.makedirs(wal_dir, exist_ok=True)
-        flushed_upto = self._read_marker()
-        replayed = 0
-        for seg in list_segments(wal_dir):
-            seg_path = os.path.join(wal_dir, segment_name(seg))
-            if seg <= flushed_upto:
-                os.remove(seg_path)
-                continue
-            decoder = SegmentDecoder()
-            for payload in read_segment(seg_path):
-                self._apply(decoder.decode(payload))
-                replayed += 1
+        replayed = startup.replay_wal(self, wal_dir, self._read_marker())
+        if self.telemetry:
+            self.telemetry.head_samples.set(len(self.head))
         self.wal = WAL(wal_dir, self.wal_segment_size, on_fsync=self._observe_fsync, new_encoder=SegmentEncoder,
                        on_health=self._observe_wal_health)
         self._observe_wal_health(self.wal.error, write=False)
@@ -209,7 +200,9 @@ class Storage(StorageReader):
 
     def _apply(self, batch: AppendBatch) -> None:
         if batch.new_series:
-            self._unflushed_series.extend(self.catalog.add_many(batch.new_series))
+            fresh = self.catalog.add_many(batch.new_series)
+            if fresh:  # kept as series keys until the flush writes them to the series table
+                self._unflushed_series.extend(zip([sid for sid, _ in fresh], series_keys([lb for _, lb in fresh])))
         for m in batch.metadata:
             self.metadata_by_metric.setdefault(m.metric, {})[m] = None
         if len(batch.sid):
@@ -410,20 +403,6 @@ class Storage(StorageReader):
         path = os.path.join(self.path, "spans", f"spans-{seq:08d}.parquet")
         parquet_io._write_atomic(table, path)
         return path
-
-    def _load_spans(self) -> None:
-        import pyarrow.parquet as pq
-        sdir = os.path.join(self.path, "spans")
-        if not os.path.isdir(sdir):
-            return
-        for f in sorted(os.listdir(sdir)):
-            if not f.endswith(".parquet"):
-                continue
-            tb = pq.read_table(os.path.join(sdir, f))
-            sid = tb.column("sid").to_numpy()
-            known = np.fromiter((int(s) in self.catalog for s in sid), bool, len(sid))
-            self.catalog.touch(sid[known], tb.column("min_t").to_numpy()[known])
-            self.catalog.touch(sid[known], tb.column("max_t").to_numpy()[known])
 
     def retire(self, paths) -> None:
         now = time.monotonic()

@@ -25,7 +25,7 @@ import struct
 import numpy as np
 import zstandard
 
-from ..model import series_keys
+from ..model import labels_from_key, series_keys
 from . import records
 from .batch import AppendBatch, MetricMetadata
 
@@ -163,15 +163,27 @@ class SegmentDecoder:
         self._zstd = zstandard.ZstdDecompressor()
 
     def decode(self, payload: bytes) -> AppendBatch:
+        batch, sids, keys = self.decode_raw(payload)
+        batch.new_series = list(zip(sids.tolist(), map(labels_from_key, keys)))
+        batch.series_keys = keys
+        return batch
+
+    def decode_raw(self, payload: bytes) -> tuple[AppendBatch, np.ndarray, list[bytes]]:
+        """(the record without its new series, their sids, their series keys): start-up registers
+        the series of all records at once from the keys (Catalog.add_keys)."""
         if payload[:2] != MAGIC:
-            return records.decode(payload)
+            batch = records.decode(payload)
+            sids = np.fromiter((s for s, _ in batch.new_series), np.int64, len(batch.new_series))
+            keys = series_keys([lb for _, lb in batch.new_series])
+            batch.new_series = []
+            return batch, sids, keys
         body = self._zstd.decompress(payload[2:])
         flags, n_added, ns, mlen, n = _HEADER.unpack_from(body, 0)
         pos = _HEADER.size
         self._sids.extend(np.frombuffer(body, _I64, n_added, pos))
         self._last.extend(np.zeros(n_added, np.uint64))
         pos += 8 * n_added
-        series, pos = records.read_series_keys(body, pos, ns)
+        sids, keys, pos = records.read_series_keys(body, pos, ns)
         meta = json.loads(body[pos:pos + mlen]) if mlen else []
         pos += mlen
         refs = np.cumsum(_unshuffle(body, pos, n, _I64))
@@ -180,5 +192,5 @@ class SegmentDecoder:
         if flags & _XOR:
             values = values ^ self._last.a[refs]
             self._last.a[refs] = values
-        return AppendBatch(new_series=series, sid=self._sids.a[refs], t=t, v=values.view(np.float64),
-                           metadata=[MetricMetadata(*m) for m in meta])
+        return (AppendBatch(sid=self._sids.a[refs], t=t, v=values.view(np.float64),
+                            metadata=[MetricMetadata(*m) for m in meta]), sids, keys)
