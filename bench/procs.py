@@ -226,3 +226,15 @@ def metricsgw_disk(data_dir: Path) -> Disk:
             key = "parquet" if f.endswith(".parquet") else "wal" if rel.split(os.sep)[0].startswith("wal") else "other"
             parts[key] += size
     return Disk(sum(parts.values()), parts)
+
+
+VICTORIA_METRICS = "/usr/bin/victoria-metrics"
+
+
+def start_victoriametrics(work_dir: Path, port: int | None = None, extra: list[str] | None = None) -> Server:
+    """Single-node VictoriaMetrics (Debian ``victoria-metrics``): remote write at /api/v1/write,
+    Prometheus query API, readiness at /health (it has no /-/ready)."""
+    port = port or free_port()
+    argv = [VICTORIA_METRICS, f"-storageDataPath={work_dir / 'data'}", f"-httpListenAddr=127.0.0.1:{port}",
+            "-retentionPeriod=100y", "-loggerLevel=WARN", *(extra or [])]
+    return _spawn("victoria-metrics", argv, work_dir / "data", port)
