@@ -148,8 +148,9 @@ def _t_range(meta: pq.FileMetaData) -> tuple[int, int]:
     return lo, hi
 
 
-def read_series_files(root: str) -> tuple[np.ndarray, list[bytes], int]:
-    """All series ever flushed as (sids, series keys), and the highest file sequence number seen.
+def read_series_files(root: str, after_seq: int = 0) -> tuple[np.ndarray, list[bytes], int]:
+    """The series of the files numbered above ``after_seq`` as (sids, series keys), and the highest
+    file sequence number seen.
     Files of earlier versions hold the labels as JSON (column ``labels``); a merge of old and new
     files holds both columns, one of them null per row."""
     sdir = os.path.join(root, "series")
@@ -163,6 +164,8 @@ def read_series_files(root: str) -> tuple[np.ndarray, list[bytes], int]:
         if not m:
             continue
         max_seq = max(max_seq, int(m.group(1)))
+        if int(m.group(1)) <= after_seq:
+            continue
         table = pq.read_table(os.path.join(sdir, fname))
         sids.append(table.column("sid").to_numpy())
         file_keys = table.column("key").to_pylist() if "key" in table.column_names else [None] * table.num_rows

@@ -9,25 +9,34 @@ extended once at the end. A million series used to cost ~20 s of per-series Pyth
 from __future__ import annotations
 
 import os
+import re
 
 import numpy as np
 import pyarrow.parquet as pq
 
-from . import parquet_io
+from . import catalog_checkpoint, parquet_io
 from .walcodec import SegmentDecoder
 from .wal import list_segments, read_segment, segment_name
 
+_SPANS_RE = re.compile(r"^spans-(\d+)\.parquet$")
+
 
 def load_series(storage) -> None:
-    """The flushed series table and each series' time span."""
-    sids, keys, seq = parquet_io.read_series_files(storage.path)
-    storage._seq = max(storage._seq, seq)
+    """The flushed series table and each series' time span: the checkpoint, then the files written after it."""
+    covered = 0
+    loaded = catalog_checkpoint.load(storage.path)
+    if loaded is not None:
+        storage.catalog, covered = loaded
+        storage._checkpointed_series = len(storage.catalog)
+    sids, keys, seq = parquet_io.read_series_files(storage.path, after_seq=covered)
+    storage._seq = max(storage._seq, seq, covered)
     storage.catalog.add_keys(sids, keys)
     sdir = os.path.join(storage.path, "spans")
     if not os.path.isdir(sdir):
         return
     for f in sorted(os.listdir(sdir)):
-        if not f.endswith(".parquet"):
+        m = _SPANS_RE.match(f)
+        if not m or int(m.group(1)) <= covered:
             continue
         tb = pq.read_table(os.path.join(sdir, f))
         sid = tb.column("sid").to_numpy()

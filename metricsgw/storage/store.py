@@ -25,7 +25,7 @@ import pyarrow as pa
 
 from ..errors import Unavailable
 from ..model import series_keys
-from . import crashpoints, parquet_io, startup
+from . import catalog_checkpoint, crashpoints, parquet_io, startup
 from .batch import AppendBatch, MetricMetadata
 from .catalog import Catalog
 from .compact import compact_partitions, compact_side_tables
@@ -96,6 +96,7 @@ class Storage(StorageReader):
         self._swap_lock = threading.Lock()
         self._flush_lock = threading.Lock()
         self._unflushed_series: list[tuple[int, bytes]] = []  # (sid, model.series_key)
+        self._checkpointed_series = 0
         self._unwritten: list[_Snapshot] = []  # cut from the WAL, not yet in Parquet (oldest first)
         self._seq = 0
         self._interval_ms = 15_000.0
@@ -297,10 +298,25 @@ class Storage(StorageReader):
                 self._unwritten.pop(0)
                 crashpoints.reached("flush.marker")
                 self.wal.remove_upto(snap.cut)
+            self._checkpoint_catalog()
             release_free_memory()
             if self.telemetry:
                 self.telemetry.flush_duration.observe(time.perf_counter() - t0)
                 self.telemetry.head_samples.set(len(self.head))
+
+    def _checkpoint_catalog(self) -> None:
+        """Save the series table as arrays once it grew by a tenth since the last save, so a restart
+        loads it instead of parsing every series key. Failing to is not a failed flush: the series
+        files hold everything, the next start-up is just slower."""
+        if len(self.catalog) - self._checkpointed_series < max(1, len(self.catalog) // 10):
+            return
+        with self._swap_lock:  # no series is added meanwhile (append registers them under it)
+            snap, covered = catalog_checkpoint.snapshot(self.catalog), self._seq
+        try:
+            catalog_checkpoint.save(self.path, snap, covered)
+            self._checkpointed_series = len(snap["sids"])
+        except OSError as err:
+            log.warning("series table checkpoint not written: %s", err)
 
     def _write_snapshot_whole(self, snap: "_Snapshot") -> list[parquet_io.SampleFile]:
         """Files, metadata, then the marker; if any step fails before the marker is in place,
