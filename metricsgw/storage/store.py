@@ -229,7 +229,7 @@ class Storage(StorageReader):
         while not self._stop.wait(1.0):
             self._observe_free_bytes()
             due = time.monotonic() - last >= self.flush_interval_s
-            if due or len(self.head) >= self.flush_max_samples or self._unwritten:
+            if due or len(self.head) >= self.flush_max_samples:
                 if not self._flush_step():
                     # Retry soon (space may come back any moment), not a whole interval later.
                     last = time.monotonic() - self.flush_interval_s + min(self.flush_interval_s, FLUSH_RETRY_S)
@@ -275,34 +275,37 @@ class Storage(StorageReader):
         A snapshot cut from the WAL is written whole or not at all (a failure deletes what it
         wrote) and stays readable in memory until it is written; snapshots are written oldest
         first, so the ``flushed`` marker never passes a WAL segment whose samples are not in
-        Parquet. A failed flush raises; the next one retries the snapshots left over."""
+        Parquet. A failed flush raises; the next one retries the snapshot left over before it cuts
+        another, so while flushes fail the head grows (and is refused once full) instead of
+        snapshots piling up."""
         with self._flush_lock:
             t0 = time.perf_counter()
+            self._write_unwritten()
             with self._swap_lock:
                 if len(self.head) or self._unflushed_series:
                     cut = self.wal.cut()
                     crashpoints.reached("flush.cut")
-                    snap = _Snapshot(self.head, self._unflushed_series, cut,
-                                     {k: list(v) for k, v in self.metadata_by_metric.items()})
+                    self._unwritten.append(_Snapshot(self.head, self._unflushed_series, cut,
+                                                     {k: list(v) for k, v in self.metadata_by_metric.items()}))
+                    self.flushing.append(self.head)
                     self.head, self._unflushed_series = Head(), []
-                    self.flushing.append(snap.head)
-                    self._unwritten.append(snap)
-            if not self._unwritten:
-                return
-            while self._unwritten:
-                snap = self._unwritten[0]
-                new_files = self._write_snapshot_whole(snap)
-                with self._swap_lock:
-                    self.files = sorted(self.files + new_files, key=lambda f: (f.partition_ms, f.seq))
-                    self.flushing.remove(snap.head)
-                self._unwritten.pop(0)
-                crashpoints.reached("flush.marker")
-                self.wal.remove_upto(snap.cut)
+            self._write_unwritten()
             self._checkpoint_catalog()
             release_free_memory()
             if self.telemetry:
                 self.telemetry.flush_duration.observe(time.perf_counter() - t0)
                 self.telemetry.head_samples.set(len(self.head))
+
+    def _write_unwritten(self) -> None:
+        while self._unwritten:
+            snap = self._unwritten[0]
+            new_files = self._write_snapshot_whole(snap)
+            with self._swap_lock:
+                self.files = sorted(self.files + new_files, key=lambda f: (f.partition_ms, f.seq))
+                self.flushing.remove(snap.head)
+            self._unwritten.pop(0)
+            crashpoints.reached("flush.marker")
+            self.wal.remove_upto(snap.cut)
 
     def _checkpoint_catalog(self) -> None:
         """Save the series table as arrays once it grew by a tenth since the last save, so a restart
