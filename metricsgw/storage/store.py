@@ -122,7 +122,7 @@ class Storage(StorageReader):
         replayed = startup.replay_wal(self, wal_dir, self._read_marker())
         if self.telemetry:
             self.telemetry.head_samples.set(len(self.head))
-        self.wal = WAL(wal_dir, self.wal_segment_size, on_fsync=self._observe_fsync, new_encoder=SegmentEncoder,
+        self.wal = WAL(wal_dir, self.wal_segment_size, SegmentEncoder, on_fsync=self._observe_fsync,
                        on_health=self._observe_wal_health)
         self._observe_wal_health(self.wal.error, write=False)
         elapsed = time.perf_counter() - t0

@@ -4,11 +4,12 @@ A segment is a file of records ``[u32 length][u32 crc32][payload]``. Concurrent 
 one writer thread that writes everything pending and fsyncs once (group commit), so N concurrent
 requests cost one fsync. A record torn by a crash fails its CRC; replay stops there and the
 segment is truncated (such a record was never acknowledged: the ack comes after fsync).
+Records are encoded on the writer thread by a per-segment encoder (walcodec.py), so a segment
+replays on its own; a write that fails abandons its segment (see ``WAL``).
 """
 
 from __future__ import annotations
 
-import asyncio
 import errno
 import logging
 import os
@@ -85,16 +86,10 @@ class _Pending:
     done: Callable[[BaseException | None], None]
 
 
-class _Passthrough:
-    """The encoder of a WAL whose records are bytes already."""
-
-    def encode(self, record: bytes) -> bytes:
-        return record
-
-
 class WAL:
     """One writer thread owns the open segment; callers ``submit`` records and are told when
-    they are on disk (fsync'd) or failed.
+    they are on disk (fsync'd) or failed. ``new_encoder()`` gives the encoder of a new segment
+    (its ``encode(record) -> bytes`` runs on the writer thread, in write order).
 
     Failures have one defined state, never a dead thread: a write, fsync or segment open that
     fails answers its records with the error, abandons the segment (truncated back to its last
@@ -105,8 +100,8 @@ class WAL:
     cut never does I/O that could fail and never leaves its caller waiting.
     """
 
-    def __init__(self, wal_dir: str, segment_size: int, on_fsync: Callable[[float, int], None] | None = None,
-                 new_encoder: Callable[[], object] = _Passthrough,
+    def __init__(self, wal_dir: str, segment_size: int, new_encoder: Callable[[], object],
+                 on_fsync: Callable[[float, int], None] | None = None,
                  on_health: Callable[[BaseException | None, bool], None] | None = None,
                  probe_interval_s: float = 1.0):
         self.dir = wal_dir
@@ -138,24 +133,6 @@ class WAL:
         self._fh = open(os.path.join(self.dir, segment_name(self._seq)), "ab", buffering=0)
         self._encoder = self._new_encoder()
         fsync_dir(self.dir)
-
-    async def append(self, record) -> None:
-        """Returns once the record is on disk (fsync'd); raises the write's error otherwise."""
-        loop = asyncio.get_running_loop()
-        fut = loop.create_future()
-
-        def done(err: BaseException | None) -> None:
-            def settle() -> None:
-                if fut.done():
-                    return
-                if err is None:
-                    fut.set_result(None)
-                else:
-                    fut.set_exception(err)
-            loop.call_soon_threadsafe(settle)
-
-        self.submit(record, done)
-        await fut
 
     def submit(self, record, done: Callable[[BaseException | None], None]) -> None:
         with self._cond:
