@@ -285,7 +285,7 @@ class Catalog:
             _, first = np.unique(sids, return_index=True)
             first.sort()
             if self.sids.n:
-                first = first[~np.isin(sids[first], self.sids.view)]
+                first = first[~self.known(sids[first])]
             n = len(first)
             if not n:
                 return first
@@ -345,6 +345,10 @@ class Catalog:
                 table.gidx.extend(by_metric[group_start[m]:group_start[m] + counts[m]] + g0)
             self.metric_idx.extend(np.array([t.index for t in tables], np.int32)[metric_of])
             return first
+
+    def known(self, sids: np.ndarray) -> np.ndarray:
+        """Which of these sids are registered (dict lookups in C: numpy's isin hashes both sides)."""
+        return np.fromiter(map(self.by_sid.__contains__, sids.tolist()), bool, len(sids))
 
     def dense(self, sids: np.ndarray) -> np.ndarray:
         """Dense indexes of known sids (vectorised)."""

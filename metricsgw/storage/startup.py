@@ -40,7 +40,7 @@ def load_series(storage) -> None:
             continue
         tb = pq.read_table(os.path.join(sdir, f))
         sid = tb.column("sid").to_numpy()
-        known = np.isin(sid, storage.catalog.sids.view)
+        known = storage.catalog.known(sid)
         storage.catalog.touch(sid[known], tb.column("min_t").to_numpy()[known])
         storage.catalog.touch(sid[known], tb.column("max_t").to_numpy()[known])
 
