@@ -39,16 +39,8 @@ def _varint(n: int) -> bytes:
     return _uvarint(((n << 1) ^ (n >> 63)) & _U64)
 
 
-def _leading_zeros(x: int) -> int:
-    return 64 - x.bit_length()
-
-
-def _trailing_zeros(x: int) -> int:
-    return (x & -x).bit_length() - 1
-
-
 class _Bits:
-    """Bits accumulated MSB-first in one int; ``ends_on_byte_write`` tracks the empty-byte quirk."""
+    """Bits accumulated MSB-first in one int; ``byte_write`` tracks the empty-byte quirk."""
 
     __slots__ = ("acc", "n", "byte_write")
 
@@ -75,66 +67,93 @@ class _Bits:
         return out
 
 
-def _bit_range(x: int, nbits: int) -> bool:
-    return -((1 << (nbits - 1)) - 1) <= x <= 1 << (nbits - 1)
+def _bit_length(x: np.ndarray) -> np.ndarray:
+    """Bit length of each uint64, exactly (float64 holds every 32-bit half exactly)."""
+    hi = (x >> np.uint64(32)).astype(np.float64)
+    lo = (x & np.uint64(0xFFFFFFFF)).astype(np.float64)
+    return np.where(hi > 0, 32 + np.frexp(hi)[1], np.frexp(lo)[1]).astype(np.int64)
+
+
+def _time_fields(t: list[int]) -> list[tuple[int, int]]:
+    """(bits, width) of each sample's timestamp field from the third on: the delta-of-delta in the
+    narrowest of Prometheus's classes (0 | 10+14 | 110+17 | 1110+20 | 1111+64 bits)."""
+    out = []
+    prev_delta = t[1] - t[0]
+    for i in range(2, len(t)):
+        delta = t[i] - t[i - 1]
+        dod = delta - prev_delta
+        prev_delta = delta
+        if dod == 0:
+            out.append((0, 1))
+        elif -8191 <= dod <= 8192:
+            out.append(((0b10 << 14) | (dod & 0x3FFF), 16))
+        elif -65535 <= dod <= 65536:
+            out.append(((0b110 << 17) | (dod & 0x1FFFF), 20))
+        elif -524287 <= dod <= 524288:
+            out.append(((0b1110 << 20) | (dod & 0xFFFFF), 24))
+        else:
+            out.append(((0b1111 << 64) | (dod & _U64), 68))
+    return out
 
 
 def encode_chunk(t: np.ndarray, v: np.ndarray) -> bytes:
-    """One XOR chunk of samples t (int64 ms, strictly increasing) and v (float64); at most 65535."""
+    """One XOR chunk of samples t (int64 ms, strictly increasing) and v (float64); at most 65535.
+
+    Timestamp fields and the XOR of each value with the one before (with its leading and trailing
+    zero counts) are found for all samples at once; one loop then makes the sequential choices
+    (reuse the previous leading/trailing window or open a new one) and appends the bits."""
     n = len(t)
     if n > 0xFFFF:
         raise ValueError(f"an XOR chunk holds at most 65535 samples, got {n}")
-    ts = np.asarray(t, np.int64).tolist()
-    vbits = np.ascontiguousarray(v, np.float64).view(np.uint64).tolist()
+    if n == 0:
+        return b"\x00\x00"
+    ts = np.asarray(t, np.int64)
+    vbits = np.ascontiguousarray(v, np.float64).view(np.uint64)
     out = _Bits()
-    prev_t = prev_v = t_delta = 0
-    leading, trailing = 0xFF, 0
-    for i in range(n):
-        cur_t, cur_v = ts[i], vbits[i]
-        if i == 0:
-            out.raw_bytes(_varint(cur_t))
-            out.bits(cur_v, 64)
-        else:
-            delta_t = cur_t - prev_t
-            if i == 1:
-                out.raw_bytes(_uvarint(delta_t & _U64))
-            else:
-                dod = delta_t - t_delta
-                if dod == 0:
-                    out.bits(0, 1)
-                elif _bit_range(dod, 14):
-                    out.bits(0b10, 2)
-                    out.bits(dod, 14)
-                elif _bit_range(dod, 17):
-                    out.bits(0b110, 3)
-                    out.bits(dod, 17)
-                elif _bit_range(dod, 20):
-                    out.bits(0b1110, 4)
-                    out.bits(dod, 20)
-                else:
-                    out.bits(0b1111, 4)
-                    out.bits(dod, 64)
-            t_delta = delta_t
-            # xorWrite
-            delta = cur_v ^ prev_v
+    done: list[bytes] = []  # whole bytes already written
+    out.raw_bytes(_varint(int(ts[0])))
+    out.bits(int(vbits[0]), 64)
+    if n > 1:
+        xors = vbits[1:] ^ vbits[:-1]
+        lowest = xors & (~xors + np.uint64(1))  # the lowest set bit alone
+        lead = np.minimum(64 - _bit_length(xors), 31).tolist()  # 5 bits hold at most 31
+        trail = (_bit_length(lowest) - 1).tolist()
+        xors = xors.tolist()
+        tlist = ts.tolist()
+        time_fields = _time_fields(tlist)
+        out.raw_bytes(_uvarint((tlist[1] - tlist[0]) & _U64))
+        acc, nbits, byte_write = out.acc, out.n, out.byte_write
+        leading, trailing = 0xFF, 0
+        for i in range(n - 1):
+            if i:
+                bits, width = time_fields[i - 1]
+                acc = (acc << width) | bits
+                nbits += width
+                byte_write = width == 68
+            delta = xors[i]
             if delta == 0:
-                out.bits(0, 1)
+                acc <<= 1
+                nbits += 1
+                byte_write = False
+                continue
+            new_leading, new_trailing = lead[i], trail[i]
+            if leading != 0xFF and new_leading >= leading and new_trailing >= trailing:
+                width = 64 - leading - trailing  # "10": the previous window holds the change
+                acc = (((acc << 2) | 0b10) << width) | (delta >> trailing)
+                nbits += 2 + width
             else:
-                out.bits(1, 1)
-                new_leading = min(_leading_zeros(delta), 31)  # 5 bits hold at most 31
-                new_trailing = _trailing_zeros(delta)
-                if leading != 0xFF and new_leading >= leading and new_trailing >= trailing:
-                    out.bits(0, 1)
-                    out.bits(delta >> trailing, 64 - leading - trailing)
-                else:
-                    leading, trailing = new_leading, new_trailing
-                    sigbits = 64 - new_leading - new_trailing
-                    out.bits(1, 1)
-                    out.bits(new_leading, 5)
-                    out.bits(sigbits, 6)  # 64 does not fit: written as 0, read back as 64
-                    out.bits(delta >> new_trailing, sigbits)
-        prev_t, prev_v = cur_t, cur_v
-    return struct.pack(">H", n) + out.to_bytes()
+                leading, trailing = new_leading, new_trailing
+                width = 64 - leading - trailing  # "11", 5 bits leading, 6 bits width (64 as 0), the bits
+                acc = (((((acc << 2) | 0b11) << 11) | (leading << 6) | (width & 0x3F)) << width) | (delta >> trailing)
+                nbits += 13 + width
+            byte_write = width % 8 == 0
+            if nbits >= 256:  # move whole bytes out, so the shifts above stay on small ints
+                keep = nbits & 7
+                done.append((acc >> keep).to_bytes((nbits - keep) >> 3, "big"))
+                acc &= (1 << keep) - 1
+                nbits = keep
+        out.acc, out.n, out.byte_write = acc, nbits, byte_write
+    return struct.pack(">H", n) + b"".join(done) + out.to_bytes()
 
 
 def chunks(t: np.ndarray, v: np.ndarray, per_chunk: int = SAMPLES_PER_CHUNK) -> Iterator[tuple[int, int, bytes]]:
