@@ -43,7 +43,8 @@ def read_gate(cfg) -> QueryGuard | None:
     """The remote-read concurrency limit; None when it is off (0). Queue rules as the query guard."""
     if cfg.storage_remote_read_concurrent_limit <= 0:
         return None
-    return QueryGuard(cfg.storage_remote_read_concurrent_limit, cfg.query_max_queue, cfg.query_queue_timeout)
+    return QueryGuard(cfg.storage_remote_read_concurrent_limit, cfg.query_max_queue, cfg.query_queue_timeout,
+                      concurrency_flag="--storage.remote.read-concurrent-limit")
 
 
 async def handle_read(request: web.Request) -> web.StreamResponse:

@@ -142,7 +142,7 @@ def test_read_concurrent_limit_and_query_slots(tmp_path):
                     await promql.json(), first_resp.status, await first_resp.read())
 
     s2, retry, text2, sp, promql, s1, body1 = asyncio.run(main())
-    assert s2 == 429 and retry and "too many queries" in text2
+    assert s2 == 429 and retry and "too many queries" in text2 and "--storage.remote.read-concurrent-limit=1" in text2
     assert sp == 200 and promql["data"]["result"][0]["value"][1] == "200"
     assert s1 == 200 and len(decode_samples(body1)[0]) == 200
 
