@@ -143,6 +143,20 @@ def test_prometheus_through_remote_read_answers_as_metricsgw(servers):
     assert non_empty > len(cases) * 0.6  # about data, not empty answers (some cases are empty on purpose)
 
 
+def test_series_api_through_remote_read(servers):
+    """Prometheus's /api/v1/series asks remote read with hints.func == "series" (label sets only)."""
+    end = servers["end_ms"] / 1000
+    for match in ('{__name__=~"rr_.+"}', 'rr_size{job!="s120"}', "rr_other"):
+        params = {"match[]": match, "start": f"{end - 3600:.3f}", "end": f"{end:.3f}"}
+        answers = {}
+        for name in ("gw", "ref", "recent", "default"):
+            status, body = api(servers[name], "/api/v1/series", params)
+            assert status == 200, (name, body)
+            answers[name] = sorted(tuple(sorted(m.items())) for m in body["data"])
+        assert answers["gw"], match
+        assert answers["recent"] == answers["default"] == answers["gw"] == answers["ref"], match
+
+
 def _requests(end_ms: int) -> list[dict]:
     everything = [("__name__", "=~", "rr_.+")]
     return [
