@@ -173,21 +173,40 @@ def frame(message: bytes) -> bytes:
     return _uvarint(len(message)) + struct.pack(">I", crc32c.crc32c(message)) + message
 
 
-def series_frames(query_index: int, labels: Labels, t: np.ndarray, v: np.ndarray, max_bytes_in_frame: int,
-                  per_chunk: int = xor.SAMPLES_PER_CHUNK) -> list[bytes]:
-    """The frames of one series: chunks of ``per_chunk`` samples, a frame cut once the labels and
-    its chunks reach ``max_bytes_in_frame`` (a frame may overshoot by up to one chunk, as in Prometheus)."""
+def block_chunks(block: SampleBlock, per_chunk: int = xor.SAMPLES_PER_CHUNK) -> dict[int, list[tuple[int, int, bytes]]]:
+    """The XOR chunks of every series in a sample block, encoded in one go: sid -> [(min_time_ms,
+    max_time_ms, bytes)], each series cut every ``per_chunk`` samples (Prometheus's head cuts at 120)."""
+    if not len(block):
+        return {}
+    run_starts = np.flatnonzero(np.diff(block.sid, prepend=block.sid[0] - 1))
+    run_ends = np.append(run_starts[1:], len(block))
+    per_run = (run_ends - run_starts + per_chunk - 1) // per_chunk
+    first_chunk = np.repeat(run_starts, per_run)
+    k = np.arange(len(first_chunk)) - np.repeat(np.cumsum(per_run) - per_run, per_run)
+    starts = first_chunk + k * per_chunk
+    ends = np.minimum(starts + per_chunk, np.repeat(run_ends, per_run)) - 1
+    data = xor.encode_chunks(block.t, block.v, starts)
+    out: dict[int, list[tuple[int, int, bytes]]] = {}
+    sids, mins, maxs = block.sid[starts].tolist(), block.t[starts].tolist(), block.t[ends].tolist()
+    for sid, lo, hi, chunk in zip(sids, mins, maxs, data):
+        out.setdefault(sid, []).append((lo, hi, chunk))
+    return out
+
+
+def series_frames(query_index: int, labels: Labels, chunks: list[tuple[int, int, bytes]],
+                  max_bytes_in_frame: int) -> list[bytes]:
+    """The frames of one series' chunks: a frame is cut once the labels and its chunks reach
+    ``max_bytes_in_frame`` (it may overshoot by up to one chunk, as in Prometheus)."""
     label_msgs = [pb.ReadLabel(name=n, value=val) for n, val in labels]
     budget = max_bytes_in_frame - sum(m.ByteSize() for m in label_msgs)
     frames: list[bytes] = []
     pending: list = []
     left = budget
-    all_chunks = list(xor.chunks(t, v, per_chunk))
-    for k, (mint, maxt, data) in enumerate(all_chunks):
+    for k, (mint, maxt, data) in enumerate(chunks):
         chunk = pb.Chunk(min_time_ms=mint, max_time_ms=maxt, type=pb.Chunk.XOR, data=data)
         pending.append(chunk)
         left -= chunk.ByteSize()
-        if left > 0 and k + 1 < len(all_chunks):
+        if left > 0 and k + 1 < len(chunks):
             continue
         resp = pb.ChunkedReadResponse(query_index=query_index)
         resp.chunked_series.add(labels=label_msgs, chunks=pending)

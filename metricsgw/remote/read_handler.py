@@ -153,12 +153,10 @@ async def _streamed(request: web.Request, run, queries: list[ReadQuery], ctx: Qu
 def _batch_frames(storage, batch: SeriesSet, index: int, q: ReadQuery, ctx: QueryContext,
                   max_bytes_in_frame: int) -> tuple[list[bytes], int]:
     block = storage.read_samples(batch.ids, q.start_ms, q.end_ms, ctx)
-    lo = np.searchsorted(block.sid, batch.ids, "left")
-    hi = np.searchsorted(block.sid, batch.ids, "right")
+    ctx.check("remote read encoding")
+    chunks = read_codec.block_chunks(block)
     frames: list[bytes] = []
-    for labels, a, b in zip(batch.labels, lo.tolist(), hi.tolist()):
-        if a == b:
-            continue  # no samples in the window: Prometheus leaves such a series out
-        ctx.check("remote read encoding")
-        frames.extend(read_codec.series_frames(index, labels, block.t[a:b], block.v[a:b], max_bytes_in_frame))
+    for sid, labels in zip(batch.ids.tolist(), batch.labels):
+        if sid in chunks:  # a series without samples in the window is left out, as Prometheus does
+            frames.extend(read_codec.series_frames(index, labels, chunks[sid], max_bytes_in_frame))
     return frames, len(block)
