@@ -19,6 +19,7 @@ from metricsgw.model import STALE_NAN
 from metricsgw.remote import codec
 from metricsgw.remote.proto import remote_read_pb2 as pb
 from tests.remote.read_client import HEADERS, build_request, decode_samples, decode_streamed
+from tests.remote.xor_reference import decode_xor
 
 SAMPLES, STREAMED = pb.ReadRequest.SAMPLES, pb.ReadRequest.STREAMED_XOR_CHUNKS
 T0 = 1_700_000_000_000
@@ -136,8 +137,6 @@ def test_streamed_chunks_hold_at_most_120_samples_and_frames_split_by_size(tmp_p
 
 
 def decode(chunk: tuple) -> list:
-    from tests.remote.xor_reference import decode_xor
-
     return decode_xor(chunk[2])
 
 
