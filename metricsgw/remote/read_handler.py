@@ -64,7 +64,8 @@ async def handle_read(request: web.Request) -> web.StreamResponse:
             if response_type == read_codec.SAMPLES:
                 limit = cfg.storage_remote_read_sample_limit
                 results = [await run(lambda q=q: _sampled(app[STORAGE], q, ctx, limit)) for q in queries]
-                return web.Response(body=read_codec.encode_samples_response(results), headers={
+                body = await run(lambda: read_codec.encode_samples_response(results))  # snappy off the loop
+                return web.Response(body=body, headers={
                     "Content-Type": read_codec.SAMPLES_CONTENT_TYPE, "Content-Encoding": "snappy"})
             return await _streamed(request, run, queries, ctx, cfg.storage_remote_read_max_bytes_in_frame)
     except LimitExceeded as err:  # Prometheus answers a read over its limits with 400

@@ -97,14 +97,15 @@ def test_deadline_answers_503_timeout(tmp_path, rtype):
     assert app[appkeys.GUARD].running == 0
 
 
-def test_disconnect_stops_the_read_and_keeps_the_slot_until_it_stopped(tmp_path):
+@pytest.mark.parametrize("rtype", [SAMPLES, STREAMED], ids=["samples", "streamed"])
+def test_disconnect_stops_the_read_and_keeps_the_slot_until_it_stopped(tmp_path, rtype):
     app, held = make_app(tmp_path)
 
     async def main():
         async with await _started(app) as client:
             port = client.server.port
             reader, writer = await asyncio.open_connection("127.0.0.1", port)
-            body = read_body()
+            body = read_body(rtype)
             head = (f"POST /api/v1/read HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
                     f"Content-Encoding: snappy\r\nContent-Length: {len(body)}\r\n\r\n").encode()
             writer.write(head + body)
