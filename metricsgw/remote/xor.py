@@ -63,22 +63,29 @@ def _varint_fields(u: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
     return first, first_n * 8, rest, (nbytes - first_n) * 8
 
 
-def _windows(starts_mask: np.ndarray, nonzero: np.ndarray, lead: np.ndarray, trail: np.ndarray) -> np.ndarray:
+def _windows(second: np.ndarray, nonzero: np.ndarray, lead: np.ndarray, trail: np.ndarray) -> np.ndarray:
     """Per sample: does its value open a new leading/trailing window (else it reuses the open one)?
 
     The one sequential rule of the encoding: a changed value reuses the window of the last one
-    that opened a window in its chunk when its leading and trailing zeros both fit it."""
-    opens = np.zeros(len(lead), bool)
+    that opened a window in its chunk when its leading and trailing zeros both fit it. The loop
+    visits only chunks' second samples (where the window resets) and changed values."""
+    visit = np.flatnonzero(second | nonzero)
+    resets = second[visit].tolist()
+    changed = nonzero[visit].tolist()
+    leads, trails = lead[visit].tolist(), trail[visit].tolist()
+    opened = []
     leading = trailing = -1
-    for i in np.flatnonzero(starts_mask | nonzero).tolist():
-        if starts_mask[i]:
+    for k in range(len(resets)):
+        if resets[k]:
             leading = -1  # a chunk's second sample always opens a window
-            if not nonzero[i]:
+            if not changed[k]:
                 continue
-        lz, tz = lead[i], trail[i]
+        lz, tz = leads[k], trails[k]
         if leading < 0 or lz < leading or tz < trailing:
             leading, trailing = lz, tz
-            opens[i] = True
+            opened.append(k)
+    opens = np.zeros(len(lead), bool)
+    opens[visit[opened]] = True
     return opens
 
 
@@ -124,7 +131,7 @@ def encode_chunks(t: np.ndarray, v: np.ndarray, starts: np.ndarray) -> list[byte
     lowest = xors & (~xors + np.uint64(1))
     lead = np.minimum(64 - _bit_length(xors), 31)  # 5 bits hold at most 31
     trail = _bit_length(lowest) - 1
-    opens = _windows(second, nonzero, lead.tolist(), trail.tolist())
+    opens = _windows(second, nonzero, lead, trail)
     # a reused window is the one opened last before it (within the chunk, as _windows guarantees)
     opener = np.maximum.accumulate(np.where(opens, np.arange(n), 0))
     win_lead, win_trail = lead[opener], trail[opener]
