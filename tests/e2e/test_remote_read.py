@@ -25,14 +25,15 @@ import pytest
 
 from bench.procs import start_metricsgw, start_prometheus
 from metricsgw.model import STALE_NAN
-from metricsgw.remote import codec
+from metricsgw.remote import codec, read_codec
 from metricsgw.remote.proto import remote_read_pb2 as pb
 from metricsgw.remote.xor import encode_chunk
 from tests.e2e.client import api, remote_write
 from tests.e2e.compare import diff
 from tests.remote.read_client import build_request, decode_samples, decode_streamed, post
-from tests.remote.xor_reference import decode_xor
+from tests.remote.xor_reference import decode_xor, read_frames
 
+FRAME_BYTES = 600  # the reference's frame size: small, so its series span several frames
 STEP = 3_000  # 1000 samples span 50 minutes: all inside the reference Prometheus's appendable hour
 NAN_PAYLOAD = struct.unpack("<d", struct.pack("<Q", 0x7FF8000000000123))[0]
 
@@ -75,7 +76,7 @@ def servers(tmp_path_factory):
     started = [gw]
     try:
         gw.wait_ready()
-        ref = start_prometheus(work / "ref")
+        ref = start_prometheus(work / "ref", extra=[f"--storage.remote.read-max-bytes-in-frame={FRAME_BYTES}"])
         recent = start_prometheus(work / "recent", config_yaml=remote_read_config(gw.base_url, True))
         default = start_prometheus(work / "default", config_yaml=remote_read_config(gw.base_url, None))
         started += [ref, recent, default]
@@ -226,3 +227,21 @@ def test_every_chunk_prometheus_sends_is_reencoded_byte_for_byte(servers):
         sizes.add(len(samples))
     assert len(chunks) > 20 and max(sizes) >= 100 and 1 in sizes  # full, trimmed and one-sample chunks
     assert any(len(data) == 2 + 6 + 8 + 1 for _, _, data in chunks)  # header, varint t, value, the empty byte
+
+
+def test_frames_cut_and_serialised_as_prometheus_does(servers):
+    """Given the chunks Prometheus chose, metricsgw's framing (frame size rule, protobuf bytes,
+    CRC32C) produces Prometheus's frames byte for byte."""
+    queries = _requests(servers["end_ms"])
+    status, _, raw = post(servers["ref"] + "/api/v1/read", build_request(queries, [pb.ReadRequest.STREAMED_XOR_CHUNKS]))
+    assert status == 200
+    messages = read_frames(raw)
+    _, frames = decode_streamed(raw, len(queries))
+    by_series: dict[tuple, list[int]] = {}
+    for k, f in enumerate(frames):
+        by_series.setdefault((f["query"], f["labels"]), []).append(k)
+    assert any(len(ks) > 2 for ks in by_series.values())  # series split over several frames
+    for (query, labels), ks in by_series.items():
+        chunks = [c for k in ks for c in frames[k]["chunks"]]
+        ours = read_codec.series_frames(query, labels, chunks, FRAME_BYTES)
+        assert ours == [read_codec.frame(messages[k]) for k in ks], labels
