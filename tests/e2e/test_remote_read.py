@@ -245,3 +245,28 @@ def test_frames_cut_and_serialised_as_prometheus_does(servers):
         chunks = [c for k in ks for c in frames[k]["chunks"]]
         ours = read_codec.series_frames(query, labels, chunks, FRAME_BYTES)
         assert ours == [read_codec.frame(messages[k]) for k in ks], labels
+
+
+def test_a_refused_read_reaches_the_prometheus_user(tmp_path):
+    """metricsgw's 400 for a read over --storage.remote.read-sample-limit reaches Prometheus's API
+    user: remote storage is a secondary source, so Prometheus answers with its message as a warning."""
+    gw = start_metricsgw(tmp_path / "gw", extra=["--storage.remote.read-sample-limit=50"])
+    prom = None
+    try:
+        gw.wait_ready()
+        prom = start_prometheus(tmp_path / "prom", config_yaml=remote_read_config(gw.base_url, True))
+        prom.wait_ready()
+        end_ms = (int(time.time() * 1000) // STEP) * STEP
+        series = [([("__name__", "rr_limited"), ("i", str(i))], [(end_ms - STEP * k, 1.0) for k in range(40)][::-1])
+                  for i in range(3)]
+        assert remote_write(gw.base_url, codec.encode_v1(series))[0] == 204
+        small = {"query": 'rr_limited{i="0"}', "time": f"{end_ms / 1000:.3f}"}
+        status, body = api(prom.base_url, "/api/v1/query", small)
+        assert status == 200 and len(body["data"]["result"]) == 1 and not body.get("warnings")
+        status, body = api(prom.base_url, "/api/v1/query", {**small, "query": "count_over_time(rr_limited[5m])"})
+        assert status == 200 and body["data"]["result"] == []
+        assert any("400" in w and "exceeded sample limit (50)" in w for w in body.get("warnings", [])), body
+    finally:
+        if prom is not None:
+            prom.stop()
+        gw.stop()
