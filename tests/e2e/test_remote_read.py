@@ -11,7 +11,10 @@ same STREAMED_XOR_CHUNKS (and SAMPLES) requests go to it and to metricsgw. Check
   119/120/121/1000 samples) equals metricsgw's own answers and the reference Prometheus's;
 - both response types carry the same series and the same samples, values compared bit for bit
   (stale markers, NaN payloads, -0.0, infinities);
-- every XOR chunk Prometheus sends is re-encoded byte for byte by metricsgw/remote/xor.py.
+- every XOR chunk Prometheus sends is re-encoded byte for byte by metricsgw/remote/xor.py, and
+  given Prometheus's chunks our frames equal its frames byte for byte;
+- a read refused for a limit reaches the Prometheus user (as a warning, remote storage being a
+  secondary source in Prometheus).
 """
 
 from __future__ import annotations
