@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
-import promql_parser as pp
 import yaml
 
 from bench.workload import Workload
@@ -66,7 +65,7 @@ def selector_uses(artefact: str, expr: str, shown: Iterable[str] = ()) -> list[U
     return out
 
 
-def _walk(node, needed: frozenset[str]) -> Iterator[tuple["pp.VectorSelector", frozenset[str]]]:
+def _walk(node, needed: frozenset[str]) -> Iterator[tuple[object, frozenset[str]]]:
     kind = type(node).__name__
     if kind == "VectorSelector":
         yield node, needed
