@@ -48,12 +48,13 @@ def write_relabelled_workload(gw: Server, workload: Workload, end_ms: int) -> No
         raise RuntimeError(f"remote write to {gw.write_url} failed: {res.summary()}")
 
 
-def start_served(work_dir) -> Served:
-    rule_files = make_serve_rule_files()
+def start_served(work_dir, workload: Workload | None = None, extra_rule_files=()) -> Served:
+    """``extra_rule_files`` go after make serve's, as a file added to rules/relabel/ could."""
+    rule_files = make_serve_rule_files() + list(extra_rule_files)
     gw = start_metricsgw(work_dir, extra=[f"--rules.file={p}" for p in rule_files])
     try:
         gw.wait_ready()
-        workload = Workload(GPU_NODES, seed=1)
+        workload = workload or Workload(GPU_NODES, seed=1)
         end_ms = aligned_now_ms()
         write_relabelled_workload(gw, workload, end_ms)
         provoke_discard_and_guard_rejection(gw.base_url)

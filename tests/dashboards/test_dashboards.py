@@ -15,7 +15,6 @@ show every label it names and tell series apart. Structural checks need no serve
 
 from __future__ import annotations
 
-import math
 import re
 import subprocess
 from pathlib import Path
@@ -28,14 +27,12 @@ from metricsgw.promql import parser as P
 from tests.dashboards.grafana import (RANGE_S, Selection, builtins, choose_all, choose_two, format_value,
                                       interpolate, load_dashboards, panels, parse_label_values, resolve_selections,
                                       step_s, targets, variable_query, variables)
-from tests.dashboards.shape import expected_shape
-from tests.e2e.client import api
+from tests.dashboards.panel_check import label_values_fetcher, result_series, run_target, target_problems
 
 PROMTOOL = "/usr/bin/promtool"
 DASHBOARDS = load_dashboards()
 TARGETS = [t for name, d in DASHBOARDS.items() for t in targets(name, d)]
 SCENARIOS = {"all": choose_all, "two": choose_two}
-_LEGEND_LABEL = re.compile(r"\{\{\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*\}\}")
 
 
 # ------------------------------------------------------------------------------------------ structure
@@ -127,25 +124,13 @@ def test_real_promtool_parses_every_query(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------ on the server
-def _label_values(base_url: str, end_s: float):
-    """Grafana's label_values(selector, label): /api/v1/label/<label>/values?match[]=selector over the range."""
-    def fetch(label: str, selector: str | None) -> list[str]:
-        params = {"start": end_s - RANGE_S, "end": end_s}
-        if selector:
-            params["match[]"] = selector
-        status, body = api(base_url, f"/api/v1/label/{label}/values", params)
-        assert status == 200 and body["status"] == "success", body
-        return body["data"]
-    return fetch
-
-
 class _Resolved(dict):
     """(dashboard, scenario) -> resolve_selections(...), resolved on first use; a variable without values fails
     the tests of that dashboard only, naming it."""
 
     def __init__(self, served) -> None:
         super().__init__()
-        self.fetch = _label_values(served.base_url, served.end_s)
+        self.fetch = label_values_fetcher(served.base_url, served.end_s)
 
     def __getitem__(self, key):
         name, scenario = key
@@ -176,7 +161,7 @@ def test_variables_offer_every_value_the_workload_has(served, resolved, name, sc
     """Each variable lists exactly the values the workload sent (before relabelling) for its selector."""
     picked, texts = resolved[(name, scenario)]
     d = DASHBOARDS[name]
-    fetch = _label_values(served.base_url, served.end_s)
+    fetch = label_values_fetcher(served.base_url, served.end_s)
     for var in variables(d):
         if var.get("type") != "query":
             continue
@@ -191,49 +176,17 @@ def test_variables_offer_every_value_the_workload_has(served, resolved, name, sc
 
 
 def _query(served, target, expr: str) -> dict:
-    end_s = served.end_s
-    if target.instant:
-        status, body = api(served.base_url, "/api/v1/query", {"query": expr, "time": end_s}, method="POST")
-    else:
-        step = step_s(RANGE_S, target.max_data_points)
-        start, end = math.floor((end_s - RANGE_S) / step) * step, math.ceil(end_s / step) * step  # alignRange
-        status, body = api(served.base_url, "/api/v1/query_range", {"query": expr, "start": start, "end": end,
-                                                                   "step": step}, method="POST")
+    status, body = run_target(served.base_url, served.end_s, target, expr)
     assert status == 200 and body.get("status") == "success", f"{target.name}: {expr}: {status} {body}"
     return body["data"]
-
-
-def _series(data: dict) -> list[dict]:
-    if data["resultType"] == "scalar":
-        return [{}]
-    if data["resultType"] == "matrix":
-        return [r["metric"] for r in data["result"] if r["values"]]
-    return [r["metric"] for r in data["result"]]
 
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
 @pytest.mark.parametrize("target", TARGETS, ids=[t.name for t in TARGETS])
 def test_panel_target_returns_the_shape_it_needs(served, resolved, target, scenario):
     _picked, texts = resolved[(target.dashboard, scenario)]
-    expr = interpolate(target.expr, texts, builtins(RANGE_S, target.max_data_points))
-    assert "$" not in expr.replace('"$1"', ""), f"uninterpolated variable in {expr}"
-    got = _series(_query(served, target, expr))
-    want = expected_shape(expr, served.reference, target.instant)
-    where = f"{target.name} [{scenario}]: {expr}"
-    assert want is None or want.hi >= 1, f"{where}: the workload has no series this panel could show"
-    assert got, f"{where}: no data"
-    if want is not None:
-        assert want.lo <= len(got) <= want.hi, \
-            f"{where}: {len(got)} series, expected {want.lo}..{want.hi} (e.g. {sorted(map(sorted, want.groups))[:3]})"
-    shown = _LEGEND_LABEL.findall(target.legend)
-    # a label the workload leaves empty on some series (subresource="") may show empty; the others may not
-    always = [n for n in shown if want is not None and want.groups and all(dict(g).get(n) for g in want.groups)]
-    for labels in got:
-        missing = [n for n in always if not labels.get(n)]
-        assert not missing, f"{where}: legend {target.legend!r} has no {missing} in {labels}"
-    if shown and target.panel_type == "timeseries":
-        legends = [_LEGEND_LABEL.sub(lambda m: labels.get(m.group(1), ""), target.legend) for labels in got]
-        assert len(set(legends)) == len(legends), f"{where}: series share a legend: {sorted(legends)[:6]}"
+    problems = target_problems(served.base_url, served.end_s, served.reference, target, texts)
+    assert not problems, f"[{scenario}] " + "\n".join(problems)
 
 
 PER_NODE = [t for t in TARGETS if "by node" in t.panel]
@@ -256,7 +209,7 @@ def test_per_node_panels_have_one_series_per_selected_node(served, resolved, tar
     want = {_node_of(r) for r in served.reference if all(m.matches(r.get(m.name, "")) for m in ms)}
     if all(sel.is_all for sel in picked.values()):
         assert len(want) == served.workload.nodes
-    got = _series(_query(served, target, expr))
+    got = result_series(_query(served, target, expr))
     assert len(got) == len(want) and {_node_of(g) for g in got} == want, \
         f"{target.name} [{scenario}]: {len(got)} series for nodes {sorted(want)}"
 
