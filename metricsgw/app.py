@@ -19,6 +19,7 @@ from .ingest.pipeline import IngestPipeline
 from .limits.blocked import BlockedQueries
 from .limits.guard import QueryGuard
 from .limits.ingest import IngestLimits
+from .limits.query_text import QueryTextLimits, ensure_recursion_headroom
 from .promql.engine import Engine
 from .remote.write_handler import handle_write
 from .rules.loader import RuleHolder
@@ -44,6 +45,7 @@ def build_app(cfg: Config, telemetry: Telemetry | None = None) -> web.Applicatio
     app[K.PIPELINE] = IngestPipeline(storage, tel, rules_holder=rules, limits=IngestLimits(cfg))
     app[K.ENGINE] = Engine(storage, lookback_s=cfg.query_lookback_delta, max_points=cfg.query_max_points_per_series,
                            subquery_step_s=cfg.query_subquery_default_step)
+    ensure_recursion_headroom(QueryTextLimits.from_config(cfg))
     app[K.GUARD] = QueryGuard(cfg.query_max_concurrency, cfg.query_max_queue, cfg.query_queue_timeout, tel)
     app[K.BLOCKED] = BlockedQueries(cfg.query_blocked)
     # Queries get their own threads: ingestion (event loop + WAL thread) never waits behind them,

@@ -9,6 +9,7 @@ from aiohttp import web
 from ..appkeys import BLOCKED, CONFIG, ENGINE, TELEMETRY
 from ..errors import BadData
 from ..limits.context import QueryContext
+from ..limits.query_text import QueryTextLimits
 from ..promql import parser
 from ..promql.render import render_json
 from .params import now_s, parse_step, parse_time, parse_timeout, read_params
@@ -26,16 +27,18 @@ def query_context(request: web.Request, timeout_param: str | None, metadata: boo
                                     max_samples=cfg.query_max_samples, max_series=cfg.query_max_series)
 
 
-def _query_text(params) -> str:
+def query_text(request: web.Request, params) -> str:
+    """The ``query`` parameter, within --query.max-length/-depth/-terms (checked before parsing)."""
     q = params.get("query")
     if q is None or q.strip() == "":
         raise BadData('invalid parameter "query": 1:1: parse error: no expression found in input')
+    QueryTextLimits.from_config(request.app[CONFIG]).check(q)
     return q
 
 
 async def instant_query(request: web.Request) -> web.Response:
     params = await read_params(request)
-    query = _query_text(params)
+    query = query_text(request, params)
     t = parse_time(params.get("time"), "time", default=now_s())
     ctx = query_context(request, params.get("timeout"))
     request.app[BLOCKED].check(query, None, None)
@@ -48,7 +51,7 @@ async def instant_query(request: web.Request) -> web.Response:
 
 async def range_query(request: web.Request) -> web.Response:
     params = await read_params(request)
-    query = _query_text(params)
+    query = query_text(request, params)
     start = parse_time(params.get("start"), "start")
     end = parse_time(params.get("end"), "end")
     if end < start:
@@ -75,5 +78,5 @@ async def range_query(request: web.Request) -> web.Response:
 
 async def format_query(request: web.Request) -> web.Response:
     params = await read_params(request)
-    expr = parser.parse(_query_text(params))
-    return success(expr.prettify())
+    expr = parser.parse(query_text(request, params))
+    return success(parser.prettify(expr))
