@@ -16,6 +16,7 @@ from .api import metadata, query
 from .api.middleware import prometheus_errors
 from .config import Config
 from .ingest.pipeline import IngestPipeline
+from .ingest.time_window import SampleTimeWindow
 from .limits.blocked import BlockedQueries
 from .limits.guard import QueryGuard
 from .limits.ingest import IngestLimits
@@ -42,7 +43,8 @@ def build_app(cfg: Config, telemetry: Telemetry | None = None) -> web.Applicatio
     app[K.TELEMETRY] = tel
     app[K.STORAGE] = storage
     app[K.RULES] = rules
-    app[K.PIPELINE] = IngestPipeline(storage, tel, rules_holder=rules, limits=IngestLimits(cfg))
+    app[K.PIPELINE] = IngestPipeline(storage, tel, rules_holder=rules, limits=IngestLimits(cfg),
+                                     time_window=SampleTimeWindow.from_config(cfg))
     app[K.ENGINE] = Engine(storage, lookback_s=cfg.query_lookback_delta, max_points=cfg.query_max_points_per_series,
                            subquery_step_s=cfg.query_subquery_default_step)
     ensure_recursion_headroom(QueryTextLimits.from_config(cfg))
