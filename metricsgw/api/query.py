@@ -6,6 +6,7 @@ import time
 
 from aiohttp import web
 
+from .. import testhooks
 from ..appkeys import BLOCKED, CONFIG, ENGINE, TELEMETRY
 from ..errors import BadData
 from ..limits.context import QueryContext
@@ -44,7 +45,12 @@ async def instant_query(request: web.Request) -> web.Response:
     request.app[BLOCKED].check(query, None, None)
     engine = request.app[ENGINE]
     t0 = time.perf_counter()
-    value = await run_guarded(request, "query", ctx, lambda: render_json(engine.instant(query, t, ctx)))
+
+    def work():
+        testhooks.hold("evaluation", query, ctx)  # test-only; off unless METRICSGW_TEST_HOLD_DIR is set
+        return render_json(engine.instant(query, t, ctx))
+
+    value = await run_guarded(request, "query", ctx, work)
     request.app[TELEMETRY].query_duration.labels("query").observe(time.perf_counter() - t0)
     return success_json(value, max_bytes=request.app[CONFIG].query_max_response_bytes)
 
@@ -70,8 +76,12 @@ async def range_query(request: web.Request) -> web.Response:
     request.app[BLOCKED].check(query, end - start, step)
     engine = request.app[ENGINE]
     t0 = time.perf_counter()
-    value = await run_guarded(request, "query_range", ctx,
-                              lambda: render_json(engine.range(query, start, end, step, ctx)))
+
+    def work():
+        testhooks.hold("evaluation", query, ctx)
+        return render_json(engine.range(query, start, end, step, ctx))
+
+    value = await run_guarded(request, "query_range", ctx, work)
     request.app[TELEMETRY].query_duration.labels("query_range").observe(time.perf_counter() - t0)
     return success_json(value, max_bytes=cfg.query_max_response_bytes)
 
