@@ -161,6 +161,9 @@ class Engine:
         first = (lo // step) * step
         if first < lo:
             first += step
+        # `x[1y:1ms]` would build a grid of 31.5e9 steps (235 GiB) before anything is charged:
+        # every step holds at least one sample of the inner query, so refuse it by the budget first.
+        env.ctx.check_estimate(max(0, (int(ref.max()) - first) // step + 1), "subquery steps")
         grid = np.arange(first, int(ref.max()) + 1, step, dtype=np.int64)
         if len(grid) == 0:
             return selectors.ranges(selectors.series_as_samples(Series.empty(0), grid), ref, rng)
