@@ -88,14 +88,15 @@ CRASH_FLAGS = ["--storage.flush-interval=1s", "--storage.partition-duration=10s"
 def test_kill_9_at_random_steps_of_flush_compaction_and_retention(tmp_path, monkeypatch):
     """Each round arms one crash point (crashpoints.py; every point once, in an order and at an
     arrival drawn from a seeded RNG), sends load until the server kills itself there, and
-    restarts on the same data. Samples 3 h old (beyond retention)
+    restarts on the same data. Samples about to leave retention
     are sent too, so retention deletes partitions and compaction merges closed ones."""
     rng = random.Random(CRASH_SEED)
     now_ms = int(time.time()) * 1000
     port = free_port()
     load = AckedLoad(f"http://127.0.0.1:{port}", now_ms - 1800_000, writers=2)
-    old = AckedLoad(load.base_url, now_ms - 3 * 3600_000, writers=1, series=20)
-    old.next_i = [0]
+    # Samples just inside retention (older ones are refused): within ~25 s their partition falls
+    # out of it, and the retention pass deletes its files. A 1 ms step keeps them near that edge.
+    old = AckedLoad(load.base_url, now_ms - 2 * 3600_000 + 12_000, writers=1, series=20, step_ms=1)
     hits = []
     points = rng.sample(crashpoints.POINTS, len(crashpoints.POINTS))
     for point in points:
@@ -107,7 +108,7 @@ def test_kill_9_at_random_steps_of_flush_compaction_and_retention(tmp_path, monk
             load.start()
             old.start()
             try:
-                server.proc.wait(timeout=30)  # the server kills itself at the armed point
+                server.proc.wait(timeout=45)  # the server kills itself at the armed point
                 hits.append(point)
             except subprocess.TimeoutExpired:
                 server.proc.kill()  # the point was not reached in time: a plain kill -9 then
