@@ -6,11 +6,11 @@ import time
 
 from aiohttp import web
 
-from ..appkeys import BLOCKED, CONFIG, ENGINE, TELEMETRY
+from ..appkeys import BLOCKED, CONFIG, ENGINE, MEMORY, TELEMETRY
 from ..errors import BadData
 from ..limits.context import QueryContext
 from ..promql import parser
-from ..promql.render import render_json
+from ..promql.render import point_count, render_json
 from .params import now_s, parse_step, parse_time, parse_timeout, read_params
 from .response import success, success_json
 from .running import run_guarded
@@ -18,12 +18,12 @@ from .running import run_guarded
 
 def query_context(request: web.Request, timeout_param: str | None, metadata: bool = False) -> QueryContext:
     cfg = request.app[CONFIG]
+    budgets = dict(max_samples=cfg.query_max_samples, max_series=cfg.query_max_series,
+                   max_bytes=cfg.query_max_memory_per_query, pool=request.app[MEMORY])
     if metadata:
         return QueryContext.for_request(parse_timeout(timeout_param), cfg.query_metadata_timeout,
-                                        timeout_setting="--query.metadata-timeout",
-                                        max_samples=cfg.query_max_samples, max_series=cfg.query_max_series)
-    return QueryContext.for_request(parse_timeout(timeout_param), cfg.query_timeout,
-                                    max_samples=cfg.query_max_samples, max_series=cfg.query_max_series)
+                                        timeout_setting="--query.metadata-timeout", **budgets)
+    return QueryContext.for_request(parse_timeout(timeout_param), cfg.query_timeout, **budgets)
 
 
 def _query_text(params) -> str:
@@ -41,7 +41,7 @@ async def instant_query(request: web.Request) -> web.Response:
     request.app[BLOCKED].check(query, None, None)
     engine = request.app[ENGINE]
     t0 = time.perf_counter()
-    value = await run_guarded(request, "query", ctx, lambda: render_json(engine.instant(query, t, ctx)))
+    value = await run_guarded(request, "query", ctx, lambda: render_charged(engine.instant(query, t, ctx), ctx))
     request.app[TELEMETRY].query_duration.labels("query").observe(time.perf_counter() - t0)
     return success_json(value, max_bytes=request.app[CONFIG].query_max_response_bytes)
 
@@ -68,9 +68,22 @@ async def range_query(request: web.Request) -> web.Response:
     engine = request.app[ENGINE]
     t0 = time.perf_counter()
     value = await run_guarded(request, "query_range", ctx,
-                              lambda: render_json(engine.range(query, start, end, step, ctx)))
+                              lambda: render_charged(engine.range(query, start, end, step, ctx), ctx))
     request.app[TELEMETRY].query_duration.labels("query_range").observe(time.perf_counter() - t0)
     return success_json(value, max_bytes=cfg.query_max_response_bytes)
+
+
+# Rendering a point builds a float, a value string and a tuple (~140 bytes of Python objects)
+# before orjson writes its ~25 bytes of JSON.
+JSON_POINT_BYTES = 160
+JSON_SERIES_BYTES = 512
+
+
+def render_charged(value, ctx: QueryContext) -> bytes:
+    """The result as JSON, its size charged to the query's memory before it is built."""
+    ctx.charge_bytes(JSON_POINT_BYTES * point_count(value) + JSON_SERIES_BYTES * len(getattr(value, "labels", ())),
+                     "rendering JSON")
+    return render_json(value)
 
 
 async def format_query(request: web.Request) -> web.Response:

@@ -12,6 +12,7 @@ from typing import Callable, TypeVar
 
 from aiohttp import web
 
+from .. import malloc
 from ..appkeys import GUARD, QUERY_POOL, TELEMETRY
 from ..errors import GatewayError, LimitExceeded, QueryTimeout
 from ..limits.context import QueryContext
@@ -25,7 +26,7 @@ async def run_guarded(request: web.Request, kind: str, ctx: QueryContext, fn: Ca
     async with guard.slot(kind):
         loop = asyncio.get_running_loop()
         timer = loop.call_later(max(ctx.remaining(), 0.0), ctx.interrupt)
-        fut = loop.run_in_executor(request.app[QUERY_POOL], fn)
+        fut = loop.run_in_executor(request.app[QUERY_POOL], _releasing, ctx, fn)
         try:
             return await asyncio.shield(fut)
         except asyncio.CancelledError:
@@ -43,6 +44,16 @@ async def run_guarded(request: web.Request, kind: str, ctx: QueryContext, fn: Ca
             raise
         finally:
             timer.cancel()
+
+
+def _releasing(ctx: QueryContext, fn: Callable[[], T]) -> T:
+    """Run the query; then its memory goes back to the pool (and, after a big one, to the OS)
+    before its slot is given to the next query."""
+    try:
+        return fn()
+    finally:
+        ctx.release_all()
+        malloc.trim_after(ctx.peak_bytes)
 
 
 async def _until_stopped(fut: asyncio.Future) -> None:

@@ -122,7 +122,7 @@ class _SampleCache:
 class StorageReader:
     """Mixed into ``Storage``; uses its catalog, head, flushing snapshots and file list."""
 
-    def _init_reader(self, memory_limit: int, threads: int) -> None:
+    def _init_reader(self, memory_limit: int, cache_bytes: int, threads: int) -> None:
         self._db = duckdb.connect(config={
             "memory_limit": f"{max(memory_limit // (1 << 20), 64)}MiB",
             "threads": threads,
@@ -132,7 +132,7 @@ class StorageReader:
         self._db.execute("SET parquet_metadata_cache = true")  # files are immutable: parse footers once
         # Decoded samples of recently read (file, metric) pairs: dashboards re-read the same
         # metrics every refresh, and a cached read is a binary search instead of a Parquet scan.
-        self._sample_cache = _SampleCache(memory_limit // 8)
+        self._sample_cache = _SampleCache(cache_bytes)
         self._labels_of: dict[int, object] = {}  # dense index -> Labels (series labels never change)
         self._label_ranks: dict[str, np.ndarray] = {}  # metric -> label rank of each table row
 
