@@ -109,6 +109,14 @@ def start_prometheus(work_dir: Path, port: int | None = None, extra: list[str] |
     return _spawn("prometheus", argv, work_dir / "data", port)
 
 
+def start_victoria_metrics(work_dir: Path, port: int | None = None, extra: list[str] | None = None) -> Server:
+    """Debian's single-node VictoriaMetrics as a remote-write receiver (its defaults otherwise)."""
+    port = port or free_port()
+    argv = ["/usr/bin/victoria-metrics", f"-storageDataPath={work_dir / 'data'}",
+            f"-httpListenAddr=127.0.0.1:{port}", "-retentionPeriod=30d", "-loggerLevel=ERROR", *(extra or [])]
+    return _spawn("victoria-metrics", argv, work_dir / "data", port)
+
+
 def start_metricsgw(work_dir: Path, port: int | None = None, extra: list[str] | None = None) -> Server:
     port = port or free_port()
     argv = [sys.executable, "-m", "metricsgw", "serve", f"--web.listen-address=127.0.0.1:{port}",

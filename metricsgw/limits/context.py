@@ -82,7 +82,7 @@ class QueryContext:
         if self.samples > self.max_samples:
             raise LimitExceeded(
                 f"query processing would load too many samples into memory in query execution "
-                f"({stage}: more than {self.max_samples:,} held at once; raise --query.max-samples "
+                f"({stage}: more than {self.max_samples} held at once; raise --query.max-samples "
                 f"or narrow the query)"
             )
         self.charge_bytes(int(n) * bytes_each, stage)
@@ -98,13 +98,18 @@ class QueryContext:
             return
         if self.bytes + n > self.max_bytes:
             raise LimitExceeded(
-                f"query would hold too much memory in {stage} (more than {self.max_bytes:,} bytes; "
+                f"query would hold too much memory in {stage} (more than {self.max_bytes} bytes; "
                 f"raise {self.max_bytes_setting} or narrow the query)"
             )
         if self.pool is not None:
             self.pool.take(n, stage)  # raises Unavailable (503) when the process has no room
         self.bytes += n
         self.peak_bytes = max(self.peak_bytes, self.bytes)
+
+    def can_hold(self, samples: int) -> bool:
+        """Whether loading this many more samples would stay within the query's budgets."""
+        return (self.samples + samples <= self.max_samples
+                and self.bytes + samples * SAMPLE_BYTES <= self.max_bytes)
 
     def mark(self) -> tuple[int, int]:
         """What is held now; ``release_to`` gives back everything charged after it."""
@@ -127,13 +132,13 @@ class QueryContext:
         if self.samples + int(n) > self.max_samples:
             raise LimitExceeded(
                 f"query processing would load too many samples into memory in query execution "
-                f"({stage}: about {int(n):,} estimated, {self.max_samples:,} may be held at once; "
+                f"({stage}: about {int(n)} estimated, {self.max_samples} may be held at once; "
                 f"raise --query.max-samples or narrow the query)"
             )
         if self.bytes + int(n) * SAMPLE_BYTES > self.max_bytes:
             raise LimitExceeded(
-                f"query would hold too much memory in {stage} (about {int(n) * SAMPLE_BYTES:,} bytes of "
-                f"samples estimated, {self.max_bytes:,} allowed; raise {self.max_bytes_setting} or narrow the query)"
+                f"query would hold too much memory in {stage} (about {int(n) * SAMPLE_BYTES} bytes of "
+                f"samples estimated, {self.max_bytes} allowed; raise {self.max_bytes_setting} or narrow the query)"
             )
 
     def charge_series(self, n: int, stage: str) -> None:

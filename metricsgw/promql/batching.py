@@ -96,7 +96,7 @@ def evaluate_batched(engine, op: str, expr, selector, without: bool, names: list
     # a few times its raw size), and no more than the engine's batch size.
     room = min((ctx.max_samples - ctx.samples) // 4, (ctx.max_bytes - ctx.bytes) // (4 * SAMPLE_BYTES))
     target = max(1, min(engine.batch_samples, room))
-    batches = _in_label_order_batches(engine.source, everything, start, end, target)
+    batches = _in_label_order_batches(engine.source, everything, start, end, target, len(env.steps))
     if op in STREAMED:
         acc = _Streamed(op, without, names, len(env.steps))
         for s in _evaluate_each(engine, expr, batches, env):
@@ -107,13 +107,15 @@ def evaluate_batched(engine, op: str, expr, selector, without: bool, names: list
     return aggregate(op, _concat(parts, len(env.steps)), without, names, param)
 
 
-def _in_label_order_batches(source, everything, start: int, end: int, target_samples: int) -> Iterator:
+def _in_label_order_batches(source, everything, start: int, end: int, target_samples: int,
+                            steps: int) -> Iterator:
     n = len(everything)
     if n == 0:
         yield everything
         return
     order = sorted(range(n), key=everything.labels.__getitem__)  # storage lists them sorted: linear
-    per_series = max(source.estimate_samples(everything, start, end) / n, 1.0)
+    # a series costs its raw samples and then its evaluated points, one per step
+    per_series = source.estimate_samples(everything, start, end) / n + steps
     size = max(1, int(target_samples // per_series))
     kind = type(everything)
     for a in range(0, n, size):
