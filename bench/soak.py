@@ -27,6 +27,7 @@ import shutil
 import tempfile
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -68,21 +69,27 @@ class Counts:
         self.lock = threading.Lock()
         self.by_status: dict[str, int] = {}
         self.seconds: list[float] = []
+        self.first_error: dict[str, str] = {}  # status -> the first error text seen with it
 
-    def add(self, status: str, seconds: float) -> None:
+    def add(self, status: str, seconds: float, error: str = "") -> None:
         with self.lock:
             self.by_status[status] = self.by_status.get(status, 0) + 1
             self.seconds.append(seconds)
+            if error and status not in self.first_error:
+                self.first_error[status] = error
 
 
 def _timed(base: str, attack: Attack, window: dict, counts: Counts, timeout_s: float) -> None:
+    # "{start}", "{end}", "{now}", "{day_ago}" are times, filled in now; any other value is sent as is
+    attack = replace(attack, params=tuple((k, window.get(v[1:-1], v) if v[:1] == "{" and v[-1:] == "}" else v)
+                                          for k, v in attack.params))
     t0 = time.perf_counter()
     if attack.hang_up_after_s > 0:
         hang_up(base, attack, window)
         counts.add("client left", time.perf_counter() - t0)
         return
-    status, _, _ = send(base, attack, window, timeout_s)
-    counts.add(status, time.perf_counter() - t0)
+    status, _, err = send(base, attack, window, timeout_s)
+    counts.add(status, time.perf_counter() - t0, err)
 
 
 def _window(now_s: float, hours: float = 1.0) -> dict[str, str]:
@@ -194,7 +201,8 @@ def run_server(kind: str, a, workload: Workload, work: Path) -> dict:
                 "writes": writes.requests_ok, "writes_failed": writes.requests_failed + writes.requests_not_sent,
                 "write_answers": writes.status_counts, "samples_ok": writes.samples_ok, "ready": ready,
                 "queries": queries.by_status, "query_p50_s": _pct(queries.seconds, 50),
-                "abuse": {k: c.by_status for k, c in abuse.items()}}
+                "abuse": {k: c.by_status for k, c in abuse.items()},
+                "errors": {"queries": queries.first_error, **{k: c.first_error for k, c in abuse.items()}}}
     finally:
         out["exit_code"] = server.stop()
         out["log_tail"] = server.log_tail(1500)

@@ -47,6 +47,8 @@ def build_app(cfg: Config, telemetry: Telemetry | None = None) -> web.Applicatio
     app[K.ENGINE] = Engine(storage, lookback_s=cfg.query_lookback_delta, max_points=cfg.query_max_points_per_series,
                            subquery_step_s=cfg.query_subquery_default_step)
     app[K.MEMORY] = pool_for(memory, cfg.query_max_concurrency)
+    tel.query_memory.set_function(lambda: app[K.MEMORY].used)
+    tel.query_memory_limit.set(app[K.MEMORY].size)
     app[K.GUARD] = QueryGuard(cfg.query_max_concurrency, cfg.query_max_queue, cfg.query_queue_timeout, tel,
                               pool=app[K.MEMORY])
     app[K.BLOCKED] = BlockedQueries(cfg.query_blocked)

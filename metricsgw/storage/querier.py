@@ -127,6 +127,10 @@ class StorageReader:
             "memory_limit": f"{max(memory_limit // (1 << 20), 64)}MiB",
             "threads": threads,
             "allocator_background_threads": True,  # return memory to the OS after big or interrupted queries
+            # DuckDB's allocator keeps freed memory per thread up to these before returning it;
+            # its defaults (128 MiB, 512 MiB) would sit on a good part of its --query.max-memory share
+            "allocator_flush_threshold": "32MiB",
+            "allocator_bulk_deallocation_flush_threshold": "64MiB",
             "temp_directory": os.path.join(self.path, "duckdb_tmp"),
         })
         self._db.execute("SET parquet_metadata_cache = true")  # files are immutable: parse footers once
