@@ -24,6 +24,7 @@ import promql_parser as pp
 
 from ..limits.context import SAMPLE_BYTES
 from ..model import METRIC_NAME, Labels
+from . import parser
 from .aggregations import aggregate, group_labels
 from .calls import OVER_TIME, RATE_LIKE
 from .value import Series
@@ -60,15 +61,9 @@ def batchable_selector(expr) -> "pp.VectorSelector | pp.MatrixSelector | None":
         selector = node
     else:
         return None
-    if not any(m.name == METRIC_NAME and m.op == "=" for m in _matchers(selector)):
+    if not any(m.name == METRIC_NAME and m.op == "=" for m in parser.matchers(selector)):
         return None
     return node
-
-
-def _matchers(selector: "pp.VectorSelector"):
-    from . import parser
-
-    return parser.matchers(selector)
 
 
 class FixedSelection:

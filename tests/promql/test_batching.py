@@ -165,3 +165,34 @@ def test_batches_give_back_their_bytes(src):
     assert ctx.peak_bytes < whole.peak_bytes / 4
     ctx.release_all()
     assert ctx.bytes == 0 and ctx.samples == 0
+
+
+def test_batches_read_from_parquet_and_head_answer_as_all_at_once(tmp_path):
+    """Through the storage: batches take the join, cache and head read paths a whole read does not."""
+    import asyncio
+
+    from metricsgw.model import canonical, series_id
+    from metricsgw.storage.batch import AppendBatch
+    from metricsgw.storage.store import Storage
+
+    st = Storage(str(tmp_path), duckdb_memory_limit=64 << 20, sample_cache_bytes=8 << 20)
+    st.open()
+    try:
+        rng = np.random.default_rng(3)
+        lbs = [canonical([("__name__", "c"), ("i", str(i)), ("ns", f"ns{i % 4}")]) for i in range(300)]
+        sids = np.array([series_id(lb) for lb in lbs], np.int64)
+        base = 1_700_000_000_000 // 3_600_000 * 3_600_000
+        for k0 in range(0, 360, 120):  # two flushed files (the second crosses the hour), then the head
+            ts = base + 15_000 * np.arange(k0, k0 + 120)
+            v = np.cumsum(rng.exponential(5.0, (len(sids), len(ts))), axis=1) + k0 * 10.0
+            asyncio.run(st.append(AppendBatch(new_series=list(zip(sids.tolist(), lbs)) if k0 == 0 else [],
+                                              sid=np.repeat(sids, len(ts)), t=np.tile(ts, len(sids)), v=v.ravel())))
+            if k0 < 240:
+                st.flush()
+        end_s = (base + 15_000 * 359) / 1000
+        for q in ("sum by (ns) (rate(c[5m]))", "topk(5, increase(c[10m]))", "avg(c)", "max by (ns) (c)"):
+            whole = Engine(st, batch_samples=10**12).range(q, end_s - 5000, end_s, 30, QueryContext())
+            for batch in (1, 4000):
+                _same(Engine(st, batch_samples=batch).range(q, end_s - 5000, end_s, 30, QueryContext()), whole)
+    finally:
+        st.close()
