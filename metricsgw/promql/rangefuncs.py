@@ -227,26 +227,28 @@ def linear_regression(r: Ranges, intercept_ms: np.ndarray | None):
     x is seconds from the first sample of the window (deriv) or from intercept_ms.
 
     Window sums come from reduceat over each window (no prefix-sum cancellation), with t
-    taken relative to the query's first window so t*t stays small."""
+    taken relative to the series' first sample so t*t stays small."""
     n = (r.hi - r.lo).astype(np.float64)
     ok = n >= 2
     shape = n.shape
     if len(r.t) == 0 or not ok.any():
         z = np.zeros(shape)
         return z, z.copy(), ok
-    # The query's earliest window start, not the earliest sample: a series' result must not
-    # depend on which other series were read with it (promql/batching.py).
-    t0 = int(r.range_end.min()) - r.range_ms if len(r.range_end) else int(r.t.min())
+    # Each series' time origin is its own first sample: a series' result must not depend on
+    # which other series were read with it (promql/batching.py).
+    first = np.minimum(r.offsets[:-1], len(r.t) - 1)
+    t0 = np.repeat(r.t[first], np.diff(r.offsets))
     tt = (r.t - t0) / 1e3
     y = r.v
     s_t = _reduce_windows(r, tt, np.add)
     s_tt = _reduce_windows(r, tt * tt, np.add)
     s_y = _reduce_windows(r, y, np.add)
     s_ty = _reduce_windows(r, tt * y, np.add)
+    lo = np.minimum(r.lo, len(tt) - 1)
     if intercept_ms is None:
-        base = tt[np.minimum(r.lo, len(tt) - 1)]
+        base = tt[lo]
     else:
-        base = np.broadcast_to(((intercept_ms - t0) / 1e3)[None, :], shape)
+        base = (intercept_ms[None, :] - t0[lo]) / 1e3
     with np.errstate(divide="ignore", invalid="ignore"):
         sx = s_t - n * base  # shift x to the window's own origin
         sx2 = s_tt - 2 * base * s_t + n * base * base
