@@ -89,7 +89,7 @@ def ask(server: procs.Server, query: str, end_s: float, hours: float, settle_s: 
     return out
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--nodes", type=int, default=1000)
     ap.add_argument("--hours", type=float, default=24.0)
@@ -138,6 +138,7 @@ def main(argv: list[str] | None = None) -> None:
     path.write_text(json.dumps({"args": vars(a), "series": wl.num_series, "scrapes": scrapes, "results": results},
                                indent=2))
     print(f"\nresults: {path}")
+    return results
 
 
 if __name__ == "__main__":

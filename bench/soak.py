@@ -243,7 +243,7 @@ def _cell(fn, r: dict) -> str:
     return str(v)
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mode", choices=("soak", "attack"), default="soak")
     ap.add_argument("--nodes", type=int, default=500)
@@ -281,6 +281,7 @@ def main(argv: list[str] | None = None) -> None:
     path.write_text(json.dumps({"args": vars(a), "num_series": workload.num_series, "results": results},
                                indent=2, default=str))
     print(f"\nresults: {path}")
+    return results
 
 
 if __name__ == "__main__":
