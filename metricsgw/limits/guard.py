@@ -76,7 +76,9 @@ class QueryGuard:
             if isinstance(exc, asyncio.CancelledError):
                 raise
             self._rejected("queue_timeout")
-            memory = f", {MEMORY_SETTING}={self.pool.total_text}" if self.pool is not None else ""
+            # name the memory budget when it is what holds the queue up
+            short = self.pool is not None and not self.pool.has_room()
+            memory = f", {MEMORY_SETTING}={self.pool.total_text} (in use)" if short else ""
             raise Unavailable(
                 f"{kind} waited {self.queue_timeout_s:g}s for a query slot "
                 f"(limits --query.queue-timeout={self.queue_timeout_s:g}s, "
