@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import multiprocessing
 import shutil
 import tempfile
 import threading
@@ -127,18 +128,18 @@ def heavy_client(base: str, stop: threading.Event, seed: int, counts: Counts) ->
                counts, 120.0)
 
 
-def ready_prober(base: str, stop: threading.Event, out: dict) -> None:
+def ready_prober(base: str, stop, out) -> None:
+    """Runs in a process of its own: the driver's encoding must not delay a probe (GIL)."""
     while not stop.wait(0.5):
         t0 = time.perf_counter()
         try:
             status, _ = procs.http_get(base + "/-/ready", timeout=2.0)
         except OSError:
             status = 0
-        dt = time.perf_counter() - t0
-        out["probes"] += 1
-        out["max_s"] = max(out["max_s"], dt)
+        out[0] += 1
+        out[2] = max(out[2], time.perf_counter() - t0)
         if status != 200:
-            out["failed"] += 1
+            out[1] += 1
 
 
 async def live_ingest(url: str, workload: Workload, start_ms: int, scrapes: int, interval_ms: int,
@@ -171,9 +172,12 @@ def run_server(kind: str, a, workload: Workload, work: Path) -> dict:
                            "seconds": time.perf_counter() - t0}
         del backfill
         stop = threading.Event()
-        ready = {"probes": 0, "failed": 0, "max_s": 0.0}
+        mp = multiprocessing.get_context("spawn")
+        probe_stop, probe_out = mp.Event(), mp.Array("d", 3)  # probes, failed, slowest seconds
+        prober = mp.Process(target=ready_prober, args=(server.base_url, probe_stop, probe_out), daemon=True)
+        prober.start()
         queries, abuse = Counts(), {x.name: Counts() for x in ABUSE}
-        threads = [threading.Thread(target=ready_prober, args=(server.base_url, stop, ready), daemon=True)]
+        threads = []
         for i in range(a.clients):
             if a.mode == "soak":
                 threads.append(threading.Thread(target=grafana_client,
@@ -190,6 +194,9 @@ def run_server(kind: str, a, workload: Workload, work: Path) -> dict:
         writes = asyncio.run(live_ingest(server.write_url, workload, first_ms, max(1, int(a.duration // a.interval)),
                                          interval_ms, a.connections))
         stop.set()
+        probe_stop.set()
+        prober.join(10.0)
+        ready = {"probes": int(probe_out[0]), "failed": int(probe_out[1]), "max_s": probe_out[2]}
         for t in threads:
             t.join(130.0)
         time.sleep(a.settle)
