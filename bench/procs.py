@@ -88,21 +88,25 @@ class Server:
             return ""
 
 
-def _spawn(name: str, argv: list[str], data_dir: Path, port: int, cwd: Path | None = None) -> Server:
+def _spawn(name: str, argv: list[str], data_dir: Path, port: int, cwd: Path | None = None,
+           env: dict[str, str] | None = None) -> Server:
     data_dir.mkdir(parents=True, exist_ok=True)
     log_path = data_dir.parent / f"{name}.log"
     log = open(log_path, "wb")
-    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=cwd, start_new_session=True)
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=cwd, start_new_session=True,
+                            env={**os.environ, **env} if env else None)
     log.close()
     return Server(name, f"http://127.0.0.1:{port}", data_dir, proc, log_path)
 
 
-def start_prometheus(work_dir: Path, port: int | None = None, extra: list[str] | None = None) -> Server:
-    """Real Prometheus as a remote-write receiver with nothing to scrape (admin API for snapshots)."""
+def start_prometheus(work_dir: Path, port: int | None = None, extra: list[str] | None = None,
+                     config_yaml: str = "") -> Server:
+    """Real Prometheus as a remote-write receiver with nothing to scrape (admin API for snapshots);
+    ``config_yaml`` is appended to its configuration (e.g. a remote_read section)."""
     port = port or free_port()
     config = work_dir / "prometheus.yml"
     work_dir.mkdir(parents=True, exist_ok=True)
-    config.write_text("global:\n  scrape_interval: 15s\nscrape_configs: []\n")
+    config.write_text("global:\n  scrape_interval: 15s\nscrape_configs: []\n" + config_yaml)
     argv = [PROMETHEUS, "--web.enable-remote-write-receiver", "--web.enable-admin-api",
             f"--storage.tsdb.path={work_dir / 'data'}", f"--web.listen-address=127.0.0.1:{port}",
             f"--config.file={config}", "--log.level=warn", *(extra or [])]
@@ -117,11 +121,12 @@ def start_victoria_metrics(work_dir: Path, port: int | None = None, extra: list[
     return _spawn("victoria-metrics", argv, work_dir / "data", port)
 
 
-def start_metricsgw(work_dir: Path, port: int | None = None, extra: list[str] | None = None) -> Server:
+def start_metricsgw(work_dir: Path, port: int | None = None, extra: list[str] | None = None,
+                    env: dict[str, str] | None = None) -> Server:
     port = port or free_port()
     argv = [sys.executable, "-m", "metricsgw", "serve", f"--web.listen-address=127.0.0.1:{port}",
             f"--storage.path={work_dir / 'data'}", *(extra or [])]
-    return _spawn("metricsgw", argv, work_dir / "data", port, cwd=REPO)
+    return _spawn("metricsgw", argv, work_dir / "data", port, cwd=REPO, env=env)
 
 
 @dataclass

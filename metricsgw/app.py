@@ -16,11 +16,14 @@ from .api import metadata, query
 from .api.middleware import prometheus_errors
 from .config import Config
 from .ingest.pipeline import IngestPipeline
+from .ingest.time_window import SampleTimeWindow
 from .limits.blocked import BlockedQueries
 from .limits.guard import QueryGuard
 from .limits.ingest import IngestLimits
 from .limits.memory import MemoryShares, pool_for
+from .limits.query_text import QueryTextLimits, ensure_recursion_headroom
 from .promql.engine import Engine
+from .remote.read_handler import handle_read, read_gate
 from .remote.write_handler import handle_write
 from .rules.loader import RuleHolder
 from .storage.store import Storage
@@ -43,15 +46,18 @@ def build_app(cfg: Config, telemetry: Telemetry | None = None) -> web.Applicatio
     app[K.TELEMETRY] = tel
     app[K.STORAGE] = storage
     app[K.RULES] = rules
-    app[K.PIPELINE] = IngestPipeline(storage, tel, rules_holder=rules, limits=IngestLimits(cfg))
+    app[K.PIPELINE] = IngestPipeline(storage, tel, rules_holder=rules, limits=IngestLimits(cfg),
+                                     time_window=SampleTimeWindow.from_config(cfg))
     app[K.ENGINE] = Engine(storage, lookback_s=cfg.query_lookback_delta, max_points=cfg.query_max_points_per_series,
                            subquery_step_s=cfg.query_subquery_default_step)
+    ensure_recursion_headroom(QueryTextLimits.from_config(cfg))
     app[K.MEMORY] = pool_for(memory, cfg.query_max_concurrency)
     tel.query_memory.set_function(lambda: app[K.MEMORY].used)
     tel.query_memory_limit.set(app[K.MEMORY].size)
     app[K.GUARD] = QueryGuard(cfg.query_max_concurrency, cfg.query_max_queue, cfg.query_queue_timeout, tel,
                               pool=app[K.MEMORY])
     app[K.BLOCKED] = BlockedQueries(cfg.query_blocked)
+    app[K.READ_GATE] = read_gate(cfg)
     # Queries get their own threads: ingestion (event loop + WAL thread) never waits behind them,
     # and those threads run at a lower CPU priority, so when queries and writes compete for the
     # cores the scheduler serves the writes first.
@@ -60,6 +66,7 @@ def build_app(cfg: Config, telemetry: Telemetry | None = None) -> web.Applicatio
 
     r = app.router
     r.add_post("/api/v1/write", handle_write)
+    r.add_post("/api/v1/read", handle_read)
     for path, handler in (("/api/v1/query", query.instant_query), ("/api/v1/query_range", query.range_query),
                           ("/api/v1/series", metadata.series), ("/api/v1/labels", metadata.label_names),
                           ("/api/v1/format_query", query.format_query)):

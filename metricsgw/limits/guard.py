@@ -27,10 +27,11 @@ from .memory import MemoryPool
 
 class QueryGuard:
     def __init__(self, max_concurrency: int, max_queue: int, queue_timeout_s: float, telemetry: Any = None,
-                 pool: MemoryPool | None = None) -> None:
+                 concurrency_flag: str = "--query.max-concurrency", pool: MemoryPool | None = None) -> None:
         if max_concurrency < 1:
             raise ValueError("max_concurrency must be >= 1")
         self.max_concurrency = max_concurrency
+        self.concurrency_flag = concurrency_flag  # the setting refusals name (remote reads have their own)
         self.max_queue = max(0, max_queue)
         self.queue_timeout_s = queue_timeout_s
         self.telemetry = telemetry
@@ -59,7 +60,7 @@ class QueryGuard:
             self._rejected("max_queue")
             raise TooManyRequests(
                 f"too many queries: {self.running} running and {len(self._waiters)} queued "
-                f"(limits --query.max-concurrency={self.max_concurrency}, --query.max-queue={self.max_queue}); "
+                f"(limits {self.concurrency_flag}={self.max_concurrency}, --query.max-queue={self.max_queue}); "
                 f"{kind} refused, retry later", retry_after_s=self._retry_after())
         fut: asyncio.Future = asyncio.get_running_loop().create_future()
         self._waiters.append(fut)
@@ -82,7 +83,7 @@ class QueryGuard:
             raise Unavailable(
                 f"{kind} waited {self.queue_timeout_s:g}s for a query slot "
                 f"(limits --query.queue-timeout={self.queue_timeout_s:g}s, "
-                f"--query.max-concurrency={self.max_concurrency}{memory}); the server is overloaded, retry later",
+                f"{self.concurrency_flag}={self.max_concurrency}{memory}); the server is overloaded, retry later",
                 retry_after_s=self._retry_after()) from None
         # a slot handed over by admit(): running counts it already
         self._report()
