@@ -9,7 +9,7 @@ import signal
 import sys
 
 from . import __version__
-from .config import SETTINGS, ConfigError, load
+from .config import SETTINGS, ConfigError, _bool, load
 
 
 def _serve_parser(sub) -> argparse.ArgumentParser:
@@ -22,6 +22,8 @@ def _serve_parser(sub) -> argparse.ArgumentParser:
         kwargs = {"dest": s.attr, "help": s.help, "default": argparse.SUPPRESS, "metavar": "VALUE"}
         if s.repeated:
             kwargs["action"] = "append"
+        elif s.parse is _bool:  # a bare --web.enable-lifecycle means true, as with Prometheus's flags
+            kwargs.update(nargs="?", const="true")
         p.add_argument(s.flag, **kwargs)
         p._option_string_actions[s.flag].help = f"{s.help} (default: {_show(default)})"
     return p
@@ -69,14 +71,17 @@ async def _serve(cfg) -> None:
 
     from .app import build_app
     from .appkeys import RULES
+    from .web import server_ssl_context
 
     app = build_app(cfg)
     host, _, port = cfg.web_listen_address.rpartition(":")
     runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, host or "0.0.0.0", int(port), backlog=cfg.web_max_connections)
+    ssl_context = server_ssl_context(app)  # None: plain HTTP
+    site = web.TCPSite(runner, host or "0.0.0.0", int(port), backlog=cfg.web_max_connections, ssl_context=ssl_context)
     await site.start()
-    logging.getLogger("metricsgw").info("listening on %s, storage at %s", cfg.web_listen_address, cfg.storage_path)
+    logging.getLogger("metricsgw").info("listening on %s (TLS %s), storage at %s", cfg.web_listen_address,
+                                        "on" if ssl_context else "off", cfg.storage_path)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
