@@ -55,7 +55,7 @@ class PasswordChecker:
     def __init__(self, max_concurrent: int, check: Callable[[bytes, bytes], bool] = _bcrypt_matches,
                  cache_size: int = 1000) -> None:
         self.max_concurrent = max_concurrent
-        self._check = check
+        self.check = check  # the password check itself (bcrypt); tests may wrap it
         self._pool = ThreadPoolExecutor(max_concurrent, thread_name_prefix="bcrypt")
         self._ok: OrderedDict[bytes, None] = OrderedDict()  # LRU of successful logins
         self._cache_size = cache_size
@@ -84,7 +84,7 @@ class PasswordChecker:
             self.in_flight += 1
             self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
         try:
-            return self._check(password, hashed)
+            return self.check(password, hashed)
         finally:
             with self._lock:
                 self.in_flight -= 1

@@ -74,8 +74,11 @@ def security_middleware(watcher: WebConfigWatcher | None, checker: PasswordCheck
                 if not roles.allows(creds[0], request.path):
                     metrics.failures.labels("forbidden_for_user").inc()
                     return _go_http_error(403, "Forbidden")
-        if request.path in LIFECYCLE_PATHS and request.method in LIFECYCLE_METHODS and not lifecycle_enabled:
-            return web.Response(status=403, text="Lifecycle API is not enabled.")
+        if request.path in LIFECYCLE_PATHS:  # Prometheus's answers, word for word
+            if request.method == "GET":
+                return web.Response(status=405, text="Only POST or PUT requests allowed")
+            if request.method in LIFECYCLE_METHODS and not lifecycle_enabled:
+                return web.Response(status=403, text="Lifecycle API is not enabled.")
         return await handler(request)
 
     return guard_access

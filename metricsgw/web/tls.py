@@ -9,6 +9,7 @@ now (the watcher rebuilds it only when a file changed).
 from __future__ import annotations
 
 import ssl
+import warnings
 from typing import Callable
 
 from .webconfig import CIPHER_SUITES, CLIENT_AUTH, CURVES, TLS_VERSIONS, TLSServerConfig, WebConfigError
@@ -23,8 +24,10 @@ def build_ssl_context(tls: TLSServerConfig, config_path: str) -> ssl.SSLContext:
     except (OSError, ssl.SSLError) as err:
         raise WebConfigError(f"{where}.cert_file/key_file: failed to load X509KeyPair: {err}") from None
     try:
-        ctx.minimum_version = TLS_VERSIONS[tls.min_version]
-        ctx.maximum_version = TLS_VERSIONS[tls.max_version]
+        with warnings.catch_warnings():  # TLS10/TLS11 are deprecated in Python too, but the format allows them
+            warnings.simplefilter("ignore", DeprecationWarning)
+            ctx.minimum_version = TLS_VERSIONS[tls.min_version]
+            ctx.maximum_version = TLS_VERSIONS[tls.max_version]
     except ValueError as err:
         raise WebConfigError(f"{where}.min_version/max_version: {err}") from None
     if tls.prefer_server_cipher_suites:
