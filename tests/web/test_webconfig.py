@@ -143,3 +143,20 @@ def test_client_auth_types(certs, auth, mode):
     path = _write(certs, auth, TLS + f"  client_auth_type: {auth}\n  client_ca_file: {{d}}/ca.crt\n")
     cfg = load_web_config(str(path))
     assert build_ssl_context(cfg.tls, str(path)).verify_mode == mode
+
+
+def test_serve_stops_at_start_on_a_bad_file_naming_the_key(certs, tmp_path, capsys):
+    from metricsgw.cli import main
+
+    path = _write(certs, "bad at start", TLS + "  min_version: TLS9\n")
+    assert main(["serve", f"--web.config.file={path}", f"--storage.path={tmp_path}", "--web.listen-address=127.0.0.1:1"]) == 2
+    assert "tls_server_config.min_version: unknown TLS version: TLS9" in capsys.readouterr().err
+
+
+def test_lifecycle_flag_may_be_given_bare_as_in_prometheus():
+    from metricsgw.cli import build_parser
+    from metricsgw.config import load
+
+    args = build_parser().parse_args(["serve", "--web.enable-lifecycle"])
+    assert load({"web.enable-lifecycle": args.web_enable_lifecycle}).web_enable_lifecycle is True
+    assert load({}).web_enable_lifecycle is False
