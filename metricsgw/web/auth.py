@@ -23,8 +23,11 @@ from typing import Callable
 
 import bcrypt
 
+from ..errors import Unavailable
+
 # exporter-toolkit's bcrypt hash of "fakepassword", checked for users that do not exist.
 UNKNOWN_USER_HASH = b"$2y$10$QOauhQNbBCuQDKes6eFzPeMqBSjb7Mr5DUmpZ/VcEd00UAV/LDeSi"
+WAITING_PER_THREAD = 64
 BCRYPT_MAX_PASSWORD = 72  # bcrypt only reads this many bytes; Go's bcrypt and htpasswd ignore the rest
 
 
@@ -53,8 +56,12 @@ class PasswordChecker:
     """``await verify(user, password, hashes)``; at most ``max_concurrent`` bcrypt checks at once."""
 
     def __init__(self, max_concurrent: int, check: Callable[[bytes, bytes], bool] = _bcrypt_matches,
-                 cache_size: int = 1000) -> None:
+                 cache_size: int = 1000, max_waiting: int | None = None) -> None:
         self.max_concurrent = max_concurrent
+        # Checks allowed to wait for a thread; past that a login gets 503 (senders retry it)
+        # instead of an ever longer queue of an attacker's connections.
+        self.max_waiting = WAITING_PER_THREAD * max_concurrent if max_waiting is None else max_waiting
+        self.pending = 0  # checks queued or running
         self.check = check  # the password check itself (bcrypt); tests may wrap it
         self._pool = ThreadPoolExecutor(max_concurrent, thread_name_prefix="bcrypt")
         self._ok: OrderedDict[bytes, None] = OrderedDict()  # LRU of successful logins
@@ -69,9 +76,14 @@ class PasswordChecker:
         if hashed is not None and key in self._ok:
             self._ok.move_to_end(key)
             return True
-        # An unknown user costs the same bcrypt check as a known one with a wrong password.
-        matched = await asyncio.get_running_loop().run_in_executor(
-            self._pool, self._timed_check, password, hashed or UNKNOWN_USER_HASH)
+        if self.pending >= self.max_concurrent + self.max_waiting:
+            raise Unavailable("too many password checks waiting; retry later")
+        self.pending += 1
+        try:  # an unknown user costs the same bcrypt check as a known one with a wrong password
+            matched = await asyncio.get_running_loop().run_in_executor(
+                self._pool, self._timed_check, password, hashed or UNKNOWN_USER_HASH)
+        finally:
+            self.pending -= 1
         if not (matched and hashed is not None):
             return False
         self._ok[key] = None

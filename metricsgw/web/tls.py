@@ -35,11 +35,14 @@ def build_ssl_context(tls: TLSServerConfig, config_path: str) -> ssl.SSLContext:
     else:
         ctx.options &= ~ssl.OP_CIPHER_SERVER_PREFERENCE
     tls12 = [CIPHER_SUITES[c] for c in tls.cipher_suites if CIPHER_SUITES[c]]
-    if tls12:
-        ctx.set_ciphers(":".join(tls12))
-    if tls.curve_preferences:
-        # Python's ssl sets one key-exchange curve: the first preference.
-        ctx.set_ecdh_curve(CURVES[tls.curve_preferences[0]])
+    try:
+        if tls12:
+            ctx.set_ciphers(":".join(tls12))
+        if tls.curve_preferences:
+            # Python's ssl sets one key-exchange curve: the first preference.
+            ctx.set_ecdh_curve(CURVES[tls.curve_preferences[0]])
+    except (ValueError, ssl.SSLError) as err:
+        raise WebConfigError(f"{where}.cipher_suites/curve_preferences: not usable here: {err}") from None
     mode = CLIENT_AUTH[tls.client_auth_type]
     if tls.client_auth_type == "RequestClientCert" and not tls.client_ca_file:
         # Go asks for a certificate and ignores it; asking here would refuse every one sent

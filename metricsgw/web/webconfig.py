@@ -14,6 +14,7 @@ import os
 import re
 import ssl
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import yaml
 
@@ -86,7 +87,7 @@ class WebConfig:
     headers: tuple[tuple[str, str], ...] = ()
     users: tuple[tuple[str, str], ...] = ()  # (user, bcrypt hash)
 
-    @property
+    @cached_property  # looked at on every request
     def user_hashes(self) -> dict[str, bytes]:
         return {u: h.encode() for u, h in self.users}
 
@@ -173,6 +174,8 @@ def load_web_config(path: str) -> WebConfig:
             text = fh.read()
     except OSError as err:
         raise WebConfigError(f"web config file {path}: {err.strerror or err}") from None
+    except UnicodeDecodeError as err:
+        raise WebConfigError(f"web config file {path}: not UTF-8 text: {err}") from None
     reader = _Reader(path)
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)

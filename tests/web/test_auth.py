@@ -84,3 +84,31 @@ def test_parse_basic_auth_like_go():
     assert parse_basic_auth("BASIC YTpi") == ("a", b"b")
     for bad in (None, "", "Basic", "Basic YWI=", "Bearer YTpi", "Basic !!!", "BasicYTpi"):
         assert parse_basic_auth(bad) is None, bad
+
+
+def test_the_queue_of_checks_is_bounded():
+    """One check held running, two waiting: the next login is told to come back (503), not queued."""
+    import threading
+
+    import pytest
+
+    from metricsgw.errors import Unavailable
+
+    gate, checker = threading.Event(), PasswordChecker(1, max_waiting=2)
+    real = checker.check
+    checker.check = lambda p, h: gate.wait(30) and real(p, h)
+
+    async def go():
+        held = [asyncio.create_task(checker.verify("alice", f"guess{i}".encode(), HASHES)) for i in range(3)]
+        while checker.pending < 3:
+            await asyncio.sleep(0)
+        with pytest.raises(Unavailable):
+            await checker.verify("alice", b"right", HASHES)
+        gate.set()
+        assert await asyncio.gather(*held) == [False] * 3
+        assert await checker.verify("alice", b"right", HASHES)  # room again
+    try:
+        asyncio.run(go())
+    finally:
+        gate.set()
+        checker.close()

@@ -56,7 +56,8 @@ def test_bad_logins_wait_in_their_pool_while_ingest_goes_on(tmp_path):
                 await asyncio.sleep(0.01)
             assert checker.in_flight == POOL  # every check thread is taken by the attacker
 
-            newcomer = asyncio.create_task(fetch(s, "GET", srv.url + "/-/healthy", ssl=tls, headers=basic("late", "pw2")))
+            newcomer = asyncio.create_task(fetch(s, "GET", srv.url + "/-/healthy", ssl=tls,
+                                                 headers=basic("late", "pw2")))
             writes = [fetch(s, "POST", srv.url + "/api/v1/write", ssl=tls, data=write_body(t_ms=(i + 1) * 1000),
                             headers=sender) for i in range(WRITES)]
             statuses = [r[0] for r in await asyncio.wait_for(asyncio.gather(*writes), LIVENESS_S)]

@@ -8,6 +8,7 @@ recording back the same way. Certificates are made here with openssl; everything
 from __future__ import annotations
 
 import base64
+import signal
 import json
 import ssl
 import threading
@@ -193,3 +194,35 @@ def test_plain_http_and_wrong_ca_are_refused(secured):
         stranger.get("/-/healthy")
     assert client.get("/-/healthy")[0] == 401
     assert client.get("/-/healthy", "grafana", "nope")[0] == 401
+
+
+def _call(method: str, url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, method=method), timeout=30) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def test_lifecycle_answers_as_prometheus_does_and_sighup_still_reloads(tmp_path):
+    from bench.procs import start_prometheus
+
+    rules = tmp_path / "rules.yml"
+    rules.write_text("- source_labels: [__name__]\n  regex: drop_me\n  action: drop\n")
+    prom = start_prometheus(tmp_path / "prom")
+    gw = start_metricsgw(tmp_path / "gw", extra=[f"--rules.file={rules}"])
+    try:
+        prom.wait_ready()
+        gw.wait_ready()
+        for method in ("POST", "PUT", "GET"):
+            theirs, ours = _call(method, prom.base_url + "/-/reload"), _call(method, gw.base_url + "/-/reload")
+            assert ours == theirs, method
+        assert _call("POST", gw.base_url + "/-/reload")[0] == 403
+
+        rules.write_text(rules.read_text() + "- source_labels: [__name__]\n  regex: drop_too\n  action: drop\n")
+        gw.proc.send_signal(signal.SIGHUP)
+        wait_for("rules reloaded by SIGHUP",
+                 lambda: "metricsgw_rules_loaded 2.0" in _call("GET", gw.base_url + "/metrics")[1], gw)
+    finally:
+        gw.stop()
+        prom.stop()

@@ -61,7 +61,8 @@ CASES = [
     ("CA without policy", TLS + "  client_ca_file: {d}/ca.crt\n", "without a Client Auth Policy"),
     ("invalid client auth", TLS + "  client_auth_type: Always\n  client_ca_file: {d}/ca.crt\n",
      "tls_server_config.client_auth_type: invalid ClientAuth: Always"),
-    ("plain-text password", "basic_auth_users:\n  john: doe\n", "basic_auth_users.john: crypto/bcrypt: hashedSecret"),
+    ("plain-text password", "basic_auth_users:\n  john: doe\n",
+     "basic_auth_users.john: crypto/bcrypt: hashedSecret"),
     ("bcrypt cost too low", "basic_auth_users:\n  john: " + HASH.replace("$04$", "$03$") + "\n", "cost 3"),
     ("header not allowed", "http_server_config:\n  headers:\n    Server: metricsgw\n",
      'HTTP header "Server" can not be configured'),
@@ -149,7 +150,8 @@ def test_serve_stops_at_start_on_a_bad_file_naming_the_key(certs, tmp_path, caps
     from metricsgw.cli import main
 
     path = _write(certs, "bad at start", TLS + "  min_version: TLS9\n")
-    assert main(["serve", f"--web.config.file={path}", f"--storage.path={tmp_path}", "--web.listen-address=127.0.0.1:1"]) == 2
+    argv = ["serve", f"--web.config.file={path}", f"--storage.path={tmp_path}", "--web.listen-address=127.0.0.1:1"]
+    assert main(argv) == 2
     assert "tls_server_config.min_version: unknown TLS version: TLS9" in capsys.readouterr().err
 
 
