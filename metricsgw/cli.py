@@ -42,11 +42,16 @@ def build_parser() -> argparse.ArgumentParser:
     check_sub = check.add_subparsers(dest="what", required=True)
     rules = check_sub.add_parser("rules", help="validate relabel rule files")
     rules.add_argument("files", nargs="+")
+    web_config = check_sub.add_parser("web-config", help="validate --web.config.file files")
+    web_config.add_argument("files", nargs="+")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "check" and args.what == "web-config":
+        from .web.check import main as check_web_config
+        return check_web_config(args.files)
     if args.command == "check":
         from .rules.check import main as check_rules
         return check_rules(args.files)

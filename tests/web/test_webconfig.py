@@ -162,3 +162,14 @@ def test_lifecycle_flag_may_be_given_bare_as_in_prometheus():
     args = build_parser().parse_args(["serve", "--web.enable-lifecycle"])
     assert load({"web.enable-lifecycle": args.web_enable_lifecycle}).web_enable_lifecycle is True
     assert load({}).web_enable_lifecycle is False
+
+
+def test_check_web_config_command(certs, capsys):
+    from metricsgw.cli import main
+
+    good, bad = _write(certs, "check good", TLS), _write(certs, "check bad", TLS + "  min_version: TLS9\n")
+    assert main(["check", "web-config", str(good)]) == 0
+    assert f"{good} SUCCESS" in capsys.readouterr().err
+    assert main(["check", "web-config", str(good), str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert f"{good} SUCCESS" in err and f"{bad} FAILED:" in err and "unknown TLS version: TLS9" in err
