@@ -76,17 +76,15 @@ async def _serve(cfg) -> None:
 
     from .app import build_app
     from .appkeys import RULES
-    from .web import server_ssl_context
+    from .web import listen_site
 
     app = build_app(cfg)
     host, _, port = cfg.web_listen_address.rpartition(":")
     runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
     await runner.setup()
-    ssl_context = server_ssl_context(app)  # None: plain HTTP
-    site = web.TCPSite(runner, host or "0.0.0.0", int(port), backlog=cfg.web_max_connections, ssl_context=ssl_context)
+    site = listen_site(runner, host or "0.0.0.0", int(port), cfg.web_max_connections)  # TLS per --web.config.file
     await site.start()
-    logging.getLogger("metricsgw").info("listening on %s (TLS %s), storage at %s", cfg.web_listen_address,
-                                        "on" if ssl_context else "off", cfg.storage_path)
+    logging.getLogger("metricsgw").info("listening on %s, storage at %s", site.name, cfg.storage_path)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)

@@ -10,6 +10,7 @@ from aiohttp import web
 from ..config import Config, ConfigError
 from .auth import PasswordChecker
 from .middleware import AuthMetrics, Roles, configured_headers, security_middleware
+from .listener import TLSSite
 from .tls import ReloadingSSLContext
 from .watch import WebConfigWatcher
 
@@ -46,3 +47,11 @@ def server_ssl_context(app: web.Application) -> ssl.SSLContext | None:
     if watcher is None or not watcher.tls_at_start:
         return None
     return ReloadingSSLContext(watcher.ssl_context_now)
+
+
+def listen_site(runner: web.AppRunner, host: str, port: int, backlog: int) -> web.TCPSite:
+    """The listener for ``runner``'s app: plain, or TLS per the web config (see listener.py)."""
+    context = server_ssl_context(runner.app)
+    if context is None:
+        return web.TCPSite(runner, host, port, backlog=backlog)
+    return TLSSite(runner, host, port, backlog=backlog, ssl_context=context)

@@ -16,7 +16,8 @@ from metricsgw import appkeys
 from metricsgw.app import build_app
 from metricsgw.config import load
 from metricsgw.remote import codec
-from metricsgw.web import server_ssl_context
+from metricsgw.web import listen_site
+from metricsgw.web.listener import TLSSite
 
 WRITE_HEADERS = {"Content-Type": "application/x-protobuf", "Content-Encoding": "snappy",
                  "X-Prometheus-Remote-Write-Version": "0.1.0"}
@@ -54,14 +55,13 @@ async def serving(tmp_path: Path, web_config: str | None = None, settings: dict 
     app = build_app(load(overrides))
     runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
     await runner.setup()
-    ssl_ctx = server_ssl_context(app)
-    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=ssl_ctx)
+    site = listen_site(runner, "127.0.0.1", 0, 128)
     await site.start()
     port = runner.addresses[0][1]
     try:
         while not app[appkeys.STORAGE].ready:
             await asyncio.sleep(0.01)
-        yield Served(app, f"{'https' if ssl_ctx else 'http'}://127.0.0.1:{port}")
+        yield Served(app, f"{'https' if isinstance(site, TLSSite) else 'http'}://127.0.0.1:{port}")
     finally:
         await runner.cleanup()
 

@@ -18,6 +18,7 @@ from tests.web.certs import bcrypt_hash, make_certs
 from tests.web.harness import WRITE_HEADERS, basic, client_context, fetch, serving, write_body
 
 PASSWORD = "s3cret"
+PLAIN_HTTP = b"HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n"  # Go's bytes
 HASH = bcrypt_hash(PASSWORD)
 
 
@@ -79,8 +80,17 @@ def test_plain_http_is_refused_when_tls_is_on(tmp_path, certs):
     async def go():
         async with serving(tmp_path, tls_config(certs)) as srv, aiohttp.ClientSession() as s:
             plain = srv.url.replace("https://", "http://")
-            with pytest.raises(aiohttp.ClientError):
-                await fetch(s, "GET", plain + "/-/healthy", headers=basic("alice", PASSWORD))
+            status, body, _ = await fetch(s, "POST", plain + "/api/v1/write", data=write_body(),
+                                          headers={**WRITE_HEADERS, **basic("alice", PASSWORD)})
+            assert (status, body) == (400, "Client sent an HTTP request to an HTTPS server.\n")
+            port = int(srv.url.rsplit(":", 1)[1])
+            for start, answer in ((b"GET /", PLAIN_HTTP), (b"HEAD /", PLAIN_HTTP), (b"PUT /-/reload", PLAIN_HTTP),
+                                  (b"OPTIONS *", PLAIN_HTTP), (b"DELETE /", b"")):  # Go's five starts only
+                reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                writer.write(start + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+                assert await reader.read() == answer, start
+                writer.close()
+            assert srv.app[appkeys.STORAGE].active_series() == 0
             with pytest.raises(aiohttp.ClientConnectorCertificateError):  # a client that does not trust our CA
                 await fetch(s, "GET", srv.url + "/-/healthy", ssl=client_context(certs.path("other-ca.crt")))
     run(go())

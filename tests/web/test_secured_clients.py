@@ -187,8 +187,9 @@ def test_vmalert_queries_and_writes_back_with_basic_auth_and_a_ca_file(secured):
 
 def test_plain_http_and_wrong_ca_are_refused(secured):
     _, certs, gw, client = secured
-    with pytest.raises(OSError):  # the TLS port does not speak plain HTTP
+    with pytest.raises(urllib.error.HTTPError) as refused:  # the TLS port does not speak plain HTTP
         urllib.request.urlopen(gw.base_url + "/-/healthy", timeout=30)
+    assert refused.value.code == 400 and refused.value.read() == b"Client sent an HTTP request to an HTTPS server.\n"
     stranger = Client(client.base_url, certs.path("other-ca.crt"))
     with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):
         stranger.get("/-/healthy")
@@ -225,4 +226,49 @@ def test_lifecycle_answers_as_prometheus_does_and_sighup_still_reloads(tmp_path)
                  lambda: "metricsgw_rules_loaded 2.0" in _call("GET", gw.base_url + "/metrics")[1], gw)
     finally:
         gw.stop()
+        prom.stop()
+
+
+def _raw(port: int, request: bytes) -> bytes:
+    import socket
+
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(request)
+        chunks = []
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def test_answers_match_prometheus_with_the_same_web_config(secured):
+    """Prometheus 2.42 started with our web.yml is the oracle for every refusal."""
+    work, certs, gw, client = secured
+    port = free_port()
+    config = work / "oracle.yml"
+    config.write_text("global: {}\n")
+    argv = [PROMETHEUS, f"--storage.tsdb.path={work / 'oracle-data'}", f"--web.listen-address=127.0.0.1:{port}",
+            f"--config.file={config}", f"--web.config.file={work / 'web.yml'}", "--log.level=warn"]
+    prom = _spawn("prometheus-oracle", argv, work / "oracle-data", port)
+    oracle = Client(f"https://127.0.0.1:{port}", certs.ca)
+    try:
+        wait_for("Prometheus with the web config", lambda: _answers(oracle), prom)
+        cases = [("/api/v1/query?query=up", None, None), ("/metrics", "grafana", "wrong"),
+                 ("/api/v1/labels", "nobody", "x"), ("/-/healthy", "grafana", "")]
+        for path, user, password in cases:
+            assert client.get(path, user, password) == oracle.get(path, user, password), path
+        for name, url in (("metricsgw", client.base_url), ("prometheus", oracle.base_url)):
+            for method in ("POST", "PUT", "GET"):
+                req = urllib.request.Request(url + "/-/reload", method=method, headers={
+                    "Authorization": "Basic " + base64.b64encode(f"vmalert:{USERS['vmalert']}".encode()).decode()})
+                try:
+                    with urllib.request.urlopen(req, timeout=30, context=client.tls) as r:
+                        answer = (r.status, r.read())
+                except urllib.error.HTTPError as e:
+                    answer = (e.code, e.read())
+                assert answer == ((405, b"Only POST or PUT requests allowed") if method == "GET"
+                                  else (403, b"Lifecycle API is not enabled.")), (name, method)
+        gw_port = int(client.base_url.rsplit(":", 1)[1])
+        for request in (b"GET /-/healthy HTTP/1.1\r\nHost: x\r\n\r\n", b"POST /api/v1/write HTTP/1.0\r\n\r\n"):
+            assert _raw(gw_port, request) == _raw(port, request), request
+    finally:
         prom.stop()
