@@ -38,6 +38,13 @@ class Roles:
         return True
 
 
+def _route(request: web.Request) -> str:
+    """The path of the route that will answer rather than the URL as sent: what is allowed is
+    decided per endpoint, whatever spelling of the URL reached it."""
+    resource = request.match_info.route.resource
+    return resource.canonical if resource is not None else request.path
+
+
 def _go_http_error(status: int, text: str, headers: dict[str, str] | None = None) -> web.Response:
     """net/http's http.Error: the status text, a newline, plain text, nosniff."""
     return web.Response(status=status, text=text + "\n", content_type="text/plain", charset="utf-8",
@@ -71,10 +78,10 @@ def security_middleware(watcher: WebConfigWatcher | None, checker: PasswordCheck
                 if creds is None or not await checker.verify(creds[0], creds[1], users):
                     metrics.failures.labels("missing_credentials" if creds is None else "wrong_credentials").inc()
                     return _go_http_error(401, "Unauthorized", {"WWW-Authenticate": "Basic"})
-                if not roles.allows(creds[0], request.path):
+                if not roles.allows(creds[0], _route(request)):
                     metrics.failures.labels("forbidden_for_user").inc()
                     return _go_http_error(403, "Forbidden")
-        if request.path in LIFECYCLE_PATHS:  # Prometheus's answers, word for word
+        if _route(request) in LIFECYCLE_PATHS:  # Prometheus's answers, word for word
             if request.method == "GET":
                 return web.Response(status=405, text="Only POST or PUT requests allowed")
             if request.method in LIFECYCLE_METHODS and not lifecycle_enabled:
