@@ -25,7 +25,7 @@ from tests.web.certs import bcrypt_hash, make_certs
 
 VMALERT = "/usr/bin/vmalert"
 USERS = {"prometheus": "sender-pw", "vmalert": "vmalert-pw", "grafana": "grafana-pw"}
-BRUTE_FORCE_LOGINS = 60
+BRUTE_FORCE_LOGINS = 30
 WAIT_S = 90  # liveness bound of each wait below; nothing is asserted about how long anything takes
 
 
