@@ -106,7 +106,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("web.read-only-users", S, [], "Basic-auth user that may query but not write nor use admin endpoints "
             "(metricsgw's addition). Repeatable.", repeated=True),
     Setting("web.auth.max-concurrent-checks", P, 1, "bcrypt password checks run at once, in threads of their own "
-            "(a brute force waits for them; the event loop and logged-in senders do not)."),
+            "(a brute force waits for them; the event loop and logged-in senders do not). 64 per thread may wait; "
+            "past that a login gets 503."),
     # --- storage
     Setting("storage.path", S, "./data", "Directory for the WAL, Parquet partitions and the series table."),
     Setting("storage.flush-interval", D, 120.0, "How often the in-memory head is flushed to Parquet (and the WAL truncated)."),

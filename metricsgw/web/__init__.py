@@ -9,8 +9,8 @@ from aiohttp import web
 
 from ..config import Config, ConfigError
 from .auth import PasswordChecker
-from .middleware import AuthMetrics, Roles, configured_headers, security_middleware
 from .listener import TLSSite
+from .middleware import AuthMetrics, Roles, configured_headers, security_middleware
 from .tls import ReloadingSSLContext
 from .watch import WebConfigWatcher
 
