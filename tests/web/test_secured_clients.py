@@ -30,8 +30,10 @@ WAIT_S = 90  # liveness bound of each wait below; nothing is asserted about how 
 
 
 class Client:
-    def __init__(self, base_url: str, ca: str) -> None:
+    def __init__(self, base_url: str, ca: str, cert: tuple[str, str] | None = None) -> None:
         self.base_url, self.tls = base_url, ssl.create_default_context(cafile=ca)
+        if cert:
+            self.tls.load_cert_chain(*cert)
 
     def get(self, path: str, user: str | None = None, password: str | None = None) -> tuple[int, bytes]:
         headers = {}
@@ -44,8 +46,9 @@ class Client:
         except urllib.error.HTTPError as e:
             return e.code, e.read()
 
-    def query(self, expr: str, user: str = "grafana") -> list:
-        status, body = self.get("/api/v1/query?" + urllib.parse.urlencode({"query": expr}), user, USERS[user])
+    def query(self, expr: str, user: str | None = "grafana") -> list:
+        password = USERS[user] if user else None
+        status, body = self.get("/api/v1/query?" + urllib.parse.urlencode({"query": expr}), user, password)
         assert status == 200, body
         return json.loads(body)["data"]["result"]
 
@@ -86,13 +89,20 @@ def secured(tmp_path_factory):
 
 def _answers(client: Client) -> bool:
     try:
-        return client.get("/-/ready", "grafana", USERS["grafana"])[0] == 200
+        return client.get("/-/ready", "grafana", USERS["grafana"])[0] == 200  # mutual TLS only: ignored
     except OSError:
         return False
 
 
-def start_prometheus(work: Path, certs, write_url: str) -> Server:
+SENDER_AUTH = f"""    basic_auth:
+      username: prometheus
+      password: {USERS['prometheus']}
+"""
+
+
+def start_prometheus(work: Path, certs, write_url: str, auth: str = SENDER_AUTH, client_cert: bool = False) -> Server:
     port = free_port()
+    cert = f"      cert_file: {certs.path('client.crt')}\n      key_file: {certs.path('client.key')}\n" if client_cert else ""
     work.mkdir(parents=True, exist_ok=True)
     config = work / "prometheus.yml"
     config.write_text(f"""
@@ -104,12 +114,9 @@ scrape_configs:
       - targets: ["127.0.0.1:{port}"]
 remote_write:
   - url: {write_url}
-    basic_auth:
-      username: prometheus
-      password: {USERS['prometheus']}
-    tls_config:
+{auth}    tls_config:
       ca_file: {certs.ca}
-    queue_config:
+{cert}    queue_config:
       batch_send_deadline: 500ms
       min_backoff: 50ms
       max_backoff: 1s
@@ -272,3 +279,31 @@ def test_answers_match_prometheus_with_the_same_web_config(secured):
             assert _raw(gw_port, request) == _raw(port, request), request
     finally:
         prom.stop()
+
+
+def test_prometheus_remote_writes_over_mutual_tls(tmp_path):
+    certs = make_certs(tmp_path / "certs")
+    web_config = tmp_path / "web.yml"
+    web_config.write_text(
+        f"tls_server_config:\n  cert_file: {certs.path('server.crt')}\n  key_file: {certs.path('server.key')}\n"
+        f"  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: {certs.ca}\n")
+    gw = start_metricsgw(tmp_path / "gw", extra=[f"--web.config.file={web_config}"])
+    base = gw.base_url.replace("http://", "https://")
+    client = Client(base, certs.ca, (certs.path("client.crt"), certs.path("client.key")))
+    prom = None
+    try:
+        wait_for("metricsgw ready", lambda: _answers(client), gw)
+        prom = start_prometheus(tmp_path / "prom", certs, base + "/api/v1/write", auth="", client_cert=True)
+        prom.wait_ready()
+        wait_for("Prometheus's samples over mutual TLS", lambda: client.query('up{job="prometheus"}', None), gw)
+        text = _prom_metrics(prom)
+        assert metric_value(text, "prometheus_remote_storage_samples_failed_total") == 0
+        assert metric_value(text, "prometheus_remote_storage_samples_total") > 0
+        for stranger in (Client(base, certs.ca), Client(base, certs.ca, (certs.path("stranger.crt"),
+                                                                           certs.path("stranger.key")))):
+            with pytest.raises(OSError):  # no certificate, or one our CA did not sign: no handshake
+                stranger.get("/-/healthy")
+    finally:
+        if prom is not None:
+            prom.stop()
+        gw.stop()
