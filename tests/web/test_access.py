@@ -193,6 +193,9 @@ def test_web_config_is_read_again_when_it_changes(tmp_path, certs):
             path.write_text(tls_config(certs) + "  bad_key: 1\n")  # broken: nobody gets in, as in Prometheus
             _bump_mtime(path)
             assert (await get(basic("bob", "new")))[:2] == (500, "Internal Server Error\n")
+            path.write_text(f"basic_auth_users:\n  alice: {HASH}\n")  # TLS off needs a restart, as in Prometheus
+            _bump_mtime(path)
+            assert (await get(basic("alice", PASSWORD)))[0] == 500
             path.write_text(tls_config(certs))
             _bump_mtime(path)
             assert (await get(basic("alice", PASSWORD)))[0] == 200
