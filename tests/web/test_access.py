@@ -43,7 +43,8 @@ def run(coro):
 ROUTES = [("GET", "/api/v1/query?query=up"), ("POST", "/api/v1/query_range"), ("GET", "/api/v1/series"),
           ("GET", "/api/v1/labels"), ("GET", "/api/v1/label/job/values"), ("GET", "/api/v1/metadata"),
           ("GET", "/api/v1/status/buildinfo"), ("GET", "/metrics"), ("GET", "/-/healthy"), ("GET", "/-/ready"),
-          ("POST", "/-/reload"), ("PUT", "/-/reload"), ("POST", "/api/v1/write"), ("GET", "/no/such/route")]
+          ("POST", "/-/reload"), ("PUT", "/-/reload"), ("POST", "/api/v1/write"), ("POST", "/api/v1/read"),
+          ("GET", "/no/such/route")]
 
 
 def test_every_route_needs_credentials_and_nothing_is_stored_without(tmp_path, certs):
@@ -69,8 +70,8 @@ def test_every_route_needs_credentials_and_nothing_is_stored_without(tmp_path, c
                                           headers=ok)
             assert status == 200 and '"job":"t"' in body
             status, body, _ = await fetch(s, "GET", srv.url + "/metrics", ssl=tls, headers=ok)
-            assert 'metricsgw_http_auth_failures_total{reason="missing_credentials"} 42.0' in body
-            assert 'metricsgw_http_auth_failures_total{reason="wrong_credentials"} 28.0' in body
+            assert 'metricsgw_http_auth_failures_total{reason="missing_credentials"} 45.0' in body
+            assert 'metricsgw_http_auth_failures_total{reason="wrong_credentials"} 30.0' in body
             # the user name is everything before the first colon; the password may hold colons
             colon = basic("alice", PASSWORD + ":x")
             assert (await fetch(s, "GET", srv.url + "/-/healthy", ssl=tls, headers=colon))[0] == 401
@@ -151,7 +152,7 @@ def test_writers_and_readers_apart(tmp_path, certs):
 
             assert await status("sender", "POST", "/api/v1/write") == 204
             for method, path in (("GET", "/api/v1/query?query=up"), ("GET", "/api/v1/series"), ("GET", "/metrics"),
-                                 ("POST", "/-/reload")):
+                                 ("POST", "/api/v1/read"), ("POST", "/-/reload")):
                 assert await status("sender", method, path) == 403, path
             assert await status("grafana", "GET", "/api/v1/query?query=up") == 200
             assert await status("grafana", "POST", "/api/v1/write") == 403
