@@ -307,3 +307,43 @@ def test_prometheus_remote_writes_over_mutual_tls(tmp_path):
         if prom is not None:
             prom.stop()
         gw.stop()
+
+
+def test_prometheus_remote_reads_with_the_readers_credentials(secured):
+    """A series only metricsgw holds comes back through a real Prometheus's remote_read over TLS."""
+    from metricsgw.remote import codec
+
+    work, certs, gw, client = secured
+    now_ms = int(time.time() * 1000)
+    body = codec.encode_v1([([("__name__", "only_in_metricsgw"), ("job", "secured")], [(now_ms, 7.0)])])
+    req = urllib.request.Request(client.base_url + "/api/v1/write", data=body, method="POST", headers={
+        "Content-Type": "application/x-protobuf", "Content-Encoding": "snappy",
+        "X-Prometheus-Remote-Write-Version": "0.1.0",
+        "Authorization": "Basic " + base64.b64encode(f"prometheus:{USERS['prometheus']}".encode()).decode()})
+    with urllib.request.urlopen(req, timeout=30, context=client.tls) as r:
+        assert r.status == 204
+    port = free_port()
+    (work / "reader").mkdir(exist_ok=True)
+    config = work / "reader" / "prometheus.yml"
+    config.write_text(f"""
+remote_read:
+  - url: {client.base_url}/api/v1/read
+    read_recent: true
+    basic_auth:
+      username: grafana
+      password: {USERS['grafana']}
+    tls_config:
+      ca_file: {certs.ca}
+""")
+    argv = [PROMETHEUS, f"--storage.tsdb.path={work / 'reader' / 'data'}", f"--web.listen-address=127.0.0.1:{port}",
+            f"--config.file={config}", "--log.level=warn"]
+    prom = _spawn("prometheus-reader", argv, work / "reader" / "data", port)
+    try:
+        prom.wait_ready()
+        url = prom.base_url + "/api/v1/query?" + urllib.parse.urlencode({"query": "only_in_metricsgw",
+                                                                          "time": now_ms / 1000})
+        with urllib.request.urlopen(url, timeout=60) as r:
+            result = json.loads(r.read())["data"]["result"]
+        assert [(x["metric"]["job"], x["value"][1]) for x in result] == [("secured", "7")]
+    finally:
+        prom.stop()
