@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import ssl
+import time
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +28,11 @@ def basic(user: str, password: str) -> dict[str, str]:
     return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
 
 
-def write_body(name: str = "up", value: float = 1.0, t_ms: int = 1_000_000) -> bytes:
+# Samples a minute old: inside the ingest time window (retention behind, creation grace ahead).
+T0_MS = (int(time.time()) - 60) * 1000
+
+
+def write_body(name: str = "up", value: float = 1.0, t_ms: int = T0_MS) -> bytes:
     return codec.encode_v1([([("__name__", name), ("job", "t")], [(t_ms, value)])])
 
 

@@ -16,7 +16,7 @@ from yarl import URL
 
 from metricsgw import appkeys
 from tests.web.certs import bcrypt_hash, make_certs
-from tests.web.harness import WRITE_HEADERS, basic, client_context, fetch, serving, write_body
+from tests.web.harness import T0_MS, WRITE_HEADERS, basic, client_context, fetch, serving, write_body
 
 PASSWORD = "s3cret"
 PLAIN_HTTP = b"HTTP/1.0 400 Bad Request\r\n\r\nClient sent an HTTP request to an HTTPS server.\n"  # Go's bytes
@@ -66,7 +66,7 @@ def test_every_route_needs_credentials_and_nothing_is_stored_without(tmp_path, c
             status, _, headers = await fetch(s, "POST", srv.url + "/api/v1/write", ssl=tls, data=write_body(),
                                              headers={**WRITE_HEADERS, **ok})
             assert status == 204 and headers["X-Frame-Options"] == "deny"
-            status, body, _ = await fetch(s, "GET", srv.url + "/api/v1/query?query=up&time=1000", ssl=tls,
+            status, body, _ = await fetch(s, "GET", srv.url + f"/api/v1/query?query=up&time={T0_MS / 1000}", ssl=tls,
                                           headers=ok)
             assert status == 200 and '"job":"t"' in body
             status, body, _ = await fetch(s, "GET", srv.url + "/metrics", ssl=tls, headers=ok)

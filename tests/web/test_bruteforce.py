@@ -18,7 +18,7 @@ import aiohttp
 
 from metricsgw.web import PASSWORDS
 from tests.web.certs import bcrypt_hash, make_certs
-from tests.web.harness import WRITE_HEADERS, basic, client_context, fetch, serving, write_body
+from tests.web.harness import T0_MS, WRITE_HEADERS, basic, client_context, fetch, serving, write_body
 
 POOL = 2
 BAD_LOGINS = 24
@@ -37,7 +37,7 @@ def test_bad_logins_wait_in_their_pool_while_ingest_goes_on(tmp_path):
                 aiohttp.ClientSession() as s:
             tls, checker = client_context(certs.ca), srv.app[PASSWORDS]
             sender = {**WRITE_HEADERS, **basic("sender", "pw")}
-            assert (await fetch(s, "POST", srv.url + "/api/v1/write", ssl=tls, data=write_body(t_ms=0),
+            assert (await fetch(s, "POST", srv.url + "/api/v1/write", ssl=tls, data=write_body(t_ms=T0_MS),
                                 headers=sender))[0] == 204  # logged in once: remembered
 
             real = checker.check
@@ -58,14 +58,14 @@ def test_bad_logins_wait_in_their_pool_while_ingest_goes_on(tmp_path):
 
             newcomer = asyncio.create_task(fetch(s, "GET", srv.url + "/-/healthy", ssl=tls,
                                                  headers=basic("late", "pw2")))
-            writes = [fetch(s, "POST", srv.url + "/api/v1/write", ssl=tls, data=write_body(t_ms=(i + 1) * 1000),
+            writes = [fetch(s, "POST", srv.url + "/api/v1/write", ssl=tls, data=write_body(t_ms=T0_MS + (i + 1) * 1000),
                             headers=sender) for i in range(WRITES)]
             statuses = [r[0] for r in await asyncio.wait_for(asyncio.gather(*writes), LIVENESS_S)]
             assert statuses == [204] * WRITES
             healthy = await asyncio.wait_for(fetch(s, "GET", srv.url + "/-/healthy", ssl=tls, headers=sender),
                                              LIVENESS_S)
             assert healthy[:2] == (200, "metricsgw is Healthy.\n")
-            status, body, _ = await fetch(s, "GET", srv.url + "/api/v1/query?query=count_over_time(up[1h])&time=3600",
+            status, body, _ = await fetch(s, "GET", srv.url + f"/api/v1/query?query=count_over_time(up[1h])&time={T0_MS / 1000 + 60}",
                                           ssl=tls, headers=sender)
             assert status == 200 and f'"{WRITES + 1}"' in body  # every write was stored
             assert checker.in_flight == POOL and not any(t.done() for t in attack)
