@@ -27,6 +27,7 @@ from .remote.write_handler import handle_write
 from .rules.loader import RuleHolder
 from .storage.store import Storage
 from .telemetry import Telemetry
+from .web import install as install_access_control
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +35,7 @@ log = logging.getLogger(__name__)
 def build_app(cfg: Config, telemetry: Telemetry | None = None) -> web.Application:
     tel = telemetry or Telemetry()
     app = web.Application(middlewares=[prometheus_errors], client_max_size=cfg.remote_write_max_body_size)
+    install_access_control(app, cfg, tel.registry)  # TLS/auth/lifecycle before every route (metricsgw/web/)
     storage = Storage(
         cfg.storage_path, flush_interval_s=cfg.storage_flush_interval, flush_max_samples=cfg.storage_flush_max_samples,
         partition_ms=int(cfg.storage_partition_duration * 1000), retention_ms=int(cfg.storage_retention_time * 1000),
