@@ -83,21 +83,23 @@ def _start_all(work: Path, gw_flags: list[str]) -> tuple[Servers, dict[str, floa
     return servers, ready
 
 
-def _settled(data_dir: Path, timeout_s: float = 900.0) -> float:
-    """Wait until compaction has left one Parquet file per hour partition (metricsgw compacts
-    closed partitions in its background loop); seconds waited."""
+def _settled(data_dir: Path, end_ms: int, partition_ms: int = 3_600_000, timeout_s: float = 900.0) -> float:
+    """Wait until compaction has left one Parquet file per hour partition that closed before the
+    load's end (metricsgw compacts closed partitions in its background loop; the hour the load
+    ended in stays open, in up to 16 files, until a later hour's samples arrive); seconds waited."""
     t0 = time.perf_counter()
     while time.perf_counter() - t0 < timeout_s:
         parts = [p for p in (data_dir / "samples").glob("hour=*") if p.is_dir()]
-        if parts and all(len(list(p.glob("part-*.parquet"))) == 1 for p in parts):
+        closed = [p for p in parts if int(p.name.split("=")[1]) + partition_ms <= end_ms]
+        if parts and all(len(list(p.glob("part-*.parquet"))) == 1 for p in closed):
             return time.perf_counter() - t0
         time.sleep(1.0)
     raise TimeoutError(f"{data_dir}: partitions not compacted after {timeout_s}s")
 
 
-def _settle(servers: Servers, ready: dict[str, float]) -> dict[str, float]:
+def _settle(servers: Servers, ready: dict[str, float], end_ms: int) -> dict[str, float]:
     try:
-        return ready | {"metricsgw_compaction": _settled(servers[0].data_dir)}
+        return ready | {"metricsgw_compaction": _settled(servers[0].data_dir, end_ms)}
     except BaseException:
         _stop_all(servers)
         raise
@@ -141,7 +143,8 @@ def open_dataset(work: Path, plan: DatasetPlan, gw_flags: list[str] | None = Non
     saved = json.loads(marker.read_text()) if marker.exists() else None
     if saved and saved["plan"] == asdict(plan) and (work / "victoria-metrics").is_dir():
         servers, ready = _start_all(work, gw_flags or [])
-        return Dataset(plan, saved["end_ms"], saved["num_series"], saved["load_s"], _settle(servers, ready), *servers)
+        restart = _settle(servers, ready, saved["end_ms"])
+        return Dataset(plan, saved["end_ms"], saved["num_series"], saved["load_s"], restart, *servers)
     if saved or any(work.iterdir()):
         raise RuntimeError(f"{work} holds other data (or a dataset from before VictoriaMetrics joined): "
                            "remove it or pick another --dir")
@@ -155,7 +158,7 @@ def open_dataset(work: Path, plan: DatasetPlan, gw_flags: list[str] | None = Non
     marker.write_text(json.dumps({"plan": asdict(plan), "end_ms": end_ms, "num_series": num_series,
                                   "load_s": took}, indent=2))
     servers, ready = _start_all(work, gw_flags or [])
-    return Dataset(plan, end_ms, num_series, took, _settle(servers, ready), *servers)
+    return Dataset(plan, end_ms, num_series, took, _settle(servers, ready, end_ms), *servers)
 
 
 def plan_args(ap: argparse.ArgumentParser) -> None:

@@ -8,8 +8,9 @@ Queries go as Grafana sends them: POST application/x-www-form-urlencoded to /api
 (and /api/v1/query). Each is run `--repeat` times per server, alternating servers; the median
 latency is reported with metricsgw's ratio to each of the others, the result's series count on
 each side and whether each server's answer agrees with Prometheus's (same series, values within
-1e-9 relative). VictoriaMetrics legitimately differs in places (its rate() does not extrapolate
-to the range's edges, its lookback differs): the table says so per query rather than hiding it.
+1e-9 relative). VictoriaMetrics legitimately differs in places (its increase() does not
+extrapolate and starts from the sample before the window; topk in a range query keeps other
+series): the table says so per query rather than hiding it.
 VictoriaMetrics runs with its response cache off (procs.start_victoria_metrics). The end time
 defaults to `max(timestamp(up))` on server b, so it works right after a load run.
 """
@@ -19,7 +20,9 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import signal
 import statistics
+import sys
 import time
 import urllib.parse
 import urllib.request
@@ -216,6 +219,7 @@ def main(argv: list[str] | None = None) -> None:
     from bench.dataset import DatasetPlan, open_dataset
     plan = DatasetPlan(nodes=args.nodes, history_s=parse_duration(args.history))
     ds = open_dataset(args.dir, plan)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # `kill` stops the servers too (finally below)
     try:
         print(f"{ds.num_series:,} series; load s {ds.load_s}; restart s {ds.restart_s}", flush=True)
         results = run({s.name: s.base_url for s in ds.servers}, args.end or ds.end_ms / 1000, window, step,
