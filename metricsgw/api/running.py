@@ -22,7 +22,7 @@ T = TypeVar("T")
 async def run_guarded(request: web.Request, kind: str, ctx: QueryContext, fn: Callable[[], T]) -> T:
     guard = request.app[GUARD]
     tel = request.app[TELEMETRY]
-    async with guard.slot(kind):
+    async with guard.slot(kind, ctx):
         loop = asyncio.get_running_loop()
         timer = loop.call_later(max(ctx.remaining(), 0.0), ctx.interrupt)
         fut = loop.run_in_executor(request.app[QUERY_POOL], fn)

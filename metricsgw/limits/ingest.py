@@ -159,6 +159,15 @@ class IngestLimits:
                 suspect[series_of[maybe]] = True
         return suspect
 
+    def forget_idle(self) -> None:
+        """Drop per-metric counters with nothing pending, pending entries past their TTL first
+        (storage dropped series: metrics may be gone). A dropped counter is rebuilt from storage's count the next time its metric needs one,
+        so this changes no answer; it keeps one counter per metric ever seen from piling up."""
+        now = time.monotonic()
+        for c in self._per_metric.values():  # series admitted that never reached storage
+            c.pending = {sid: t for sid, t in c.pending.items() if now - t < self.pending_ttl_s}
+        self._per_metric = {name: c for name, c in self._per_metric.items() if c.pending}
+
     # -- label shape ------------------------------------------------------------------------------
     def _check_shape(self, labels: Labels) -> tuple[str, str] | None:
         if self.max_label_names and len(labels) > self.max_label_names:

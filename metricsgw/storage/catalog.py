@@ -207,8 +207,12 @@ class Catalog:
         self.metrics: dict[str, MetricTable] = {}
         # A sorted copy of sids -> dense index for vectorised lookups; series added since it was
         # built are found through the dict, and it is rebuilt once those are more than a few percent.
-        self._index_sids = np.empty(0, np.int64)
-        self._index_g = np.empty(0, np.int64)
+        # One tuple, replaced whole: query threads, the event loop and the flusher all read it, and a
+        # reader must never pair the sids of one build with the indexes of another.
+        self._index: tuple[np.ndarray, np.ndarray] = (np.empty(0, np.int64), np.empty(0, np.int64))
+        # Caches the reader fills, tied to this catalog's dense indexes (a rebuilt catalog starts empty):
+        self.labels_of: dict[int, Labels] = {}  # dense index -> Labels (series labels never change)
+        self.label_ranks: dict[str, np.ndarray] = {}  # metric -> label rank of each table row
 
     def __len__(self) -> int:
         return self.sids.n
@@ -267,28 +271,39 @@ class Catalog:
             return fresh
 
     def dense(self, sids: np.ndarray) -> np.ndarray:
-        """Dense indexes of known sids (vectorised)."""
+        """Dense indexes of known sids (vectorised); KeyError for an unknown one."""
+        g = self.lookup(sids)
+        if len(g) and g.min() < 0:
+            raise KeyError(int(np.asarray(sids)[np.flatnonzero(g < 0)[0]]))
+        return g
+
+    def lookup(self, sids: np.ndarray) -> np.ndarray:
+        """Dense indexes of sids, -1 for a sid this catalog does not hold (vectorised)."""
         uniq, inverse = np.unique(sids, return_inverse=True)
+        idx_sids, idx_g = self._index
         n = self.sids.n
-        if n - len(self._index_sids) > max(1024, n // 20):
+        if n - len(idx_sids) > max(1024, n // 20):
             sids_now = self.sids.a[:n]
             order = np.argsort(sids_now)
-            self._index_sids, self._index_g = sids_now[order], order.astype(np.int64)
-        idx_sids, idx_g = self._index_sids, self._index_g
-        pos = np.minimum(np.searchsorted(idx_sids, uniq), max(len(idx_sids) - 1, 0))
-        found = idx_sids[pos] == uniq if len(idx_sids) else np.zeros(len(uniq), bool)
-        g = np.where(found, idx_g[pos] if len(idx_g) else 0, -1)
+            idx_sids, idx_g = self._index = (sids_now[order], order.astype(np.int64))
+        if len(idx_sids):
+            pos = np.minimum(np.searchsorted(idx_sids, uniq), len(idx_sids) - 1)
+            found = idx_sids[pos] == uniq
+            g = np.where(found, idx_g[pos], -1)
+        else:
+            found, g = np.zeros(len(uniq), bool), np.full(len(uniq), -1, np.int64)
         if not found.all():
-            by_sid = self.by_sid
+            get = self.by_sid.get
             for i in np.flatnonzero(~found):
-                g[i] = by_sid[int(uniq[i])]
+                g[i] = get(int(uniq[i]), -1)
         return g[inverse]
 
     def touch(self, sids: np.ndarray, t: np.ndarray) -> None:
         """Extend each series' time span to cover these samples."""
-        if len(sids) == 0:
-            return
-        g = self.dense(sids)
+        if len(sids):
+            self.touch_dense(self.dense(sids), t)
+
+    def touch_dense(self, g: np.ndarray, t: np.ndarray) -> None:
         np.minimum.at(self.first_ms.a, g, t)
         np.maximum.at(self.last_ms.a, g, t)
 
@@ -337,3 +352,43 @@ class Catalog:
         if table is None:
             return int(np.count_nonzero(self.last_ms.view >= since_ms))
         return int(np.count_nonzero(self.last_ms.a[table.gidx.view] >= since_ms))
+
+    def without(self, drop: np.ndarray) -> "Catalog":
+        """A new catalog of the series not in ``drop`` (a mask over dense indexes), in the same order,
+        with each label column's values cut to those still used: memory follows the series kept
+        (pods that are gone take their label values with them). Numpy work per series."""
+        n = self.sids.n
+        keep = ~np.asarray(drop[:n], bool)
+        new = Catalog()
+        remap = np.full(n, -1, np.int64)
+        remap[keep] = np.arange(int(keep.sum()))
+        new.sids.extend(self.sids.a[:n][keep])
+        new.first_ms.extend(self.first_ms.a[:n][keep])
+        new.last_ms.extend(self.last_ms.a[:n][keep])
+        new.by_sid = dict(zip(new.sids.view.tolist(), range(new.sids.n)))
+        table_remap = np.full(max(len(self.tables), 1), -1, np.int32)
+        for table in self.tables:
+            g = table.gidx.view
+            rows = np.flatnonzero(keep[g])
+            if not len(rows):
+                continue
+            kept = new.metrics[table.name] = MetricTable(table.name, len(new.tables))
+            new.tables.append(kept)
+            table_remap[table.index] = kept.index
+            for name, col in table.columns.items():
+                codes = np.zeros(len(table), np.int32)
+                codes[: col.codes.n] = col.codes.view[: len(table)]
+                codes = codes[rows]
+                used = np.unique(codes)
+                used = used[used != 0]
+                if not len(used):
+                    continue  # no series kept has this label
+                fresh = kept.columns[name] = _Column()
+                fresh.values.extend(col.values[u] for u in used.tolist())
+                fresh.index.update((v, i) for i, v in enumerate(fresh.values))
+                to_new = np.zeros(len(col.values), np.int32)
+                to_new[used] = np.arange(1, len(used) + 1, dtype=np.int32)
+                fresh.codes.extend(to_new[codes])
+            kept.gidx.extend(remap[g[rows]])
+        new.metric_idx.extend(table_remap[self.metric_idx.a[:n][keep]])
+        return new
