@@ -122,15 +122,15 @@ class IngestPipeline:
 
     def _forget(self, dropped: np.ndarray | None) -> None:
         """Drop what refers to series storage no longer has (None: it cannot say which)."""
-        if dropped is None:
+        gone = None if dropped is None else set(dropped.tolist())
+        if gone is None:
             self._cache.clear()
-        elif len(dropped):
-            gone = set(dropped.tolist())
+        elif gone:
             self._cache = {k: v for k, v in self._cache.items()
                            if not (v in gone if type(v) is int else type(v) is _Admit and v.sid in gone)}
         self._pair_pool.clear()  # label pairs of series that are gone (pods) would stay otherwise
-        if self.limits is not None and hasattr(self.limits, "forget_idle"):
-            self.limits.forget_idle()
+        if self.limits is not None and hasattr(self.limits, "forget"):
+            self.limits.forget(self.storage, gone)
 
     def _count_unsupported(self, decoded: DecodedWrite) -> None:
         if decoded.histograms:

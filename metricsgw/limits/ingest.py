@@ -159,13 +159,17 @@ class IngestLimits:
                 suspect[series_of[maybe]] = True
         return suspect
 
-    def forget_idle(self) -> None:
-        """Drop per-metric counters with nothing pending, pending entries past their TTL first
-        (storage dropped series: metrics may be gone). A dropped counter is rebuilt from storage's count the next time its metric needs one,
-        so this changes no answer; it keeps one counter per metric ever seen from piling up."""
+    def forget(self, storage: SeriesCounts, dropped: set[int] | None) -> None:
+        """Storage dropped series (retention): settle what the per-metric counters hold and drop the
+        counters left with nothing pending, so there is not one per metric ever seen. A pending
+        series settles if storage has it, was dropped, or is past its TTL; a settled counter
+        re-reads storage's count at its next use, so this changes no answer."""
         now = time.monotonic()
-        for c in self._per_metric.values():  # series admitted that never reached storage
-            c.pending = {sid: t for sid, t in c.pending.items() if now - t < self.pending_ttl_s}
+        for c in self._per_metric.values():
+            c.pending = {sid: t for sid, t in c.pending.items()
+                         if now - t < self.pending_ttl_s and not storage.has_series(sid)
+                         and (dropped is None or sid not in dropped)}
+            c.read_at = -1e18
         self._per_metric = {name: c for name, c in self._per_metric.items() if c.pending}
 
     # -- label shape ------------------------------------------------------------------------------

@@ -110,9 +110,10 @@ class _SampleCache:
                 _, gone = self._items.popitem(last=False)
                 self.bytes -= self._size(gone)
 
-    def stats(self) -> tuple[int, int]:
+    def stats(self) -> tuple[int, int, set[str]]:
         with self._lock:
-            return len(self._items), self.bytes
+            files = {p for k in self._items for p in ((k[0],) if isinstance(k[0], str) else k[0])}
+            return len(self._items), self.bytes, files
 
     def retain(self, paths: set[str]) -> None:
         """Drop entries of files no longer listed (a merged entry names all its files)."""
@@ -151,8 +152,8 @@ class StorageReader:
         """A cursor of the storage's DuckDB (its memory limit and threads), for side-table merges."""
         return self._db.cursor()
 
-    def sample_cache_stats(self) -> tuple[int, int]:
-        """(entries, bytes) held by the sample cache."""
+    def sample_cache_stats(self) -> tuple[int, int, set[str]]:
+        """(entries, bytes, files they come from) of the sample cache."""
         return self._sample_cache.stats()
 
     # ------------------------------------------------------------------ series
