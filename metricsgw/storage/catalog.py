@@ -213,6 +213,7 @@ class Catalog:
         # Caches the reader fills, tied to this catalog's dense indexes (a rebuilt catalog starts empty):
         self.labels_of: dict[int, Labels] = {}  # dense index -> Labels (series labels never change)
         self.label_ranks: dict[str, np.ndarray] = {}  # metric -> label rank of each table row
+        self._source: tuple[int, np.ndarray] | None = None  # made by without(): (rows read, their old indexes)
 
     def __len__(self) -> int:
         return self.sids.n
@@ -354,41 +355,83 @@ class Catalog:
         return int(np.count_nonzero(self.last_ms.a[table.gidx.view] >= since_ms))
 
     def without(self, drop: np.ndarray) -> "Catalog":
-        """A new catalog of the series not in ``drop`` (a mask over dense indexes), in the same order,
-        with each label column's values cut to those still used: memory follows the series kept
-        (pods that are gone take their label values with them). Numpy work per series."""
-        n = self.sids.n
-        keep = ~np.asarray(drop[:n], bool)
+        """A new catalog of the series not in ``drop`` (a mask over the first ``len(drop)`` dense
+        indexes), in the same order, with each label column's values cut to those still used: memory
+        follows the series kept (pods that are gone take their label values with them). Numpy work
+        per series, and safe while appends go on: it reads only those first rows. Series added and
+        spans moved meanwhile are brought over by ``catch_up``, under the writers' lock."""
+        n = len(drop)
+        keep = ~np.asarray(drop, bool)
+        src = np.flatnonzero(keep)  # old dense index of each new one
         new = Catalog()
+        new._source = (n, src)
         remap = np.full(n, -1, np.int64)
-        remap[keep] = np.arange(int(keep.sum()))
-        new.sids.extend(self.sids.a[:n][keep])
-        new.first_ms.extend(self.first_ms.a[:n][keep])
-        new.last_ms.extend(self.last_ms.a[:n][keep])
+        remap[src] = np.arange(len(src))
+        new.sids.extend(self.sids.a[src])
+        new.first_ms.extend(self.first_ms.a[src])
+        new.last_ms.extend(self.last_ms.a[src])
         new.by_sid = dict(zip(new.sids.view.tolist(), range(new.sids.n)))
         table_remap = np.full(max(len(self.tables), 1), -1, np.int32)
-        for table in self.tables:
+        for table in list(self.tables):
             g = table.gidx.view
+            g = g[: int(np.searchsorted(g, n))]  # its rows among the first n series (gidx ascends)
             rows = np.flatnonzero(keep[g])
             if not len(rows):
                 continue
             kept = new.metrics[table.name] = MetricTable(table.name, len(new.tables))
             new.tables.append(kept)
             table_remap[table.index] = kept.index
-            for name, col in table.columns.items():
-                codes = np.zeros(len(table), np.int32)
-                codes[: col.codes.n] = col.codes.view[: len(table)]
-                codes = codes[rows]
-                used = np.unique(codes)
-                used = used[used != 0]
-                if not len(used):
-                    continue  # no series kept has this label
-                fresh = kept.columns[name] = _Column()
-                fresh.values.extend(col.values[u] for u in used.tolist())
-                fresh.index.update((v, i) for i, v in enumerate(fresh.values))
-                to_new = np.zeros(len(col.values), np.int32)
-                to_new[used] = np.arange(1, len(used) + 1, dtype=np.int32)
-                fresh.codes.extend(to_new[codes])
+            for name, col in list(table.columns.items()):
+                _keep_column(kept, name, col, rows, len(g))
             kept.gidx.extend(remap[g[rows]])
-        new.metric_idx.extend(table_remap[self.metric_idx.a[:n][keep]])
+            rank = self.label_ranks.get(table.name)
+            if rank is not None and len(rank) == len(g):  # label order of the rows kept is unchanged
+                new.label_ranks[table.name] = np.argsort(np.argsort(rank[rows], kind="stable")).astype(np.int64)
+        new.metric_idx.extend(table_remap[self.metric_idx.a[src]])
+        new.labels_of = {int(remap[g]): lb for g, lb in list(self.labels_of.items()) if g < n and remap[g] >= 0}
         return new
+
+    def catch_up(self, new: "Catalog") -> None:
+        """Bring ``new`` (made by ``without`` while appends went on) up to date; call it under the lock
+        appends take, then swap. Series added since are added, every span copied again."""
+        n, src = new._source
+        late = self.sids.n
+        if late > n:
+            new.add_many([(int(self.sids.a[g]), lb) for g, lb in zip(range(n, late), self._labels_at(range(n, late)))])
+        src = np.concatenate([src, np.arange(n, late)])
+        new.first_ms.a[: len(src)] = self.first_ms.a[src]
+        new.last_ms.a[: len(src)] = self.last_ms.a[src]
+
+    def _labels_at(self, gs) -> list[Labels]:
+        gs = np.asarray(list(gs), np.int64)
+        out: list = [None] * len(gs)
+        tidx = self.metric_idx.a[gs]
+        for ti in np.unique(tidx).tolist():
+            at = np.flatnonzero(tidx == ti)
+            table = self.tables[ti]
+            for i, lb in zip(at.tolist(), table.labels_many(np.searchsorted(table.gidx.view, gs[at]))):
+                out[i] = lb
+        return out
+
+
+def _keep_column(kept: MetricTable, name: str, col: _Column, rows: np.ndarray, n_rows: int) -> None:
+    """The codes of ``rows`` of a column, into a column of ``kept`` holding only the values they use."""
+    codes = np.zeros(n_rows, np.int32)
+    have = min(col.codes.n, n_rows)
+    codes[:have] = col.codes.a[:have]
+    codes = codes[rows]
+    present = np.zeros(len(col.values), bool)
+    present[codes] = True
+    present[0] = False
+    used = np.flatnonzero(present)
+    if not len(used):
+        return  # no series kept has this label
+    if len(used) == len(col.values) - 1:  # every value still used: share them (both only ever append)
+        kept.columns[name] = _Column(col.values, col.index)
+        kept.columns[name].codes.extend(codes)
+        return
+    values = [""] + list(map(col.values.__getitem__, used.tolist()))
+    fresh = kept.columns[name] = _Column(values, dict(zip(values, range(len(values)))))
+    to_new = np.zeros(len(col.values), np.int32)
+    to_new[used] = np.arange(1, len(used) + 1, dtype=np.int32)
+    fresh.codes.extend(to_new[codes])
