@@ -37,7 +37,7 @@ import os
 import re
 import threading
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..errors import Unavailable
 from . import parquet_io
@@ -166,11 +166,6 @@ class FileSet:
                 self._lock.notify_all()
 
     @property
-    def pinned(self) -> int:
-        with self._lock:
-            return sum(self._pins.values())
-
-    @property
     def closing(self) -> bool:
         return self._closed
 
@@ -284,10 +279,6 @@ class Transaction:
     def retire(self, paths) -> None:
         self._retire.update(paths)
 
-    @property
-    def empty(self) -> bool:
-        return not (self._samples or self._retire or any(self._side.values()))
-
     def commit(self) -> Snapshot:
         snap = self._owner._commit(self._samples, self._side, self._retire)
         self._committed = True
@@ -296,8 +287,13 @@ class Transaction:
     def _discard(self) -> None:
         for path in self._written:
             for p in (path, path + ".tmp"):
-                with contextlib.suppress(FileNotFoundError):
+                try:
                     os.remove(p)
+                except FileNotFoundError:
+                    pass
+                except OSError as err:  # not ours to raise over the failure that brought us here
+                    log.error("could not delete %s of a failed commit (its samples are in the WAL or its inputs too; "
+                              "reads resolve the duplicates): %s", p, err)
 
 
 def _sample_order(f: SampleFile) -> tuple[int, int]:
