@@ -114,8 +114,9 @@ class FileSet:
                 if fm:
                     seq = int(fm.group(2))
                     top = max(top, seq)
-                    samples.append(parquet_io.describe_sample_file(os.path.join(sroot, pname, fname),
-                                                                   int(pm.group(1)), seq))
+                    if fm.group(1) == _PREFIX["samples"]:
+                        samples.append(parquet_io.describe_sample_file(os.path.join(sroot, pname, fname),
+                                                                       int(pm.group(1)), seq))
         for kind in SIDE_KINDS:
             d = os.path.join(self.root, kind)
             for fname in os.listdir(d) if os.path.isdir(d) else ():
