@@ -17,6 +17,7 @@ from metricsgw.model import Matcher, canonical, series_id
 from metricsgw.storage.batch import AppendBatch
 from metricsgw.storage.compact import MAX_SIDE_FILES, compact_partitions, compact_side_tables
 from metricsgw.storage.fileset import FileSet
+from metricsgw.storage.parquet_io import read_series
 from metricsgw.storage.store import Storage
 from metricsgw.telemetry import Telemetry
 
@@ -235,3 +236,27 @@ def test_close_waits_for_running_reads_before_closing_duckdb(tmp_path):
     closer.join(60)
     assert not closer.is_alive()
     assert got and got[0][2] == [1.0] * 3, "the read finished on an open DuckDB"
+
+
+def test_failing_retention_rewrite_is_retried_and_purges_the_dropped_series(tmp_path):
+    tel = Telemetry()
+    clock = [NOW / 1000]
+    st = opened(tmp_path, partition_ms=HOUR, retention_ms=2 * HOUR, clock=lambda: clock[0], telemetry=tel)
+    old, kept = [one_series(i) for i in range(3)], [one_series(i) for i in range(3, 5)]
+    append(st, old, NOW - 5 * HOUR, 1.0)
+    st.flush()
+    append(st, kept, NOW - 10 * 60_000, 2.0)
+    st.flush()
+    series_files = sorted((tmp_path / "series").iterdir())
+    good = corrupt(series_files[0])
+    st.maintenance.run()
+    assert list(st.maintenance.failing) == ["retention"] and failures(tel) == 1
+    assert not any(st.has_series(s) for s, _ in old), "dropped from memory at once"
+    assert sorted((tmp_path / "series").iterdir()) == series_files, "no partial rewrite"
+    series_files[0].write_bytes(good)
+    st.maintenance.run()  # nothing new to drop: the remembered rewrite is retried
+    st.fileset.collect()
+    assert not st.maintenance.failing
+    assert sorted(s for s, _ in read_series([str(p) for p in (tmp_path / "series").iterdir()])) == sorted(
+        s for s, _ in kept)
+    st.close()
