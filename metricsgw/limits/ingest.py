@@ -160,12 +160,12 @@ class IngestLimits:
         return suspect
 
     def forget(self, storage: SeriesCounts, dropped: set[int] | None) -> None:
-        """Storage dropped series (retention): settle what the per-metric counters hold and drop the
-        counters left with nothing pending, so there is not one per metric ever seen. A pending
-        series settles if storage has it, was dropped, or is past its TTL; a settled counter
-        re-reads storage's count at its next use, so this changes no answer."""
+        """Storage dropped series (retention): settle what the counters hold (total and per metric)
+        and drop the per-metric ones left with nothing pending, so there is not one per metric ever
+        seen. A pending series settles if storage has it, was dropped, or is past its TTL; a settled
+        counter re-reads storage's count at its next use, so this changes no answer."""
         now = time.monotonic()
-        for c in self._per_metric.values():
+        for c in [self._total, *self._per_metric.values()]:
             c.pending = {sid: t for sid, t in c.pending.items()
                          if now - t < self.pending_ttl_s and not storage.has_series(sid)
                          and (dropped is None or sid not in dropped)}

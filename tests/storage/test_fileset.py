@@ -74,13 +74,14 @@ def test_restart_then_side_table_compaction_keeps_every_span(tmp_path):
     ss = st.select_series([Matcher("__name__", "=", "m")], NOW, NOW + 20_000, QueryContext())
     assert ss.ids.tolist() == [series[0][0]]
     _, t, v = read_all(st, NOW, NOW + 20_000)
-    assert t == [NOW + k * 1000 for k in range(MAX_SIDE_FILES + 1)] and v == [float(k) for k in range(MAX_SIDE_FILES + 1)]
+    flushes = range(MAX_SIDE_FILES + 1)
+    assert t == [NOW + k * 1000 for k in flushes] and v == [float(k) for k in flushes]
     st.close()
 
 
 def test_the_sequence_restarts_above_every_kind_of_file(tmp_path):
-    for rel in ("samples/hour=0/part-00000003.parquet", "series/series-00000005.parquet", "spans/spans-00000009.parquet"):
-        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+    for d in ("samples/hour=0", "series", "spans"):
+        (tmp_path / d).mkdir(parents=True)
     fs = FileSet(str(tmp_path))
     (tmp_path / "spans" / "spans-00000009.parquet").write_bytes(b"")  # only its name matters here
     (tmp_path / "series" / "series-00000005.parquet").write_bytes(b"")
