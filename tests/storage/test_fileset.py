@@ -261,3 +261,28 @@ def test_failing_retention_rewrite_is_retried_and_purges_the_dropped_series(tmp_
     assert sorted(s for s, _ in read_series([str(p) for p in (tmp_path / "series").iterdir()])) == sorted(
         s for s, _ in kept)
     st.close()
+
+
+def test_a_failed_flush_leaves_no_file_and_the_next_flush_writes_its_samples(tmp_path):
+    st = opened(tmp_path)
+    first, second = [one_series(i) for i in range(2)], [one_series(i, "n") for i in range(2)]
+    t1 = NOW - 3 * HOUR  # its partition directory cannot be made: a file sits where it goes
+    blocker = tmp_path / "samples" / f"hour={t1 // HOUR * HOUR}"
+    blocker.parent.mkdir(parents=True)
+    blocker.write_bytes(b"")
+    append(st, first, t1, 1.0)
+    with pytest.raises(OSError):
+        st.flush()
+    assert [p for p in tmp_path.rglob("*.parquet")] == [], "no partial file"
+    assert read_all(st, 0, NOW)[2] == [1.0, 1.0], "still readable from memory"
+    append(st, second, NOW - 60_000, 2.0)
+    blocker.unlink()  # the cause goes away
+    st.flush()
+    assert st.flushing == [] and len(st.head) == 0
+    st.close(flush=False)
+    st = opened(tmp_path)  # from the files alone: the WAL segments of both flushes are gone
+    assert len(st.head) == 0
+    assert sorted(read_all(st, 0, NOW)[2]) == [1.0, 1.0, 2.0, 2.0]
+    assert set(st.select_series([Matcher("__name__", "=~", ".+")], None, None).labels) == {
+        lb for _, lb in first + second}
+    st.close()
