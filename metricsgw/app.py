@@ -81,6 +81,7 @@ def build_app(cfg: Config, telemetry: Telemetry | None = None) -> web.Applicatio
     r.add_get("/metrics", own_metrics)
 
     app.on_startup.append(_open_storage)
+    app.on_shutdown.append(_stop_queries)  # before aiohttp waits for the handlers still running
     app.on_cleanup.append(_close_storage)
     return app
 
@@ -106,12 +107,20 @@ async def _open_storage(app: web.Application) -> None:
     app[K.REPLAY_TASK] = asyncio.get_running_loop().create_task(replay())
 
 
+async def _stop_queries(app: web.Application) -> None:
+    app[K.GUARD].close()
+
+
 async def _close_storage(app: web.Application) -> None:
+    """Shutdown in order: admit no more queries and cancel the running ones, wait for their threads
+    (a cancelled query stops at its next check, DuckDB at once), then storage: the flusher stops,
+    the last flush, the WAL, then DuckDB."""
     task = app[K.REPLAY_TASK]
     if not task.done():
         await task
+    await _stop_queries(app)  # again: a runner that skips on_shutdown still gets the order
+    await asyncio.to_thread(app[K.QUERY_POOL].shutdown, wait=True, cancel_futures=True)
     await asyncio.to_thread(app[K.STORAGE].close)
-    app[K.QUERY_POOL].shutdown(wait=False, cancel_futures=True)
 
 
 async def healthy(request: web.Request) -> web.Response:
