@@ -59,6 +59,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     logging.basicConfig(level=getattr(logging, cfg.log_level.upper().replace("WARN", "WARNING"), logging.INFO),
                         format="ts=%(asctime)s level=%(levelname)s component=%(name)s msg=%(message)s")
+    from . import malloc
+
+    malloc.tune()  # before any thread starts: arenas and the mmap threshold (malloc.py)
     try:
         asyncio.run(_serve(cfg))
     except ConfigError as err:

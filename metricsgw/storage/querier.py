@@ -132,17 +132,21 @@ class StorageReader:
     query runs, and a query must not mix the dense indexes of two catalogs. Sample reads pin the
     file set's snapshot they read, so compaction and retention delete none of its files meanwhile."""
 
-    def _init_reader(self, memory_limit: int, threads: int) -> None:
+    def _init_reader(self, memory_limit: int, cache_bytes: int, threads: int) -> None:
         self._db = duckdb.connect(config={
             "memory_limit": f"{max(memory_limit // (1 << 20), 64)}MiB",
             "threads": threads,
             "allocator_background_threads": True,  # return memory to the OS after big or interrupted queries
+            # DuckDB's allocator keeps freed memory per thread up to these before returning it;
+            # its defaults (128 MiB, 512 MiB) would sit on a good part of its --query.max-memory share
+            "allocator_flush_threshold": "32MiB",
+            "allocator_bulk_deallocation_flush_threshold": "64MiB",
             "temp_directory": os.path.join(self.path, "duckdb_tmp"),
         })
         self._db.execute("SET parquet_metadata_cache = true")  # files are immutable: parse footers once
         # Decoded samples of recently read (file, metric) pairs: dashboards re-read the same
         # metrics every refresh, and a cached read is a binary search instead of a Parquet scan.
-        self._sample_cache = _SampleCache(memory_limit // 8)
+        self._sample_cache = _SampleCache(cache_bytes)
         self._cache_version = 0  # the newest file set version the sample cache was trimmed to
 
     def _close_reader(self) -> None:
@@ -322,18 +326,24 @@ class StorageReader:
             key = "*" if whole else hashlib.blake2b(ids_m.tobytes(), digest_size=16).hexdigest()
             rows = len(table) if whole else len(ids_m)
             cached = all(self._sample_cache.get((p, table.name, key)) is not None for p in paths)
-            if not cached and not (wide and 24 * rows * max(spans) <= cap // 4):
+            # A fill holds the whole of it for a moment: only when the query's budgets allow
+            # (a query evaluated in series batches asks for a small part of a big metric).
+            affordable = ctx.can_hold(int(rows * sum(spans)))
+            if not cached and not (wide and affordable and 24 * rows * max(spans) <= cap // 4):
                 if most:
                     self._read_metric_window(paths, table.name, ids_m, start_ms, end_ms, ctx, per_file)
                 else:
                     selective.append(ids_m)
                 continue
+            mark = ctx.mark()
             blocks, fresh = self._metric_blocks(paths, table.name, key, None if whole else ids_m, ctx)
-            if fresh:  # the first read: fresh files were charged row by row as DuckDB returned them
+            if fresh:  # the first read: fresh files were charged row by row as DuckDB returned them;
+                # what they read now belongs to the cache (its own share of --query.max-memory),
+                # and the query holds only what it selects from them
+                ctx.release_to(mark)
                 for i, b in enumerate(blocks):
                     sel = select_sorted(b.sid, b.t, b.v, ids_m, start_ms, end_ms)
-                    if i not in fresh:
-                        ctx.charge_samples(len(sel), "parquet read (cached)")
+                    ctx.charge_samples(len(sel), "parquet read (cached)")
                     per_file[i].append(sel)
                 continue
             # Refreshes: the files' blocks merged once and cached too (until the file set changes),

@@ -64,8 +64,8 @@ def release_free_memory() -> None:
 class Storage(StorageReader):
     def __init__(self, path: str, *, flush_interval_s: float = 120.0, flush_max_samples: int = 5_000_000,
                  partition_ms: int = 3600_000, retention_ms: int = 15 * 86400_000,
-                 wal_segment_size: int = 64 << 20, duckdb_memory_limit: int = 4 << 30, duckdb_threads: int = 2,
-                 telemetry=None, clock=time.time) -> None:
+                 wal_segment_size: int = 64 << 20, duckdb_memory_limit: int = 256 << 20, duckdb_threads: int = 2,
+                 sample_cache_bytes: int = 128 << 20, telemetry=None, clock=time.time) -> None:
         self.path = os.path.abspath(path)
         self.flush_interval_s = flush_interval_s
         self.flush_max_samples = flush_max_samples
@@ -90,7 +90,7 @@ class Storage(StorageReader):
         self._dropped: list[tuple[int, np.ndarray]] = []  # (epoch, sids dropped then), the last few
         self._stop = threading.Event()
         self._flusher: threading.Thread | None = None
-        self._init_reader(duckdb_memory_limit, duckdb_threads)
+        self._init_reader(duckdb_memory_limit, sample_cache_bytes, duckdb_threads)
 
     # ---------------------------------------------------------------- lifecycle
     def open(self) -> None:
