@@ -34,7 +34,7 @@ from bench.load import Plan, prepare, send_all
 RESULTS = Path(__file__).resolve().parent / "results"
 PROBE_METRIC = "DCGM_FI_DEV_GPU_UTIL"
 STARTERS = {"metricsgw": procs.start_metricsgw, "prometheus": procs.start_prometheus,
-            "victoriametrics": procs.start_victoriametrics}
+            "victoriametrics": procs.start_victoria_metrics}
 READY_PATH = {"metricsgw": "/-/ready", "prometheus": "/-/ready", "victoriametrics": "/health"}
 
 

@@ -20,6 +20,7 @@ from .ingest.time_window import SampleTimeWindow
 from .limits.blocked import BlockedQueries
 from .limits.guard import QueryGuard
 from .limits.ingest import IngestLimits
+from .limits.memory import MemoryShares, pool_for
 from .limits.query_text import QueryTextLimits, ensure_recursion_headroom
 from .promql.engine import Engine
 from .remote.read_handler import handle_read, read_gate
@@ -27,6 +28,7 @@ from .remote.write_handler import handle_write
 from .rules.loader import RuleHolder
 from .storage.store import Storage
 from .telemetry import Telemetry
+from .web import install as install_access_control
 
 log = logging.getLogger(__name__)
 
@@ -34,11 +36,13 @@ log = logging.getLogger(__name__)
 def build_app(cfg: Config, telemetry: Telemetry | None = None) -> web.Application:
     tel = telemetry or Telemetry()
     app = web.Application(middlewares=[prometheus_errors], client_max_size=cfg.remote_write_max_body_size)
+    install_access_control(app, cfg, tel.registry)  # TLS/auth/lifecycle before every route (metricsgw/web/)
+    memory = MemoryShares.of(cfg.query_max_memory)
     storage = Storage(
         cfg.storage_path, flush_interval_s=cfg.storage_flush_interval, flush_max_samples=cfg.storage_flush_max_samples,
         partition_ms=int(cfg.storage_partition_duration * 1000), retention_ms=int(cfg.storage_retention_time * 1000),
-        wal_segment_size=cfg.storage_wal_segment_size, duckdb_memory_limit=cfg.storage_duckdb_memory_limit,
-        duckdb_threads=cfg.storage_duckdb_threads, telemetry=tel)
+        wal_segment_size=cfg.storage_wal_segment_size, duckdb_memory_limit=memory.duckdb,
+        sample_cache_bytes=memory.cache, duckdb_threads=cfg.storage_duckdb_threads, telemetry=tel)
     rules = RuleHolder(cfg.rules_file, tel)
     app[K.CONFIG] = cfg
     app[K.TELEMETRY] = tel
@@ -49,7 +53,11 @@ def build_app(cfg: Config, telemetry: Telemetry | None = None) -> web.Applicatio
     app[K.ENGINE] = Engine(storage, lookback_s=cfg.query_lookback_delta, max_points=cfg.query_max_points_per_series,
                            subquery_step_s=cfg.query_subquery_default_step)
     ensure_recursion_headroom(QueryTextLimits.from_config(cfg))
-    app[K.GUARD] = QueryGuard(cfg.query_max_concurrency, cfg.query_max_queue, cfg.query_queue_timeout, tel)
+    app[K.MEMORY] = pool_for(memory, cfg.query_max_concurrency)
+    tel.query_memory.set_function(lambda: app[K.MEMORY].used)
+    tel.query_memory_limit.set(app[K.MEMORY].size)
+    app[K.GUARD] = QueryGuard(cfg.query_max_concurrency, cfg.query_max_queue, cfg.query_queue_timeout, tel,
+                              pool=app[K.MEMORY])
     app[K.BLOCKED] = BlockedQueries(cfg.query_blocked)
     app[K.READ_GATE] = read_gate(cfg)
     # Queries get their own threads: ingestion (event loop + WAL thread) never waits behind them,
@@ -79,6 +87,7 @@ def build_app(cfg: Config, telemetry: Telemetry | None = None) -> web.Applicatio
     r.add_get("/metrics", own_metrics)
 
     app.on_startup.append(_open_storage)
+    app.on_shutdown.append(_stop_queries)  # before aiohttp waits for the handlers still running
     app.on_cleanup.append(_close_storage)
     return app
 
@@ -109,12 +118,20 @@ async def _open_storage(app: web.Application) -> None:
     app[K.REPLAY_TASK] = asyncio.get_running_loop().create_task(replay())
 
 
+async def _stop_queries(app: web.Application) -> None:
+    app[K.GUARD].close()
+
+
 async def _close_storage(app: web.Application) -> None:
+    """Shutdown in order: admit no more queries and cancel the running ones, wait for their threads
+    (a cancelled query stops at its next check, DuckDB at once), then storage: the flusher stops,
+    the last flush, the WAL, then DuckDB."""
     task = app[K.REPLAY_TASK]
     if not task.done():
         await task
+    await _stop_queries(app)  # again: a runner that skips on_shutdown still gets the order
+    await asyncio.to_thread(app[K.QUERY_POOL].shutdown, wait=True, cancel_futures=True)
     await asyncio.to_thread(app[K.STORAGE].close)
-    app[K.QUERY_POOL].shutdown(wait=False, cancel_futures=True)
 
 
 async def healthy(request: web.Request) -> web.Response:

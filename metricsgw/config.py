@@ -130,6 +130,17 @@ SETTINGS: tuple[Setting, ...] = (
     # --- web
     Setting("web.listen-address", _listen_address, "0.0.0.0:9201", "Address to listen on for the API, remote write and /metrics."),
     Setting("web.max-connections", P, 512, "Maximum simultaneous HTTP connections."),
+    Setting("web.config.file", S, "", "Prometheus web config file (exporter-toolkit format): TLS, mutual TLS, "
+            "basic_auth_users with bcrypt hashes, response headers. Re-read when it or its certificates change."),
+    Setting("web.enable-lifecycle", B, False, "Enable /-/reload over HTTP (POST/PUT); otherwise 403, as in Prometheus. "
+            "SIGHUP reloads either way."),
+    Setting("web.write-only-users", S, [], "Basic-auth user that may only remote-write (/api/v1/write), so a leaked "
+            "sender password cannot read data (metricsgw's addition). Repeatable.", repeated=True),
+    Setting("web.read-only-users", S, [], "Basic-auth user that may query but not write nor use admin endpoints "
+            "(metricsgw's addition). Repeatable.", repeated=True),
+    Setting("web.auth.max-concurrent-checks", P, 1, "bcrypt password checks run at once, in threads of their own "
+            "(a brute force waits for them; the event loop and logged-in senders do not). 64 per thread may wait; "
+            "past that a login gets 503."),
     # --- storage
     Setting("storage.path", S, "./data", "Directory for the WAL, Parquet partitions and the series table."),
     Setting("storage.flush-interval", D, 120.0, "How often the in-memory head is flushed to Parquet (and the WAL truncated)."),
@@ -137,7 +148,6 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("storage.partition-duration", D, 3600.0, "Time span of one Parquet partition (hive-style, by hour by default)."),
     Setting("storage.retention.time", D, 15 * 86400.0, "Partitions older than this are deleted."),
     Setting("storage.wal-segment-size", Z, 64 * 1024**2, "WAL segment size before a new segment is started."),
-    Setting("storage.duckdb-memory-limit", Z, 2 * 1024**3, "DuckDB memory_limit for queries (bounds query memory)."),
     Setting("storage.duckdb-threads", P, 2, "DuckDB worker threads."),
     # --- remote write
     Setting("remote-write.max-body-size", Z, 32 * 1024**2, "Largest compressed remote-write body accepted (413 above)."),
@@ -165,7 +175,14 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("query.max-depth", P, 128, "Deepest nesting of ( [ { in a query (400 above)."),
     Setting("query.max-terms", P, 1000, "Most terms (operands of binary or unary operators) in a query (400 above)."),
     Setting("query.lookback-delta", D, 300.0, "How far back an instant selector looks for a sample."),
-    Setting("query.max-samples", P, 50_000_000, "Maximum samples a single query may load into memory."),
+    Setting("query.max-memory", Z, 1024**3, "Memory all queries together may hold at once: DuckDB's memory_limit gets "
+            "1/4 of it, the decoded-sample cache 1/8, and the rest is shared by running queries (samples, series "
+            "label sets, result matrices, JSON). A query waits in the queue while too little is free, and one that "
+            "would cross it fails with 503 (retry)."),
+    Setting("query.max-memory-per-query", Z, 256 * 1024**2, "Memory a single query may hold at once (422 above); "
+            "aggregations over range functions are evaluated in series batches to stay under it."),
+    Setting("query.max-samples", P, 50_000_000, "Maximum samples a single query may hold in memory at once "
+            "(raw samples loaded plus points of evaluated results, as Prometheus counts them; 422 above)."),
     Setting("query.max-series", P, 500_000, "Maximum series a single query may select."),
     Setting("query.max-concurrency", P, 4, "Queries evaluated at once; more wait in the queue."),
     Setting("query.max-queue", I, 20, "Queries waiting for a slot; beyond it the answer is 429 with Retry-After."),

@@ -69,6 +69,11 @@ class Telemetry:
             ["limit"], registry=r)
         self.queries_inflight = Gauge(
             "metricsgw_queries_inflight", "Queries being evaluated now.", registry=r)
+        self.query_memory = Gauge(
+            "metricsgw_query_memory_bytes", "Bytes running queries hold now, charged against --query.max-memory.",
+            registry=r)
+        self.query_memory_limit = Gauge(
+            "metricsgw_query_memory_limit_bytes", "The running queries' share of --query.max-memory.", registry=r)
         self.queries_queued = Gauge(
             "metricsgw_queries_queued", "Queries waiting for a concurrency slot.", registry=r)
         self.rules_reload_success = Gauge(

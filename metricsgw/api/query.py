@@ -7,12 +7,12 @@ import time
 from aiohttp import web
 
 from .. import testhooks
-from ..appkeys import BLOCKED, CONFIG, ENGINE, TELEMETRY
+from ..appkeys import BLOCKED, CONFIG, ENGINE, MEMORY, TELEMETRY
 from ..errors import BadData
 from ..limits.context import QueryContext
 from ..limits.query_text import QueryTextLimits
 from ..promql import parser
-from ..promql.render import render_json
+from ..promql.render import point_count, render_json
 from .params import now_s, parse_step, parse_time, parse_timeout, read_params
 from .response import success, success_json
 from .running import run_guarded
@@ -20,12 +20,12 @@ from .running import run_guarded
 
 def query_context(request: web.Request, timeout_param: str | None, metadata: bool = False) -> QueryContext:
     cfg = request.app[CONFIG]
+    budgets = dict(max_samples=cfg.query_max_samples, max_series=cfg.query_max_series,
+                   max_bytes=cfg.query_max_memory_per_query, pool=request.app[MEMORY])
     if metadata:
         return QueryContext.for_request(parse_timeout(timeout_param), cfg.query_metadata_timeout,
-                                        timeout_setting="--query.metadata-timeout",
-                                        max_samples=cfg.query_max_samples, max_series=cfg.query_max_series)
-    return QueryContext.for_request(parse_timeout(timeout_param), cfg.query_timeout,
-                                    max_samples=cfg.query_max_samples, max_series=cfg.query_max_series)
+                                        timeout_setting="--query.metadata-timeout", **budgets)
+    return QueryContext.for_request(parse_timeout(timeout_param), cfg.query_timeout, **budgets)
 
 
 def query_text(request: web.Request, params) -> str:
@@ -48,7 +48,7 @@ async def instant_query(request: web.Request) -> web.Response:
 
     def work():
         testhooks.hold("evaluation", query, ctx)  # test-only; off unless METRICSGW_TEST_HOLD_DIR is set
-        return render_json(engine.instant(query, t, ctx))
+        return render_charged(engine.instant(query, t, ctx), ctx)
 
     value = await run_guarded(request, "query", ctx, work)
     request.app[TELEMETRY].query_duration.labels("query").observe(time.perf_counter() - t0)
@@ -79,11 +79,24 @@ async def range_query(request: web.Request) -> web.Response:
 
     def work():
         testhooks.hold("evaluation", query, ctx)
-        return render_json(engine.range(query, start, end, step, ctx))
+        return render_charged(engine.range(query, start, end, step, ctx), ctx)
 
     value = await run_guarded(request, "query_range", ctx, work)
     request.app[TELEMETRY].query_duration.labels("query_range").observe(time.perf_counter() - t0)
     return success_json(value, max_bytes=cfg.query_max_response_bytes)
+
+
+# Rendering a point builds a float, a value string and a tuple (~140 bytes of Python objects)
+# before orjson writes its ~25 bytes of JSON.
+JSON_POINT_BYTES = 160
+JSON_SERIES_BYTES = 512
+
+
+def render_charged(value, ctx: QueryContext) -> bytes:
+    """The result as JSON, its size charged to the query's memory before it is built."""
+    ctx.charge_bytes(JSON_POINT_BYTES * point_count(value) + JSON_SERIES_BYTES * len(getattr(value, "labels", ())),
+                     "rendering JSON")
+    return render_json(value)
 
 
 async def format_query(request: web.Request) -> web.Response:

@@ -13,6 +13,7 @@ from typing import AsyncIterator, Awaitable, Callable, TypeVar
 
 from aiohttp import web
 
+from .. import malloc
 from ..appkeys import GUARD, QUERY_POOL, TELEMETRY
 from ..errors import LimitExceeded, QueryTimeout
 from ..limits.context import QueryContext
@@ -33,7 +34,7 @@ async def guarded(request: web.Request, kind: str, ctx: QueryContext) -> AsyncIt
     guard = request.app[GUARD]
     tel = request.app[TELEMETRY]
     pool = request.app[QUERY_POOL]
-    async with guard.slot(kind):
+    async with guard.slot(kind, ctx):
         loop = asyncio.get_running_loop()
         timer = loop.call_later(max(ctx.remaining(), 0.0), ctx.interrupt)
 
@@ -57,6 +58,11 @@ async def guarded(request: web.Request, kind: str, ctx: QueryContext) -> AsyncIt
             raise
         finally:
             timer.cancel()
+            ctx.release_all()  # its memory goes back to the pool before the slot is handed on
+            try:
+                pool.submit(malloc.trim_after, ctx.peak_bytes)  # and, after a big query, to the OS
+            except RuntimeError:  # the pool is shut down: the server is stopping
+                pass
 
 
 async def _until_stopped(fut: asyncio.Future) -> None:

@@ -2,6 +2,11 @@
 
 Every stage that loads data calls ``ctx.check(stage)`` and ``ctx.charge_samples(n, stage)``
 as it goes, so a query fails the moment it crosses a limit, not after the damage is done.
+
+Budgets count what the query holds at once, as Prometheus's ``currentSamples`` does: a stage
+that lets go of data (a batch of series evaluated and folded into its aggregate) gives its
+charge back with ``release_to(mark)``. Samples are also charged in bytes, against the query's
+own ``max_bytes`` and the process-wide pool all queries share (``limits/memory.py``).
 """
 
 from __future__ import annotations
@@ -12,6 +17,15 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from ..errors import LimitExceeded, QueryCanceled, QueryTimeout
+from .memory import MemoryPool
+
+# Bytes a query holds per raw sample (sid, t, v: 3 x 8) and per point of an evaluated
+# (series x step) matrix (value, presence mask, and the temporaries that build them).
+SAMPLE_BYTES = 24
+POINT_BYTES = 16
+# Per selected series: its id, its place in the selection's lists and index arrays (label
+# sets themselves are shared with the storage's cache of them).
+SERIES_BYTES = 64
 
 
 @dataclass
@@ -20,11 +34,17 @@ class QueryContext:
     timeout_setting: str = "--query.timeout"
     max_samples: int = 50_000_000
     max_series: int = 500_000
+    max_bytes: int = 1 << 62
+    max_bytes_setting: str = "--query.max-memory-per-query"
+    pool: MemoryPool | None = None
     started: float = field(default_factory=time.monotonic)
     samples: int = 0
     peak_samples: int = 0
     series: int = 0
+    bytes: int = 0
+    peak_bytes: int = 0
     _cancelled: threading.Event = field(default_factory=threading.Event)
+    _cancel_reason: str = "the client went away"
     # Callbacks that stop blocking work in progress (e.g. a DuckDB connection's interrupt()).
     _interrupters: list[Callable[[], None]] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -46,7 +66,7 @@ class QueryContext:
 
     def check(self, stage: str) -> None:
         if self._cancelled.is_set():
-            raise QueryCanceled(f"query canceled in {stage}: the client went away")
+            raise QueryCanceled(f"query canceled in {stage}: {self._cancel_reason}")
         if time.monotonic() > self.deadline:
             raise self.timed_out(stage)
 
@@ -56,22 +76,70 @@ class QueryContext:
             f"(limit: {self.timeout_setting}; a request's timeout parameter can only shorten it)"
         )
 
-    def charge_samples(self, n: int, stage: str) -> None:
+    def charge_samples(self, n: int, stage: str, bytes_each: int = SAMPLE_BYTES) -> None:
         """Count samples held in memory; raise as soon as the budget is crossed."""
         self.samples += int(n)
         self.peak_samples = max(self.peak_samples, self.samples)
         if self.samples > self.max_samples:
             raise LimitExceeded(
-                f"query processing would load too many samples into memory in {stage} "
-                f"(more than {self.max_samples}; raise --query.max-samples or narrow the query)"
+                f"query processing would load too many samples into memory in query execution "
+                f"({stage}: more than {self.max_samples} held at once; raise --query.max-samples "
+                f"or narrow the query)"
             )
+        self.charge_bytes(int(n) * bytes_each, stage)
+
+    def charge_points(self, n: int, stage: str) -> None:
+        """Points of an evaluated (series x step) matrix: samples held, at their own size."""
+        self.charge_samples(n, stage, POINT_BYTES)
+
+    def charge_bytes(self, n: int, stage: str) -> None:
+        """Bytes held: against this query's ``max_bytes``, then the pool all queries share."""
+        n = int(n)
+        if n <= 0:
+            return
+        if self.bytes + n > self.max_bytes:
+            raise LimitExceeded(
+                f"query would hold too much memory in {stage} (more than {self.max_bytes} bytes; "
+                f"raise {self.max_bytes_setting} or narrow the query)"
+            )
+        if self.pool is not None:
+            self.pool.take(n, stage)  # raises Unavailable (503) when the process has no room
+        self.bytes += n
+        self.peak_bytes = max(self.peak_bytes, self.bytes)
+
+    def can_hold(self, samples: int) -> bool:
+        """Whether loading this many more samples would stay within the query's budgets."""
+        return (self.samples + samples <= self.max_samples
+                and self.bytes + samples * SAMPLE_BYTES <= self.max_bytes)
+
+    def mark(self) -> tuple[int, int]:
+        """What is held now; ``release_to`` gives back everything charged after it."""
+        return self.samples, self.bytes
+
+    def release_to(self, mark: tuple[int, int]) -> None:
+        samples, held = mark
+        self.samples = min(self.samples, samples)
+        if self.bytes > held:
+            if self.pool is not None:
+                self.pool.give(self.bytes - held)
+            self.bytes = held
+
+    def release_all(self) -> None:
+        """The query is over: its memory goes back to the pool."""
+        self.release_to((0, 0))
 
     def check_estimate(self, n: int, stage: str) -> None:
         """Refuse before loading when an estimate alone would cross the budget (charges nothing)."""
         if self.samples + int(n) > self.max_samples:
             raise LimitExceeded(
-                f"query processing would load too many samples into memory in {stage} "
-                f"(about {int(n)} estimated, limit {self.max_samples}; raise --query.max-samples or narrow the query)"
+                f"query processing would load too many samples into memory in query execution "
+                f"({stage}: about {int(n)} estimated, {self.max_samples} may be held at once; "
+                f"raise --query.max-samples or narrow the query)"
+            )
+        if self.bytes + int(n) * SAMPLE_BYTES > self.max_bytes:
+            raise LimitExceeded(
+                f"query would hold too much memory in {stage} (about {int(n) * SAMPLE_BYTES} bytes of "
+                f"samples estimated, {self.max_bytes} allowed; raise {self.max_bytes_setting} or narrow the query)"
             )
 
     def charge_series(self, n: int, stage: str) -> None:
@@ -81,9 +149,11 @@ class QueryContext:
                 f"query would select too many series in {stage} "
                 f"(more than {self.max_series}; raise --query.max-series or add label matchers)"
             )
+        self.charge_bytes(int(n) * SERIES_BYTES, stage)
 
-    def cancel(self) -> None:
-        """Called from the event loop when the client disconnects."""
+    def cancel(self, reason: str = "the client went away") -> None:
+        """Called from the event loop when the client disconnects (or the server shuts down)."""
+        self._cancel_reason = reason
         self._cancelled.set()
         self._interrupt_all()
 

@@ -14,7 +14,7 @@ import promql_parser as pp
 
 from ..errors import BadData, NotSupported
 from ..limits.context import QueryContext
-from . import binary, parser, selectors
+from . import batching, binary, parser, selectors
 from .aggregations import aggregate
 from .calls import call
 from .value import Matrix, Ranges, Scalar, ScalarSteps, Series, String, StringValue, Value, Vector, drop_name
@@ -30,8 +30,11 @@ class Env:
 
 class Engine:
     def __init__(self, source, lookback_s: float = 300.0, max_points: int = 11000,
-                 subquery_step_s: float = 60.0) -> None:
+                 subquery_step_s: float = 60.0, batch_samples: int = 2_000_000) -> None:
         self.source = source
+        # Aggregations over one metric read about this many raw samples per batch of series
+        # (promql/batching.py); fewer when the query's --query.max-samples leaves less room.
+        self.batch_samples = batch_samples
         self.lookback_ms = int(round(lookback_s * 1000))
         self.max_points = max_points
         self.subquery_step_ms = int(round(subquery_step_s * 1000))
@@ -131,23 +134,33 @@ class Engine:
             t = np.full(len(env.steps), fixed, np.int64)
         return t - parser.duration_ms(node.offset)
 
+    def selector_window(self, node, env: Env) -> tuple[list, int, int]:
+        """A vector or matrix selector's matchers and the time window it reads."""
+        if isinstance(node, pp.MatrixSelector):
+            ref = self.ref_times(node.vector_selector, env)
+            ms = parser.matchers(node.vector_selector)
+            start = int(ref.min()) - parser.duration_ms(node.range)
+        else:
+            ref = self.ref_times(node, env)
+            ms = parser.matchers(node)
+            start = int(ref.min()) - self.lookback_ms
+        _check_matchers(ms)
+        return ms, start, int(ref.max())
+
     def vector_selector(self, node: "pp.VectorSelector", env: Env) -> Series:
         ref = self.ref_times(node, env)
-        ms = parser.matchers(node)
-        _check_matchers(ms)
-        loaded = selectors.load(self.source, ms, int(ref.min()) - self.lookback_ms, int(ref.max()), env.ctx)
+        ms, start, end = self.selector_window(node, env)
+        loaded = selectors.load(self.source, ms, start, end, env.ctx)
         # The (series x step) matrix replaces the raw samples (already charged by the source):
         # charge what it adds beyond them before building it.
-        env.ctx.charge_samples(max(0, len(loaded.labels) * len(ref) - len(loaded.t)), "instant vector selection")
+        env.ctx.charge_points(max(0, len(loaded.labels) * len(ref) - len(loaded.t)), "instant vector selection")
         return selectors.instant(loaded, ref, self.lookback_ms)
 
     def matrix_selector(self, node: "pp.MatrixSelector", env: Env) -> Ranges:
-        vs = node.vector_selector
-        ref = self.ref_times(vs, env)
+        ref = self.ref_times(node.vector_selector, env)
         rng = parser.duration_ms(node.range)
-        ms = parser.matchers(vs)
-        _check_matchers(ms)
-        loaded = selectors.load(self.source, ms, int(ref.min()) - rng, int(ref.max()), env.ctx)
+        ms, start, end = self.selector_window(node, env)
+        loaded = selectors.load(self.source, ms, start, end, env.ctx)
         # A range vector is index arithmetic over the raw samples the source already charged.
         return selectors.ranges(loaded, ref, rng)
 
@@ -181,6 +194,10 @@ class Engine:
         param = None
         if node.param is not None:
             param = self.eval(node.param, env)
+        selector = batching.batchable_selector(node.expr)
+        if selector is not None and _param_ok(op, param):
+            return batching.evaluate_batched(self, op, node.expr, selector, without, names,
+                                             param.value if op == "count_values" else param, env)
         inner = self.eval(node.expr, env)
         if not isinstance(inner, Series):
             raise BadData(f"expected instant vector in aggregation {op}")
@@ -210,6 +227,15 @@ class Engine:
             on, names, card, include = parser.matching(node)
             return binary.vector_vector(op, lhs, rhs, on, names, card, include, rb)
         raise BadData(f"binary expression must contain only scalar and instant vector types")
+
+
+def _param_ok(op: str, param) -> bool:
+    """Batching skips the checks ``aggregate`` makes: only take it when they would pass."""
+    if op in ("topk", "bottomk", "quantile"):
+        return isinstance(param, ScalarSteps)
+    if op == "count_values":
+        return isinstance(param, StringValue)
+    return op in batching.STREAMED or op in ("avg", "stddev", "stdvar")
 
 
 def _ms(t_s: float) -> int:

@@ -39,11 +39,9 @@ def _first_last(r: Ranges):
 def _reset_corrections(r: Ranges) -> np.ndarray:
     """Per window, the sum of the values just before each counter reset inside it (Prometheus
     adds them one by one). Resets are rare: found once (a drop from the previous sample of the
-    same series), a window's resets are a searchsorted range of them. A window with one reset
-    (nearly all that have any) takes its value exactly; only several go through prefix sums,
-    whose running total then holds real resets only: a drop at a series' first sample (from the
-    previous series' last) is left out, as it would make the running total huge and its
-    differences imprecise (counters reach 1e15)."""
+    same series; a drop at a series' first sample, from the previous series' last, is none),
+    and a window's resets are a searchsorted range of them. A window with one reset (nearly all
+    that have any) takes its value; several are added up window by window."""
     pos = np.flatnonzero(r.v[1:] < r.v[:-1]) + 1
     pos = pos[~np.isin(pos, r.offsets)]
     if not len(pos):
@@ -52,8 +50,14 @@ def _reset_corrections(r: Ranges) -> np.ndarray:
     lo1 = np.minimum(r.lo + 1, len(r.v))  # resets strictly inside the window: (lo, hi)
     a = np.searchsorted(pos, lo1)
     b = np.searchsorted(pos, np.maximum(r.hi, lo1))
-    c = _prefix(before)
-    return np.where(b - a == 1, before[np.minimum(a, len(pos) - 1)], c[b] - c[a])
+    out = np.where(b - a == 1, before[np.minimum(a, len(pos) - 1)], 0.0)
+    several = (b - a) >= 2
+    if several.any():
+        # Summed window by window, in order (reduceat), as Prometheus adds them: a window's
+        # value depends on its own samples only, not on other series read with it.
+        padded = np.concatenate([before, [0.0]])
+        out[several] = np.add.reduceat(padded, np.stack([a[several], b[several]], axis=1).ravel())[::2]
+    return out
 
 
 def extrapolated_rate(r: Ranges, is_counter: bool, is_rate: bool) -> Series:
@@ -223,24 +227,28 @@ def linear_regression(r: Ranges, intercept_ms: np.ndarray | None):
     x is seconds from the first sample of the window (deriv) or from intercept_ms.
 
     Window sums come from reduceat over each window (no prefix-sum cancellation), with t
-    taken relative to the query's first sample so t*t stays small."""
+    taken relative to the series' first sample so t*t stays small."""
     n = (r.hi - r.lo).astype(np.float64)
     ok = n >= 2
     shape = n.shape
     if len(r.t) == 0 or not ok.any():
         z = np.zeros(shape)
         return z, z.copy(), ok
-    t0 = int(r.t.min())
+    # Each series' time origin is its own first sample: a series' result must not depend on
+    # which other series were read with it (promql/batching.py).
+    first = np.minimum(r.offsets[:-1], len(r.t) - 1)
+    t0 = np.repeat(r.t[first], np.diff(r.offsets))
     tt = (r.t - t0) / 1e3
     y = r.v
     s_t = _reduce_windows(r, tt, np.add)
     s_tt = _reduce_windows(r, tt * tt, np.add)
     s_y = _reduce_windows(r, y, np.add)
     s_ty = _reduce_windows(r, tt * y, np.add)
+    lo = np.minimum(r.lo, len(tt) - 1)
     if intercept_ms is None:
-        base = tt[np.minimum(r.lo, len(tt) - 1)]
+        base = tt[lo]
     else:
-        base = np.broadcast_to(((intercept_ms - t0) / 1e3)[None, :], shape)
+        base = (intercept_ms[None, :] - t0[lo]) / 1e3
     with np.errstate(divide="ignore", invalid="ignore"):
         sx = s_t - n * base  # shift x to the window's own origin
         sx2 = s_tt - 2 * base * s_t + n * base * base

@@ -64,6 +64,15 @@ def render(value: Value) -> dict:
     raise TypeError(f"cannot render {type(value).__name__}")
 
 
+def point_count(value: Value) -> int:
+    """Points the JSON of ``value`` will hold (what rendering it costs grows with)."""
+    if isinstance(value, Matrix):
+        return len(value.v)
+    if isinstance(value, Vector):
+        return len(value.values)
+    return 1
+
+
 def render_json(value: Value) -> bytes:
     """The ``data`` object as JSON bytes (same content as json.dumps(render(value))).
 

@@ -1,9 +1,11 @@
 """The in-memory series table saved as it is (numpy columns + distinct label values), so start-up
 loads arrays instead of parsing a million series keys.
 
-``catalog.npz.zst`` (numpy's npz through zstd, written atomically after a flush) holds every column of the Catalog and of its
-metric tables, and ``covered_seq``: every series and spans file with a sequence number up to it is
-in the checkpoint; start-up adds only the files written after it (and the WAL). A checkpoint may
+``catalog.npz.zst`` (numpy's npz through zstd, written atomically after a flush) holds every column of the Catalog
+and of its metric tables, and ``covered_seq``: every series and spans file of the file set (fileset.py)
+with a sequence number up to it is in the checkpoint; start-up adds only the files listed after it (and
+the WAL). Retention dropping series discards the checkpoint (they must not come back at a restart); the
+next flush writes a new one. A checkpoint may
 also hold series newer than that (added since the WAL cut): they come back from the WAL anyway,
 and registering a known series is a no-op. A missing or unreadable checkpoint just means the
 slower full load (keysplit.py).
@@ -46,6 +48,23 @@ def snapshot(catalog: Catalog) -> dict:
     return {"sids": catalog.sids.view[:n].copy(), "first_ms": catalog.first_ms.view[:n].copy(),
             "last_ms": catalog.last_ms.view[:n].copy(), "metric_idx": catalog.metric_idx.view[:n].copy(),
             "tables": tables, "gidx": gidx, "columns": columns, "codes": codes}
+
+
+def covered_seq(files) -> int:
+    """The highest sequence number among a file set snapshot's series and spans files."""
+    return max((file_seq(p) for p in (*files.series, *files.spans)), default=0)
+
+
+def file_seq(path: str) -> int:
+    """The sequence number in a file set name (``series-00000042.parquet`` -> 42)."""
+    return int(os.path.basename(path).rsplit("-", 1)[1].split(".", 1)[0])
+
+
+def discard(root: str) -> None:
+    """Remove the checkpoint (it holds series retention has dropped); start-up then reads the series files."""
+    with contextlib.suppress(FileNotFoundError):
+        os.remove(os.path.join(root, NAME))
+        fsync_dir(root)
 
 
 def save(root: str, snap: dict, covered_seq: int) -> None:

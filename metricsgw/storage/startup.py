@@ -9,40 +9,33 @@ extended once at the end. A million series used to cost ~20 s of per-series Pyth
 from __future__ import annotations
 
 import os
-import re
 
 import numpy as np
-import pyarrow.parquet as pq
 
 from . import catalog_checkpoint, parquet_io
 from .walcodec import SegmentDecoder
 from .wal import list_segments, read_segment, segment_name
 
-_SPANS_RE = re.compile(r"^spans-(\d+)\.parquet$")
-
 
 def load_series(storage) -> None:
-    """The flushed series table and each series' time span: the checkpoint, then the files written after it."""
+    """The flushed series table and each series' time span: the checkpoint, then the series and spans
+    files of the file set (already opened) written after it."""
     covered = 0
     loaded = catalog_checkpoint.load(storage.path)
     if loaded is not None:
         storage.catalog, covered = loaded
         storage._checkpointed_series = len(storage.catalog)
-    sids, keys, seq = parquet_io.read_series_files(storage.path, after_seq=covered)
-    storage._seq = max(storage._seq, seq, covered)
-    storage.catalog.add_keys(sids, keys)
-    sdir = os.path.join(storage.path, "spans")
-    if not os.path.isdir(sdir):
-        return
-    for f in sorted(os.listdir(sdir)):
-        m = _SPANS_RE.match(f)
-        if not m or int(m.group(1)) <= covered:
+    files = storage.fileset.current
+    cat = storage.catalog
+    cat.add_keys(*parquet_io.read_series([p for p in files.series if catalog_checkpoint.file_seq(p) > covered]))
+    for path in files.spans:
+        if catalog_checkpoint.file_seq(path) <= covered:
             continue
-        tb = pq.read_table(os.path.join(sdir, f))
-        sid = tb.column("sid").to_numpy()
-        known = storage.catalog.known(sid)
-        storage.catalog.touch(sid[known], tb.column("min_t").to_numpy()[known])
-        storage.catalog.touch(sid[known], tb.column("max_t").to_numpy()[known])
+        sid, min_t, max_t = parquet_io.read_spans(path)
+        g = cat.lookup(sid)
+        known = g >= 0
+        cat.touch_dense(g[known], min_t[known])
+        cat.touch_dense(g[known], max_t[known])
 
 
 def replay_wal(storage, wal_dir: str, flushed_upto: int) -> int:

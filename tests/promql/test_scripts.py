@@ -36,9 +36,12 @@ PROMETHEUS_2_42 = {
 }
 
 
+@pytest.mark.parametrize("batch_samples", [2_000_000, 1], ids=["whole", "one-series-batches"])
 @pytest.mark.parametrize("path", SCRIPTS, ids=[os.path.basename(p) for p in SCRIPTS])
-def test_script(path: str) -> None:
-    n, failures = run_script(path, lambda src: Engine(src))
+def test_script(path: str, batch_samples: int) -> None:
+    """Also with aggregations evaluated one series at a time (promql/batching.py): the
+    expected values are the same."""
+    n, failures = run_script(path, lambda src: Engine(src, batch_samples=batch_samples))
     assert n > 0, f"{path} has no eval commands"
     assert not failures, f"{len(failures)} of {n} evals failed:\n" + "\n".join(failures)
 

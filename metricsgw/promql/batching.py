@@ -1,0 +1,193 @@
+"""Aggregations over one metric's series, evaluated a batch of series at a time.
+
+``sum by (x)(rate(m[5m]))`` and the other dashboard staples need, per series, only that
+series' samples: the aggregation's input can be built a batch of series at a time, and each
+batch's raw samples let go before the next is read. So what the query holds at once is one
+batch of samples plus the aggregation's input points (or, for sum/count/min/max/group, just
+the groups' running totals), whatever the number of series.
+
+Results are bit-identical to evaluating all series at once: series are selected once and cut
+into batches in label order (the order the unbatched evaluation lays rows out in), and the
+streamed aggregations fold rows into their accumulators in that same order with the same
+``ufunc.at`` calls. Only a selector with ``__name__="..."`` is batched: after a range function
+drops the metric name, series of one metric still have distinct label sets, so no batch can
+hold a duplicate of another's row.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Iterator
+
+import numpy as np
+import promql_parser as pp
+
+from ..limits.context import SAMPLE_BYTES
+from ..model import METRIC_NAME, Labels
+from . import parser
+from .aggregations import aggregate, group_labels
+from .calls import OVER_TIME, RATE_LIKE
+from .value import Series
+
+# Range functions whose value for a series depends on that series' samples only.
+PER_SERIES_RANGE_FUNCS = set(RATE_LIKE) | OVER_TIME | {
+    "irate", "idelta", "changes", "resets", "deriv", "predict_linear", "quantile_over_time", "holt_winters"}
+# Aggregations folded batch by batch into (group x step) accumulators.
+STREAMED = {"sum", "count", "min", "max", "group"}
+
+
+def _unwrap(node):
+    while isinstance(node, pp.ParenExpr):
+        node = node.expr
+    return node
+
+
+def batchable_selector(expr) -> "pp.VectorSelector | pp.MatrixSelector | None":
+    """The one selector an aggregation's argument reads, when it can be evaluated by series
+    batches: a selector of one metric, or a per-series range function of one (its other
+    arguments literal numbers)."""
+    node = _unwrap(expr)
+    if isinstance(node, pp.Call):
+        if node.func.name not in PER_SERIES_RANGE_FUNCS:
+            return None
+        args = [_unwrap(a) for a in node.args]
+        ranges = [a for a in args if isinstance(a, pp.MatrixSelector)]
+        others = [a for a in args if not isinstance(a, pp.MatrixSelector)]
+        if len(ranges) != 1 or not all(isinstance(a, pp.NumberLiteral) for a in others):
+            return None
+        node = ranges[0]
+        selector = node.vector_selector
+    elif isinstance(node, pp.VectorSelector):
+        selector = node
+    else:
+        return None
+    if not any(m.name == METRIC_NAME and m.op == "=" for m in parser.matchers(selector)):
+        return None
+    return node
+
+
+class FixedSelection:
+    """A source whose selection is fixed to one batch of series (already selected and charged)."""
+
+    def __init__(self, source, series) -> None:
+        self.source, self.series = source, series
+
+    def select_series(self, matchers, start_ms, end_ms, ctx=None, limit=None):
+        return self.series
+
+    def estimate_samples(self, series, start_ms: int, end_ms: int) -> int:
+        return self.source.estimate_samples(series, start_ms, end_ms)
+
+    def read_samples(self, ids, start_ms: int, end_ms: int, ctx):
+        return self.source.read_samples(ids, start_ms, end_ms, ctx)
+
+
+def evaluate_batched(engine, op: str, expr, selector, without: bool, names: list[str], param, env) -> Series:
+    """``op`` over ``expr`` (whose only selector is ``selector``), one batch of series at a time."""
+    ctx = env.ctx
+    matchers, start, end = engine.selector_window(selector, env)
+    everything = engine.source.select_series(matchers, start, end, ctx)  # charges the series once
+    # A batch may use a quarter of what the query has left (reading and evaluating it takes
+    # a few times its raw size), and no more than the engine's batch size.
+    room = min((ctx.max_samples - ctx.samples) // 4, (ctx.max_bytes - ctx.bytes) // (4 * SAMPLE_BYTES))
+    target = max(1, min(engine.batch_samples, room))
+    batches = _in_label_order_batches(engine.source, everything, start, end, target, len(env.steps))
+    if op in STREAMED:
+        acc = _Streamed(op, without, names, len(env.steps))
+        for s in _evaluate_each(engine, expr, batches, env):
+            acc.add(s)
+            ctx.charge_points(acc.grown(), "aggregation")
+        return acc.result()
+    parts = list(_evaluate_each(engine, expr, batches, env, keep=True))
+    return aggregate(op, _concat(parts, len(env.steps)), without, names, param)
+
+
+def _in_label_order_batches(source, everything, start: int, end: int, target_samples: int,
+                            steps: int) -> Iterator:
+    n = len(everything)
+    if n == 0:
+        yield everything
+        return
+    order = sorted(range(n), key=everything.labels.__getitem__)  # storage lists them sorted: linear
+    # a series costs its raw samples and then its evaluated points, one per step
+    per_series = source.estimate_samples(everything, start, end) / n + steps
+    size = max(1, int(target_samples // per_series))
+    kind = type(everything)
+    for a in range(0, n, size):
+        idx = order[a:a + size]
+        yield kind(everything.ids[np.array(idx, np.int64)], [everything.labels[i] for i in idx])
+
+
+def _evaluate_each(engine, expr, batches, env, keep: bool = False) -> Iterator[Series]:
+    """Each batch's value of ``expr``; its raw samples are released once it is evaluated (a kept
+    batch stays charged as the points it holds)."""
+    ctx = env.ctx
+    for batch in batches:
+        mark = ctx.mark()
+        inner = copy.copy(engine)
+        inner.source = FixedSelection(engine.source, batch)
+        s = inner.eval(expr, env)
+        ctx.release_to(mark)
+        if keep:
+            ctx.charge_points(s.values.size, "aggregation input")
+        yield s
+
+
+def _concat(parts: list[Series], steps: int) -> Series:
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return Series.empty(steps)
+    if len(parts) == 1:
+        return parts[0]
+    sample_t = None
+    if all(p.sample_t is not None for p in parts):
+        sample_t = np.concatenate([p.sample_t for p in parts])
+    return Series([l for p in parts for l in p.labels], np.concatenate([p.values for p in parts]),
+                  np.concatenate([p.mask for p in parts]), sample_t)
+
+
+class _Streamed:
+    """sum/count/min/max/group folded row by row, as ``aggregations.aggregate`` does in one go."""
+
+    def __init__(self, op: str, without: bool, names: list[str], steps: int) -> None:
+        self.op, self.without, self.names, self.steps = op, without, names, steps
+        self.keys: dict[Labels, int] = {}
+        self.count = np.zeros((0, steps))
+        self.out = np.zeros((0, steps))
+        self._charged_rows = 0
+
+    def add(self, s: Series) -> None:
+        if not len(s):
+            return
+        gid = np.fromiter((self.keys.setdefault(group_labels(l, self.without, self.names), len(self.keys))
+                           for l in s.labels), np.int64, len(s))
+        self._grow(len(self.keys))
+        m, v = s.mask, s.values
+        np.add.at(self.count, gid, m.astype(np.float64))
+        if self.op == "sum":
+            np.add.at(self.out, gid, np.where(m, v, 0.0))
+        elif self.op in ("min", "max"):
+            (np.fmin if self.op == "min" else np.fmax).at(self.out, gid, np.where(m, v, np.nan))
+
+    def _grow(self, g: int) -> None:
+        extra = g - len(self.count)
+        if extra <= 0:
+            return
+        fill = np.nan if self.op in ("min", "max") else 0.0
+        self.count = np.concatenate([self.count, np.zeros((extra, self.steps))])
+        self.out = np.concatenate([self.out, np.full((extra, self.steps), fill)])
+
+    def grown(self) -> int:
+        """Points added to the accumulators since the last call (to charge them)."""
+        rows, self._charged_rows = len(self.count) - self._charged_rows, len(self.count)
+        return 2 * rows * self.steps
+
+    def result(self) -> Series:
+        present = self.count > 0
+        if self.op == "count":
+            out = self.count
+        elif self.op == "group":
+            out = np.ones_like(self.count)
+        else:
+            out = self.out
+        return Series(list(self.keys), np.where(present, out, 0.0), present).compact()

@@ -1,0 +1,198 @@
+"""Aggregations evaluated in series batches (promql/batching.py): the same answer, bit for bit,
+as all series at once; and what --query.max-samples counts is what is held at once."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from metricsgw.errors import LimitExceeded
+from metricsgw.limits.context import QueryContext
+from metricsgw.model import STALE_NAN
+from metricsgw.promql import batching
+from metricsgw.promql.engine import Engine
+from metricsgw.promql.memsource import MemSource
+from metricsgw.promql.value import Matrix, Vector
+
+SERIES = 240
+SCRAPES = 121  # 30 min at 15 s
+STEP_MS = 15_000
+
+
+@pytest.fixture(scope="module")
+def src() -> MemSource:
+    """Counters with resets, gauges with NaN, stale markers and gaps, and a histogram: the
+    shapes that make summation order, grouping and staleness matter."""
+    rng = np.random.default_rng(8)
+    s = MemSource()
+    t = np.arange(SCRAPES, dtype=np.int64) * STEP_MS
+    for i in range(SERIES):
+        labels = {"instance": f"node{i % 37:02d}", "gpu": str(i % 8), "namespace": f"ns{i % 5}",
+                  "job": "dcgm" if i % 3 else "node"}
+        inc = rng.exponential(10.0 ** rng.integers(-3, 6), SCRAPES)
+        counter = np.cumsum(inc)
+        counter[SCRAPES // 2 + i % 7:] -= counter[SCRAPES // 2 + i % 7 - 1]  # a reset
+        s.add({"__name__": "requests_total", **labels}, t, counter)
+        gauge = rng.normal(300.0, 80.0, SCRAPES) * (10.0 ** (i % 9 - 4))
+        gauge[i % 11::23] = np.nan
+        keep = rng.random(SCRAPES) > 0.1  # gaps
+        if i % 13 == 0:
+            gauge[90] = STALE_NAN  # the series goes away for a while
+        s.add({"__name__": "power_watts", **labels}, t[keep], gauge[keep])
+    for le in ("0.1", "0.5", "1", "5", "+Inf"):
+        for i in range(40):
+            base = np.cumsum(rng.poisson(3.0 * (float(le) if le != "+Inf" else 10.0), SCRAPES)).astype(float)
+            s.add({"__name__": "latency_bucket", "le": le, "instance": f"node{i:02d}", "namespace": f"ns{i % 3}"},
+                  t, base)
+    return s
+
+
+QUERIES = [
+    "sum(rate(requests_total[5m]))",
+    "sum by (namespace) (rate(requests_total[5m]))",
+    "sum without (gpu) (increase(requests_total[10m]))",
+    "count by (job) (power_watts)",
+    "count(rate(requests_total[1m]))",
+    "group by (namespace) (power_watts)",
+    "min by (namespace) (power_watts)",
+    "max by (instance) (max_over_time(power_watts[5m]))",
+    "avg by (namespace) (avg_over_time(power_watts[5m]))",
+    "stddev by (job) (power_watts)",
+    "stdvar(irate(requests_total[2m]))",
+    "topk(3, rate(requests_total[5m]))",
+    "bottomk by (namespace) (2, power_watts)",
+    "quantile by (namespace) (0.9, deriv(power_watts[5m]))",
+    "quantile(0.5, quantile_over_time(0.75, power_watts[10m]))",
+    'count_values("gpu_value", changes(power_watts[5m]))',
+    "sum by (namespace) (resets(requests_total[30m]))",
+    "histogram_quantile(0.9, sum by (le) (rate(latency_bucket[5m])))",
+    "histogram_quantile(0.99, sum by (le, namespace) (rate(latency_bucket[5m])))",
+    "sum(rate(requests_total[5m] offset 5m))",
+    "sum by (gpu) (last_over_time(power_watts[1m] @ 1200))",
+    "sum(predict_linear(power_watts[10m], 600))",
+]
+
+
+def _same(a, b) -> None:
+    assert type(a) is type(b)
+    assert a.labels == b.labels
+    if isinstance(a, Matrix):
+        assert np.array_equal(a.t_ms, b.t_ms) and np.array_equal(a.offsets, b.offsets)
+        x, y = a.v, b.v
+    else:
+        assert isinstance(a, Vector)
+        x, y = a.values, b.values
+    # bit for bit: NaN payloads (stale markers) and the sign of zero included
+    assert x.view(np.uint64).tolist() == y.view(np.uint64).tolist()
+
+
+class CountingSource:
+    """The source, counting the series each read asks for."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.reads = inner, []
+
+    def select_series(self, *a, **kw):
+        return self.inner.select_series(*a, **kw)
+
+    def estimate_samples(self, *a, **kw):
+        return self.inner.estimate_samples(*a, **kw)
+
+    def read_samples(self, ids, *a, **kw):
+        self.reads.append(len(ids))
+        return self.inner.read_samples(ids, *a, **kw)
+
+
+@pytest.mark.parametrize("query", QUERIES)
+def test_one_series_batches_answer_bit_for_bit_as_all_at_once(src, query):
+    whole = Engine(src, batch_samples=10**12)
+    counting = CountingSource(src)
+    tiny = Engine(counting, batch_samples=1)
+    _same(tiny.range(query, 600, 1800, 15, QueryContext()), whole.range(query, 600, 1800, 15, QueryContext()))
+    _same(tiny.instant(query, 1500, QueryContext()), whole.instant(query, 1500, QueryContext()))
+    assert len(counting.reads) > 40 and max(counting.reads) == 1, "the query was not evaluated in batches"
+
+
+def test_batch_size_follows_the_sample_target(src):
+    counting = CountingSource(src)
+    # [900 s - 5m, 1800 s] holds 81 samples of each series, and its rate 16 points (one a
+    # step): 600 samples is 6 series a batch
+    Engine(counting, batch_samples=600).range("sum(rate(requests_total[5m]))", 900, 1800, 60, QueryContext())
+    assert counting.reads == [6] * (SERIES // 6) + ([SERIES % 6] if SERIES % 6 else [])
+
+
+def test_only_one_metric_selections_are_batched():
+    assert batching.batchable_selector(_expr("sum(rate(m[5m]))")) is not None
+    assert batching.batchable_selector(_expr('sum(rate({__name__="m", a="b"}[5m]))')) is not None
+    assert batching.batchable_selector(_expr("sum((m))")) is not None
+    # the name dropped by rate could make rows of two metrics collide: evaluated whole
+    assert batching.batchable_selector(_expr('sum(rate({__name__=~"m|n"}[5m]))')) is None
+    assert batching.batchable_selector(_expr("sum(rate(m[5m]) * 2)")) is None
+    assert batching.batchable_selector(_expr("sum(rate(m[5m:1m]))")) is None  # a subquery
+    assert batching.batchable_selector(_expr("sum(abs(m))")) is None
+
+
+def _expr(q: str):
+    import promql_parser as pp
+
+    return pp.parse(q).expr
+
+
+def test_max_samples_counts_samples_held_at_once_not_samples_read(src):
+    query = "sum by (namespace) (rate(requests_total[5m]))"
+    probe = QueryContext()
+    Engine(src, batch_samples=10**12).range(query, 600, 1800, 60, probe)
+    read_at_once = probe.peak_samples  # every series' samples loaded together
+    assert read_at_once > SERIES * 30
+    # With a budget of a third of that, the batched evaluation holds one batch at a time...
+    limit = read_at_once // 3
+    ctx = QueryContext(max_samples=limit)
+    got = Engine(src).range(query, 600, 1800, 60, ctx)
+    assert len(got.labels) == 5
+    assert ctx.peak_samples <= limit
+    assert ctx.samples == ctx.peak_samples - (ctx.peak_samples - ctx.samples)  # sanity: counters are ints
+    # ... while a query that must hold every series' samples at once is refused, as Prometheus words it
+    with pytest.raises(LimitExceeded, match="^query processing would load too many samples into memory in "
+                                            "query execution .*--query.max-samples"):
+        Engine(src).range("rate(requests_total[5m])", 600, 1800, 60, QueryContext(max_samples=limit))
+
+
+def test_batches_give_back_their_bytes(src):
+    ctx = QueryContext()
+    Engine(src, batch_samples=500).range("sum(rate(requests_total[5m]))", 600, 1800, 60, ctx)
+    whole = QueryContext()
+    Engine(src, batch_samples=10**12).range("sum(rate(requests_total[5m]))", 600, 1800, 60, whole)
+    assert ctx.peak_bytes < whole.peak_bytes / 4
+    ctx.release_all()
+    assert ctx.bytes == 0 and ctx.samples == 0
+
+
+def test_batches_read_from_parquet_and_head_answer_as_all_at_once(tmp_path):
+    """Through the storage: batches take the join, cache and head read paths a whole read does not."""
+    import asyncio
+
+    from metricsgw.model import canonical, series_id
+    from metricsgw.storage.batch import AppendBatch
+    from metricsgw.storage.store import Storage
+
+    st = Storage(str(tmp_path), duckdb_memory_limit=64 << 20, sample_cache_bytes=8 << 20)
+    st.open()
+    try:
+        rng = np.random.default_rng(3)
+        lbs = [canonical([("__name__", "c"), ("i", str(i)), ("ns", f"ns{i % 4}")]) for i in range(300)]
+        sids = np.array([series_id(lb) for lb in lbs], np.int64)
+        base = 1_700_000_000_000 // 3_600_000 * 3_600_000
+        for k0 in range(0, 360, 120):  # two flushed files (the second crosses the hour), then the head
+            ts = base + 15_000 * np.arange(k0, k0 + 120)
+            v = np.cumsum(rng.exponential(5.0, (len(sids), len(ts))), axis=1) + k0 * 10.0
+            asyncio.run(st.append(AppendBatch(new_series=list(zip(sids.tolist(), lbs)) if k0 == 0 else [],
+                                              sid=np.repeat(sids, len(ts)), t=np.tile(ts, len(sids)), v=v.ravel())))
+            if k0 < 240:
+                st.flush()
+        end_s = (base + 15_000 * 359) / 1000
+        for q in ("sum by (ns) (rate(c[5m]))", "topk(5, increase(c[10m]))", "avg(c)", "max by (ns) (c)"):
+            whole = Engine(st, batch_samples=10**12).range(q, end_s - 5000, end_s, 30, QueryContext())
+            for batch in (1, 4000):
+                _same(Engine(st, batch_samples=batch).range(q, end_s - 5000, end_s, 30, QueryContext()), whole)
+    finally:
+        st.close()
