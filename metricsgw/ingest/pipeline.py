@@ -37,6 +37,10 @@ from .bulk import validate_many
 
 RELABEL_DROP = "relabel_drop"
 RELABEL_INVALID = "relabel_invalid"
+# Drops the operator configured: the series was accepted and discarded on purpose, so the write
+# is a success (2xx) and its samples count as written. Everything else not stored is refused
+# (400): the sender must be told. relabel_invalid stays a refusal: the rules did not ask for it.
+CONFIGURED_DROPS = frozenset({RELABEL_DROP})
 HISTOGRAMS_UNSUPPORTED = "native_histograms_unsupported"
 EXEMPLARS_UNSUPPORTED = "exemplars_unsupported"
 UNDECODABLE_LABELS = "invalid_labels"
@@ -52,9 +56,16 @@ def cache_keys(raw_keys: list) -> list:
 
 @dataclass(frozen=True)
 class Rejection:
+    """A series of the request that is not stored, and why."""
+
     reason: str  # e.g. invalid_labels, duplicate_label_names, relabel_drop, a limit name
     message: str  # names the series and the problem (and the setting, for limits)
     samples: int  # samples of this request not stored because of it
+
+    @property
+    def configured(self) -> bool:
+        """Dropped by the operator's rules (a success for the sender), not refused."""
+        return self.reason in CONFIGURED_DROPS
 
 
 @dataclass(frozen=True)

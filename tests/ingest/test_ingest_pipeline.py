@@ -164,6 +164,7 @@ def test_relabel_rules_apply_and_cache_resets_on_reload(storage, telemetry):
     pipe = IngestPipeline(storage, telemetry, rules_holder=holder)
     batch, rej = pipe.process(request(gpu_series(3)))
     assert [r.reason for r in rej] == ["relabel_drop"] and rej[0].samples == 1
+    assert rej[0].configured  # the operator asked for it: the write handler answers 2xx
     assert {dict(labels)["node"] for _, labels in batch.new_series} == {"h0", "h2"}
     assert all("host" not in dict(labels) for _, labels in batch.new_series)
     assert discarded(telemetry, "relabel_drop") == 1
@@ -196,6 +197,7 @@ def test_limit_rejections_are_not_cached_for_good(storage, telemetry):
     pipe = IngestPipeline(storage, telemetry, limits=limit)
     batch, rej = pipe.process(request(gpu_series(3)))
     assert len(batch.new_series) == 2 and [r.reason for r in rej] == ["max_series"]
+    assert not rej[0].configured  # a limit: the sender must be told (400)
     assert rej[0].samples == 1 and "--ingest.max-series" in rej[0].message
     store(storage, batch)
     limit.room = 1  # room frees up (e.g. series went inactive)
