@@ -48,6 +48,7 @@ class Server:
     data_dir: Path
     proc: subprocess.Popen
     log_path: Path
+    ready_path: str = "/-/ready"  # what answers 200 once the server is serving (vmagent: /health)
 
     @property
     def write_url(self) -> str:
@@ -63,7 +64,7 @@ class Server:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"{self.name} exited with {self.proc.returncode}; log: {self.log_tail()}")
             try:
-                if http_get(self.base_url + "/-/ready", timeout=1.0)[0] == 200:
+                if http_get(self.base_url + self.ready_path, timeout=1.0)[0] == 200:
                     return
             except OSError:
                 pass
@@ -88,13 +89,14 @@ class Server:
             return ""
 
 
-def _spawn(name: str, argv: list[str], data_dir: Path, port: int, cwd: Path | None = None) -> Server:
+def _spawn(name: str, argv: list[str], data_dir: Path, port: int, cwd: Path | None = None,
+           ready_path: str = "/-/ready") -> Server:
     data_dir.mkdir(parents=True, exist_ok=True)
     log_path = data_dir.parent / f"{name}.log"
     log = open(log_path, "wb")
     proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=cwd, start_new_session=True)
     log.close()
-    return Server(name, f"http://127.0.0.1:{port}", data_dir, proc, log_path)
+    return Server(name, f"http://127.0.0.1:{port}", data_dir, proc, log_path, ready_path)
 
 
 def start_prometheus(work_dir: Path, port: int | None = None, extra: list[str] | None = None) -> Server:

@@ -12,7 +12,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from . import appkeys as K
-from .api import metadata, query
+from .api import metadata, query, rules as rules_api
 from .api.middleware import prometheus_errors
 from .config import Config
 from .ingest.pipeline import IngestPipeline
@@ -21,6 +21,7 @@ from .limits.guard import QueryGuard
 from .limits.ingest import IngestLimits
 from .promql.engine import Engine
 from .remote.write_handler import handle_write
+from .ruler.client import RulerClient
 from .rules.loader import RuleHolder
 from .storage.store import Storage
 from .telemetry import Telemetry
@@ -41,6 +42,7 @@ def build_app(cfg: Config, telemetry: Telemetry | None = None) -> web.Applicatio
     app[K.TELEMETRY] = tel
     app[K.STORAGE] = storage
     app[K.RULES] = rules
+    app[K.RULER] = RulerClient(cfg.rules_ruler_url, cfg.rules_ruler_timeout) if cfg.rules_ruler_url else None
     app[K.PIPELINE] = IngestPipeline(storage, tel, rules_holder=rules, limits=IngestLimits(cfg))
     app[K.ENGINE] = Engine(storage, lookback_s=cfg.query_lookback_delta, max_points=cfg.query_max_points_per_series,
                            subquery_step_s=cfg.query_subquery_default_step)
@@ -65,6 +67,8 @@ def build_app(cfg: Config, telemetry: Telemetry | None = None) -> web.Applicatio
     r.add_get("/api/v1/status/tsdb", metadata.tsdb_status)
     r.add_get("/api/v1/query_exemplars", metadata.query_exemplars)
     r.add_post("/api/v1/query_exemplars", metadata.query_exemplars)
+    r.add_get("/api/v1/rules", rules_api.rules)
+    r.add_get("/api/v1/alerts", rules_api.alerts)
     r.add_get("/-/healthy", healthy)
     r.add_get("/-/ready", ready)
     r.add_post("/-/reload", reload_rules)
@@ -102,6 +106,8 @@ async def _close_storage(app: web.Application) -> None:
     if not task.done():
         await task
     await asyncio.to_thread(app[K.STORAGE].close)
+    if app[K.RULER] is not None:
+        await app[K.RULER].close()
     app[K.QUERY_POOL].shutdown(wait=False, cancel_futures=True)
 
 
