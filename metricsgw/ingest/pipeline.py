@@ -143,7 +143,8 @@ class IngestPipeline:
         if decoded.exemplars:
             self.telemetry.exemplars_discarded.labels(EXEMPLARS_UNSUPPORTED).inc(decoded.exemplars)
 
-    def _process_with_drops(self, decoded: DecodedWrite, found: list, keys: list) -> tuple[AppendBatch, list[Rejection]]:
+    def _process_with_drops(self, decoded: DecodedWrite, found: list,
+                            keys: list) -> tuple[AppendBatch, list[Rejection]]:
         """Every series known: confirmed ints, and series the rules drop. Else the slow path."""
         keep = np.fromiter((entry is not _DROPPED for entry in found), bool, len(found))
         if keep.all():

@@ -35,8 +35,8 @@ iptables_rule_bytes_total{table="nat",chain="KUBE-SVC-TCOU7JCQXEZGVUNU",rule="-j
 apiserver_request_sli_duration_seconds_bucket{verb="GET",resource="pods",scope="resource",le="1",job="apiserver",instance="10.19.0.10:6443"} 7
 apiserver_watch_events_sizes_bucket{group="",kind="Pod",version="v1",le="1024",job="apiserver",instance="10.19.0.10:6443"} 3
 """
-DROPPED_BY_SHIPPED_RULES = ["DCGM_FI_PROF_PIPE_FP64_ACTIVE", "DCGM_FI_DEV_ENC_UTIL", "apiserver_request_sli_duration_seconds_bucket",
-                            "apiserver_watch_events_sizes_bucket"]
+DROPPED_BY_SHIPPED_RULES = ["DCGM_FI_PROF_PIPE_FP64_ACTIVE", "DCGM_FI_DEV_ENC_UTIL",
+                            "apiserver_request_sli_duration_seconds_bucket", "apiserver_watch_events_sizes_bucket"]
 
 RULER_RULES = """\
 groups:
@@ -100,8 +100,9 @@ def stack(tmp_path_factory):
         # One shard: Prometheus then sends in WAL order, so a sample that arrived means all before it did.
         prom = started(start_prometheus_sender(work / "prom", scrape_jobs(node, exporter, "1s"), gw.write_url,
                                                queue={"min_shards": 1, "max_shards": 1}))
-        vmagent = started(start_vmagent(work / "vmagent", yaml.safe_dump({"scrape_configs": scrape_jobs(node, exporter, "2s")}),
-                                        gw.write_url, extra=["-remoteWrite.label=sender=vmagent"]))
+        vmagent_scrape = yaml.safe_dump({"scrape_configs": scrape_jobs(node, exporter, "2s")})
+        vmagent = started(start_vmagent(work / "vmagent", vmagent_scrape, gw.write_url,
+                                        extra=["-remoteWrite.label=sender=vmagent"]))
         (work / "ruler.yml").write_text(RULER_RULES)
         vmalert = started(start_vmalert(work / "vmalert", [work / "ruler.yml"], gw.base_url, gw.base_url,
                                         alertmanager.base_url, port=vmalert_port))
@@ -162,8 +163,11 @@ def test_shipped_relabel_rules_applied(stack):
     """metricsgw holds exactly the relabelled image of what Prometheus scraped: dropped series absent,
     relabelled ones changed, the rest unchanged (rules applied as `make serve` passes them)."""
     rules = load_rule_files([str(f) for f in stack.rule_files])
+    # Two finished scrapes: a series read while the first one is being appended could be missing.
+    wait_for("two workload scrapes in Prometheus",
+             lambda: query(stack.prom.base_url, 'count_over_time(up{job="workload"}[1m]) >= 2'))
     end = time.time() + 60
-    scraped = wait_for("the workload scraped by Prometheus", lambda: series(stack.prom.base_url, WORKLOAD_METRICS, 0, end))
+    scraped = series(stack.prom.base_url, WORKLOAD_METRICS, 0, end)
     expected = {tuple(sorted(out)) for out in (rules.apply(s) for s in scraped) if out is not None}
 
     def arrived():
@@ -213,14 +217,16 @@ def test_vmalert_recording_written_back_and_alert_reaches_alertmanager(stack):
 
 
 def test_rules_and_alerts_apis_show_vmalert(stack):
-    wait_for("the alert firing in vmalert", lambda: query(stack.gw.base_url, f'ALERTS{{alertname="{ALERT}", alertstate="firing"}}'))
+    wait_for("vmalert's firing alert written to metricsgw",
+             lambda: query(stack.gw.base_url, f'ALERTS{{alertname="{ALERT}", alertstate="firing"}}'))
     status, body = api(stack.gw.base_url, "/api/v1/rules")
     assert status == 200, body
     (group,) = body["data"]["groups"]
     assert group["name"] == "e2e-node" and group["interval"] == 1 and group["file"].endswith("ruler.yml")
     recording, alerting = group["rules"]
     assert (recording["type"], recording["name"], recording["health"]) == ("recording", RECORDING, "ok")
-    assert (alerting["type"], alerting["name"], alerting["state"], alerting["health"]) == ("alerting", ALERT, "firing", "ok")
+    assert (alerting["type"], alerting["name"], alerting["state"], alerting["health"]) == \
+        ("alerting", ALERT, "firing", "ok")
     assert alerting["alerts"] and alerting["alerts"][0]["labels"]["alertname"] == ALERT
     status, body = api(stack.gw.base_url, "/api/v1/rules", {"type": "record"})
     assert [r["type"] for g in body["data"]["groups"] for r in g["rules"]] == ["recording"]
