@@ -106,7 +106,7 @@ def _group(g: Any) -> dict:
         evaluation_time = sum(r["evaluationTime"] for r in rules)
     return {"name": str(g.get("name", "")), "file": str(g.get("file", "")), "rules": rules,
             "interval": _float(g.get("interval")), "limit": int(_float(g.get("limit"))),
-            "evaluationTime": float(evaluation_time), "lastEvaluation": _time(g.get("lastEvaluation"))}
+            "evaluationTime": _float(evaluation_time), "lastEvaluation": _time(g.get("lastEvaluation"))}
 
 
 def _rule(r: Any) -> dict:
@@ -173,12 +173,15 @@ def _labels(value: Any) -> dict[str, str]:
     return {str(k): str(value[k]) for k in sorted(value)}  # labels.Labels marshal sorted by name
 
 
-def _float(value: Any) -> float:
+def _float(value: Any) -> float | int:
+    """A Go float64 as encoding/json writes it: whole numbers without ".0" (1, not 1.0)."""
     try:
         v = float(value)
     except (TypeError, ValueError):
-        return 0.0
-    return v if math.isfinite(v) else 0.0
+        return 0
+    if not math.isfinite(v):
+        return 0
+    return int(v) if v.is_integer() and abs(v) < 1e21 else v
 
 
 def _time(value: Any) -> str:

@@ -270,7 +270,8 @@ def test_no_sender_counts_a_failed_or_dropped_sample(stack):
     vm = own_metrics(stack.vmagent.base_url)
     assert metric_sum(vm, "vmagent_remotewrite_requests_total", status_code="2..") > 0
     assert metric_sum(vm, "vmagent_remotewrite_requests_total", status_code="(?!2..).*") == 0
-    for name in ("vmagent_remotewrite_packets_dropped_total", "vmagent_remotewrite_retries_count_total"):
+    for name in ("vmagent_remotewrite_packets_dropped_total", "vmagent_remotewrite_retries_count_total",
+                 "vmagent_remotewrite_errors_total", "vm_promscrape_scrapes_failed_total"):
         assert metric_sum(vm, name) == 0, name
     alert = own_metrics(stack.vmalert.base_url)
     assert metric_sum(alert, "vmalert_remotewrite_total") > 0

@@ -89,13 +89,14 @@ def rulers(tmp_path_factory):
             server.stop()
 
 
-def masked(value):
-    """The answer with per-evaluation values replaced by their type; dicts become key-ordered lists."""
-    if isinstance(value, dict):
-        return [(k, type(v).__name__ if k in VOLATILE else masked(v)) for k, v in value.items()]
-    if isinstance(value, list):
-        return [masked(v) for v in value]
-    return value
+def masked(value) -> str:
+    """The answer as JSON text (key order and 1 vs 1.0 count) with per-evaluation values replaced by their type."""
+    def mask(v):
+        if isinstance(v, dict):
+            return {k: (("text" if isinstance(x, str) else "number") if k in VOLATILE else mask(x))
+                    for k, x in v.items()}
+        return [mask(x) for x in v] if isinstance(v, list) else v
+    return json.dumps(mask(value))
 
 
 def settled(base_url: str, path: str = "/api/v1/rules"):
