@@ -4,7 +4,8 @@
 PY      ?= python3
 VENV    := .venv
 BIN     := $(VENV)/bin
-RULES   := $(wildcard rules/*.yml)
+# Only relabel rules go to --rules.file; rules/alerts/ is Prometheus rule files for a ruler (vmalert, Prometheus).
+RULES   := $(wildcard rules/relabel/*.yml)
 ARGS    ?=
 
 .PHONY: serve test install debs bench clean

@@ -3,3 +3,19 @@ from pathlib import Path
 
 # The tests import the bench kit (workload generator, process helpers) from the repo root.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def served(tmp_path_factory):
+    """metricsgw as `make serve` runs it, loaded with the workload (tests/served.py); shared by the dashboard
+    and rule tests so the load happens once."""
+    from tests.served import start_served
+
+    s = start_served(tmp_path_factory.mktemp("served") / "gw")
+    try:
+        yield s
+    finally:
+        s.server.stop()

@@ -69,12 +69,14 @@ def scrape(target_url: str) -> str:
     return body.decode()
 
 
-def scrape_into(server_urls: list[str], target_url: str, job: str, instance: str, t_ms: int) -> int:
-    """Scrape ``target_url``/metrics once and write the same series, stamped ``t_ms``, to every server."""
-    series = exposition_to_series(scrape(target_url), job, instance, t_ms)
+def scrape_into(server_urls: list[str], target_url: str, job: str, instance: str, t_ms: int) -> list:
+    """Scrape ``target_url``/metrics once and write the same series, stamped ``t_ms``, to every server, with the
+    ``up`` series a scrape adds; returns the label sets written."""
+    up = (list(canonical([("__name__", "up"), ("job", job), ("instance", instance)])), [(t_ms, 1.0)])
+    series = [up, *exposition_to_series(scrape(target_url), job, instance, t_ms)]
     for url in server_urls:
         write_series(url, series)
-    return len(series)
+    return [labels for labels, _ in series]
 
 
 def provoke_discard_and_guard_rejection(base_url: str) -> None:

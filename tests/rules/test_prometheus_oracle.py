@@ -27,7 +27,7 @@ from metricsgw.rules.relabel import RuleSet
 
 PROMETHEUS = shutil.which("prometheus")
 pytestmark = pytest.mark.skipif(PROMETHEUS is None, reason="prometheus not installed")
-RULES = pathlib.Path(__file__).resolve().parents[2] / "rules"
+RULES = pathlib.Path(__file__).resolve().parents[2] / "rules" / "relabel"
 
 INPUT = [  # (metric name, labels) exposed by the exporter for every case
     ("m", {"a": "foo", "b": "bar", "c": "baz"}),
