@@ -3,21 +3,18 @@
 Every helper starts one Debian binary on a free 127.0.0.1 port with its files in a directory the
 caller owns (no systemd, no /etc, no /var/lib), and returns a ``bench.procs.Server`` (stop() it).
 ``urls`` are plain base URLs, so a caller can point them at TLS endpoints as well.
-Also: reading a server's own /metrics, waiting for a condition, and the relabel rule files that
-``make serve`` passes (asked from make itself, so the test follows the Makefile).
+Also: reading a server's own /metrics and waiting for a condition.
 """
 
 from __future__ import annotations
 
 import re
-import shlex
-import subprocess
 import time
 import urllib.request
 from pathlib import Path
 from typing import Callable, TypeVar
 
-from bench.procs import REPO, Server, _spawn, free_port
+from bench.procs import Server, _spawn, free_port
 
 NODE_EXPORTER = "/usr/bin/prometheus-node-exporter"
 VMAGENT = "/usr/bin/vmagent"
@@ -129,11 +126,3 @@ def wait_for(what: str, probe: Callable[[], T | None], timeout_s: float = 60.0, 
             return got
         time.sleep(every_s)
     raise TimeoutError(f"gave up after {timeout_s:g}s waiting for {what} (last error: {last})")
-
-
-def make_serve_rule_files() -> list[Path]:
-    """The --rules.file arguments `make serve` passes, read from make's dry run of that target."""
-    out = subprocess.run(["make", "-s", "-n", "serve"], cwd=REPO, capture_output=True, text=True, timeout=60,
-                         check=True).stdout
-    command = next(line for line in out.splitlines() if " serve " in line and "--rules.file=" in line)
-    return [REPO / arg.split("=", 1)[1] for arg in shlex.split(command) if arg.startswith("--rules.file=")]

@@ -4,7 +4,8 @@ Prometheus 2.42 scrapes prometheus-node-exporter and a DCGM/iptables/apiserver e
 here, and remote-writes to metricsgw, which runs with the relabel rules `make serve` passes;
 vmagent scrapes the same targets (its series carry sender="vmagent") as a second sender; vmalert
 evaluates a recording and an alerting rule against metricsgw, writes the recording back by remote
-write and sends the alert to Alertmanager; promtool queries metricsgw. Each test waits for its
+write and sends the alert to Alertmanager, and evaluates the shipped rules/alerts/ files as well;
+promtool queries metricsgw. Each test waits for its
 condition with bounded polling; none depends on how fast the machine is.
 """
 
@@ -21,9 +22,10 @@ import yaml
 from bench.procs import Server, free_port, start_metricsgw
 from metricsgw.rules.loader import load_rule_files
 from tests.e2e.client import api
-from tests.e2e.ecosystem import (PROMTOOL, make_serve_rule_files, metric_sum, own_metrics, start_alertmanager,
-                                 start_node_exporter, start_vmagent, start_vmalert, wait_for)
+from tests.e2e.ecosystem import (PROMTOOL, metric_sum, own_metrics, start_alertmanager, start_node_exporter,
+                                 start_vmagent, start_vmalert, wait_for)
 from tests.e2e.prometheus import Exporter, start_prometheus_sender
+from tests.shipped import alert_rule_files, make_serve_rule_files
 
 WORKLOAD_FAMILIES = r"DCGM_|iptables_|apiserver_|etcd_"  # node_* and up come from the real node-exporter
 WORKLOAD_METRICS = '{__name__=~"DCGM_.+|iptables_.+|apiserver_.+|etcd_.+"}'
@@ -104,8 +106,8 @@ def stack(tmp_path_factory):
         vmagent = started(start_vmagent(work / "vmagent", vmagent_scrape, gw.write_url,
                                         extra=["-remoteWrite.label=sender=vmagent"]))
         (work / "ruler.yml").write_text(RULER_RULES)
-        vmalert = started(start_vmalert(work / "vmalert", [work / "ruler.yml"], gw.base_url, gw.base_url,
-                                        alertmanager.base_url, port=vmalert_port))
+        vmalert = started(start_vmalert(work / "vmalert", [work / "ruler.yml", *alert_rule_files()], gw.base_url,
+                                        gw.base_url, alertmanager.base_url, port=vmalert_port))
         for server in (prom, vmagent, vmalert):
             server.wait_ready()
         yield Stack(gw, prom, vmagent, vmalert, alertmanager, node, rule_files)
@@ -221,18 +223,35 @@ def test_rules_and_alerts_apis_show_vmalert(stack):
              lambda: query(stack.gw.base_url, f'ALERTS{{alertname="{ALERT}", alertstate="firing"}}'))
     status, body = api(stack.gw.base_url, "/api/v1/rules")
     assert status == 200, body
-    (group,) = body["data"]["groups"]
-    assert group["name"] == "e2e-node" and group["interval"] == 1 and group["file"].endswith("ruler.yml")
+    (group,) = [g for g in body["data"]["groups"] if g["name"] == "e2e-node"]
+    assert group["interval"] == 1 and group["file"].endswith("ruler.yml")
     recording, alerting = group["rules"]
     assert (recording["type"], recording["name"], recording["health"]) == ("recording", RECORDING, "ok")
     assert (alerting["type"], alerting["name"], alerting["state"], alerting["health"]) == \
         ("alerting", ALERT, "firing", "ok")
     assert alerting["alerts"] and alerting["alerts"][0]["labels"]["alertname"] == ALERT
     status, body = api(stack.gw.base_url, "/api/v1/rules", {"type": "record"})
-    assert [r["type"] for g in body["data"]["groups"] for r in g["rules"]] == ["recording"]
+    assert {r["type"] for g in body["data"]["groups"] for r in g["rules"]} == {"recording"}
     status, body = api(stack.gw.base_url, "/api/v1/alerts")
-    assert status == 200 and [a["state"] for a in body["data"]["alerts"] if a["labels"]["alertname"] == ALERT] \
-        and all(a["state"] == "firing" for a in body["data"]["alerts"]), body
+    assert status == 200 and [a["state"] for a in body["data"]["alerts"] if a["labels"]["alertname"] == ALERT] == \
+        ["firing"], body
+
+
+def test_shipped_alert_and_recording_rules_evaluate_on_metricsgw(stack):
+    """vmalert evaluates every rule of rules/alerts/ against metricsgw without an error (each one at least
+    once: lastEvaluation set), as metricsgw's /api/v1/rules reports it."""
+    shipped = {str(f) for f in alert_rule_files()}
+
+    def evaluated():
+        _, body = api(stack.gw.base_url, "/api/v1/rules")
+        rules = [r for g in body["data"]["groups"] if g["file"] in shipped for r in g["rules"]]
+        done = rules and all(not r["lastEvaluation"].startswith("0001-") for r in rules)
+        return rules if done else None
+
+    rules = wait_for("every shipped rule evaluated once", evaluated)
+    assert len(rules) >= 10, f"only {len(rules)} shipped rules: the test is not testing"
+    failed = [(r["name"], r["health"], r.get("lastError")) for r in rules if r["health"] != "ok"]
+    assert not failed, failed
 
 
 # ------------------------------------------------------------------ promtool against metricsgw
