@@ -99,12 +99,14 @@ def _spawn(name: str, argv: list[str], data_dir: Path, port: int, cwd: Path | No
     return Server(name, f"http://127.0.0.1:{port}", data_dir, proc, log_path, ready_path)
 
 
-def start_prometheus(work_dir: Path, port: int | None = None, extra: list[str] | None = None) -> Server:
-    """Real Prometheus as a remote-write receiver with nothing to scrape (admin API for snapshots)."""
+def start_prometheus(work_dir: Path, port: int | None = None, extra: list[str] | None = None,
+                     config_yaml: str = "") -> Server:
+    """Real Prometheus as a remote-write receiver with nothing to scrape (admin API for snapshots);
+    ``config_yaml`` is appended to its configuration (e.g. a remote_read section)."""
     port = port or free_port()
     config = work_dir / "prometheus.yml"
     work_dir.mkdir(parents=True, exist_ok=True)
-    config.write_text("global:\n  scrape_interval: 15s\nscrape_configs: []\n")
+    config.write_text("global:\n  scrape_interval: 15s\nscrape_configs: []\n" + config_yaml)
     argv = [PROMETHEUS, "--web.enable-remote-write-receiver", "--web.enable-admin-api",
             f"--storage.tsdb.path={work_dir / 'data'}", f"--web.listen-address=127.0.0.1:{port}",
             f"--config.file={config}", "--log.level=warn", *(extra or [])]

@@ -20,6 +20,7 @@ from .limits.blocked import BlockedQueries
 from .limits.guard import QueryGuard
 from .limits.ingest import IngestLimits
 from .promql.engine import Engine
+from .remote.read_handler import handle_read, read_gate
 from .remote.write_handler import handle_write
 from .ruler.client import RulerClient
 from .rules.loader import RuleHolder
@@ -48,6 +49,7 @@ def build_app(cfg: Config, telemetry: Telemetry | None = None) -> web.Applicatio
                            subquery_step_s=cfg.query_subquery_default_step)
     app[K.GUARD] = QueryGuard(cfg.query_max_concurrency, cfg.query_max_queue, cfg.query_queue_timeout, tel)
     app[K.BLOCKED] = BlockedQueries(cfg.query_blocked)
+    app[K.READ_GATE] = read_gate(cfg)
     # Queries get their own threads: ingestion (event loop + WAL thread) never waits behind them,
     # and those threads run at a lower CPU priority, so when queries and writes compete for the
     # cores the scheduler serves the writes first.
@@ -56,6 +58,7 @@ def build_app(cfg: Config, telemetry: Telemetry | None = None) -> web.Applicatio
 
     r = app.router
     r.add_post("/api/v1/write", handle_write)
+    r.add_post("/api/v1/read", handle_read)
     for path, handler in (("/api/v1/query", query.instant_query), ("/api/v1/query_range", query.range_query),
                           ("/api/v1/series", metadata.series), ("/api/v1/labels", metadata.label_names),
                           ("/api/v1/format_query", query.format_query)):

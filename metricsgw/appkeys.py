@@ -14,6 +14,7 @@ RULES: web.AppKey[Any] = web.AppKey("rules")
 RULER: web.AppKey[Any] = web.AppKey("ruler")  # ruler.client.RulerClient, or None without --rules.ruler-url
 ENGINE: web.AppKey[Any] = web.AppKey("engine")
 GUARD: web.AppKey[Any] = web.AppKey("guard")
+READ_GATE: web.AppKey[Any] = web.AppKey("read_gate")
 BLOCKED: web.AppKey[Any] = web.AppKey("blocked")
 QUERY_POOL: web.AppKey[Any] = web.AppKey("query_pool")
 REPLAY_TASK: web.AppKey[Any] = web.AppKey("replay_task")

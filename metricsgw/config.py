@@ -116,6 +116,10 @@ SETTINGS: tuple[Setting, ...] = (
     # --- remote write
     Setting("remote-write.max-body-size", Z, 32 * 1024**2, "Largest compressed remote-write body accepted (413 above)."),
     Setting("remote-write.max-decoded-size", Z, 128 * 1024**2, "Largest declared snappy-decoded size accepted (413 above, before decompressing)."),
+    # --- remote read (named as Prometheus's flags)
+    Setting("storage.remote.read-sample-limit", I, 50_000_000, "Maximum samples one query of a SAMPLES remote read may return (400 above; 0 = no limit). Every remote read is also held to --query.max-samples and --query.max-series."),
+    Setting("storage.remote.read-concurrent-limit", I, 10, "Remote reads served at once (0 = no limit); each one also takes a query slot (--query.max-concurrency)."),
+    Setting("storage.remote.read-max-bytes-in-frame", P, 1024 * 1024, "Streamed remote read: bytes of chunks (plus labels) per frame before a series is split across frames."),
     # --- rules
     Setting("rules.file", S, [], "Relabel/drop rule file (Prometheus relabel_config YAML list). Repeatable.", repeated=True),
     Setting("rules.ruler-url", _http_url, "", "Ruler that evaluates the alerting/recording rules against metricsgw (vmalert, or a "

@@ -33,7 +33,7 @@ async def prometheus_errors(request: web.Request, handler) -> web.StreamResponse
         return resp
     except GatewayError as err:
         code = err.status
-        if request.path == "/api/v1/write":  # remote-write senders read plain text bodies
+        if request.path in ("/api/v1/write", "/api/v1/read"):  # remote write/read clients read plain text bodies
             return web.Response(status=err.status, text=str(err) + "\n", headers=err.headers)
         return error_response(err)
     except web.HTTPException as exc:

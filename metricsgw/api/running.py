@@ -8,38 +8,52 @@ client hung up, which stops DuckDB at once and numpy work at the next stage chec
 from __future__ import annotations
 
 import asyncio
-from typing import Callable, TypeVar
+from contextlib import asynccontextmanager
+from typing import AsyncIterator, Awaitable, Callable, TypeVar
 
 from aiohttp import web
 
 from ..appkeys import GUARD, QUERY_POOL, TELEMETRY
-from ..errors import GatewayError, LimitExceeded, QueryTimeout
+from ..errors import LimitExceeded, QueryTimeout
 from ..limits.context import QueryContext
 
 T = TypeVar("T")
+Runner = Callable[[Callable[[], T]], Awaitable[T]]
 
 
 async def run_guarded(request: web.Request, kind: str, ctx: QueryContext, fn: Callable[[], T]) -> T:
+    async with guarded(request, kind, ctx) as run:
+        return await run(fn)
+
+
+@asynccontextmanager
+async def guarded(request: web.Request, kind: str, ctx: QueryContext) -> AsyncIterator[Runner]:
+    """One guard slot and one deadline for a query that runs several steps in the query pool
+    (a streamed remote read): ``await run(fn)`` runs each step there, stoppable like run_guarded."""
     guard = request.app[GUARD]
     tel = request.app[TELEMETRY]
+    pool = request.app[QUERY_POOL]
     async with guard.slot(kind):
         loop = asyncio.get_running_loop()
         timer = loop.call_later(max(ctx.remaining(), 0.0), ctx.interrupt)
-        fut = loop.run_in_executor(request.app[QUERY_POOL], fn)
+
+        async def run(fn: Callable[[], T]) -> T:
+            fut = loop.run_in_executor(pool, fn)
+            try:
+                return await asyncio.shield(fut)
+            except asyncio.CancelledError:
+                ctx.cancel()  # the client went away: stop DuckDB and the evaluator
+                tel.guard_rejections.labels("client_disconnect").inc()
+                await _until_stopped(fut)  # keep the slot while the worker still runs: concurrency stays true
+                raise
+
         try:
-            return await asyncio.shield(fut)
-        except asyncio.CancelledError:
-            ctx.cancel()  # the client went away: stop DuckDB and the evaluator
-            tel.guard_rejections.labels("client_disconnect").inc()
-            await _until_stopped(fut)  # keep the slot while the worker still runs: concurrency stays true
-            raise
+            yield run
         except QueryTimeout:
             tel.guard_rejections.labels(ctx.timeout_setting.lstrip("-")).inc()
             raise
         except LimitExceeded as err:
             tel.guard_rejections.labels(_limit_name(err)).inc()
-            raise
-        except GatewayError:
             raise
         finally:
             timer.cancel()

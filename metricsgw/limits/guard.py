@@ -20,10 +20,12 @@ from ..errors import TooManyRequests, Unavailable
 
 
 class QueryGuard:
-    def __init__(self, max_concurrency: int, max_queue: int, queue_timeout_s: float, telemetry: Any = None) -> None:
+    def __init__(self, max_concurrency: int, max_queue: int, queue_timeout_s: float, telemetry: Any = None,
+                 concurrency_flag: str = "--query.max-concurrency") -> None:
         if max_concurrency < 1:
             raise ValueError("max_concurrency must be >= 1")
         self.max_concurrency = max_concurrency
+        self.concurrency_flag = concurrency_flag  # the setting refusals name (remote reads have their own)
         self.max_queue = max(0, max_queue)
         self.queue_timeout_s = queue_timeout_s
         self.telemetry = telemetry
@@ -51,7 +53,7 @@ class QueryGuard:
             self._rejected("max_queue")
             raise TooManyRequests(
                 f"too many queries: {self.running} running and {len(self._waiters)} queued "
-                f"(limits --query.max-concurrency={self.max_concurrency}, --query.max-queue={self.max_queue}); "
+                f"(limits {self.concurrency_flag}={self.max_concurrency}, --query.max-queue={self.max_queue}); "
                 f"{kind} refused, retry later", retry_after_s=self._retry_after())
         fut: asyncio.Future = asyncio.get_running_loop().create_future()
         self._waiters.append(fut)
@@ -71,7 +73,7 @@ class QueryGuard:
             raise Unavailable(
                 f"{kind} waited {self.queue_timeout_s:g}s for a query slot "
                 f"(limits --query.queue-timeout={self.queue_timeout_s:g}s, "
-                f"--query.max-concurrency={self.max_concurrency}); the server is overloaded, retry later",
+                f"{self.concurrency_flag}={self.max_concurrency}); the server is overloaded, retry later",
                 retry_after_s=self._retry_after()) from None
         # a slot handed over by _release: running was not decremented for us
         self._report()

@@ -13,6 +13,9 @@ from ..model import METRIC_NAME, Labels
 from .value import ScalarSteps, Series, drop_name
 
 ARITH = {"+", "-", "*", "/", "%", "^", "atan2"}
+# Arithmetic whose result drops the metric name. Not atan2: Prometheus 2.42's
+# shouldDropMetricName leaves it out, so `a atan2 b` keeps a's name.
+DROPS_NAME = ARITH - {"atan2"}
 COMPARE = {"==", "!=", ">", "<", ">=", "<="}
 SETOPS = {"and", "or", "unless"}
 
@@ -65,7 +68,7 @@ def vector_scalar(op: str, vec: Series, sc: ScalarSteps, vec_on_left: bool, retu
     else:
         vals, mask = res, vec.mask
     labels = vec.labels
-    if op in ARITH or return_bool:
+    if op in DROPS_NAME or return_bool:
         labels = [drop_name(l) for l in labels]
     return dedupe(Series(labels, np.where(mask, vals, 0.0), mask).compact())
 
@@ -164,7 +167,7 @@ def vector_vector(op: str, lhs: Series, rhs: Series, on: bool, names: list[str],
 
 def _result_labels(l: Labels, partner: Labels | None, op, on, names, card, include, return_bool) -> Labels:
     d = dict(l)
-    if op in ARITH or return_bool:
+    if op in DROPS_NAME or return_bool:
         d.pop(METRIC_NAME, None)
     if card == "one-to-one":
         if on:

@@ -98,19 +98,24 @@ def sort(s: Series, desc: bool) -> Series:
         return s  # ordering only means something for an instant result
     v = s.values[:, 0]
     nan = np.isnan(v)
-    order = np.lexsort((-v if desc else v, ~nan))  # NaN first, as Prometheus's heap sort
+    order = np.lexsort((-v if desc else v, nan))  # NaN last in both directions, as Prometheus 2.42
     return Series([s.labels[i] for i in order], s.values[order], s.mask[order])
 
 
 def absent_labels(matchers) -> Labels:
-    seen: dict[str, str] = {}
-    dup: set[str] = set()
+    """Prometheus's createLabelsForAbsentFunction: a label set by the first equality matcher
+    on its name, and removed again by any later matcher on the same name (of any kind)."""
+    out: dict[str, str] = {}
+    has: set[str] = set()
     for m in matchers:
-        if m.op == "=" and m.name != METRIC_NAME:
-            if m.name in seen:
-                dup.add(m.name)
-            seen[m.name] = m.value
-    return tuple(sorted((k, v) for k, v in seen.items() if k not in dup and v != ""))
+        if m.name == METRIC_NAME:
+            continue
+        if m.op == "=" and m.name not in has:
+            out[m.name] = m.value
+            has.add(m.name)
+        else:
+            out.pop(m.name, None)
+    return tuple(sorted((k, v) for k, v in out.items() if v != ""))
 
 
 def absent(present_any: np.ndarray, labels: Labels) -> Series:

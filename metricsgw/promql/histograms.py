@@ -8,7 +8,8 @@ import math
 import numpy as np
 
 from ..model import METRIC_NAME, Labels
-from .value import ScalarSteps, Series
+from .binary import dedupe
+from .value import ScalarSteps, Series, drop_name
 
 
 def _parse_le(v: str) -> float | None:
@@ -27,10 +28,12 @@ def histogram_quantile(q: ScalarSteps, s: Series) -> Series:
         for n, v in l:
             if n == "le":
                 le = _parse_le(v)
-            elif n != METRIC_NAME:
+            else:
                 rest.append((n, v))
         if le is None:
             continue
+        # Grouped with the metric name, as Prometheus does: buckets of two metrics never mix,
+        # and two groups that differ only by name collide below as a duplicate label set.
         groups.setdefault(tuple(rest), []).append((le, i))
     labels, vals, masks = [], [], []
     for g, members in groups.items():
@@ -47,12 +50,12 @@ def histogram_quantile(q: ScalarSteps, s: Series) -> Series:
         for k in np.flatnonzero(present & ~full).tolist():  # some buckets missing at this step
             m = mask[:, k]
             out[k] = _quantile_columns(q.values[k : k + 1], les[m], counts[m, k : k + 1])[0]
-        labels.append(g)
+        labels.append(drop_name(g))
         vals.append(out)
         masks.append(present)
     if not labels:
         return Series.empty(steps)
-    return Series(labels, np.where(np.array(masks), np.array(vals), 0.0), np.array(masks)).compact()
+    return dedupe(Series(labels, np.where(np.array(masks), np.array(vals), 0.0), np.array(masks)).compact())
 
 
 def _quantile_columns(q: np.ndarray, les: np.ndarray, counts: np.ndarray) -> np.ndarray:

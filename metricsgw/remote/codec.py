@@ -130,13 +130,13 @@ def snappy_declared_length(body: bytes) -> int:
     raise BadData("snappy: corrupt input (bad length preamble)")
 
 
-def decompress(body: bytes, max_decoded_size: int) -> bytes:
+def decompress(body: bytes, max_decoded_size: int, setting: str = "--remote-write.max-decoded-size") -> bytes:
     """Snappy block -> bytes, refusing over-limit payloads before allocating anything."""
     declared = snappy_declared_length(body)
     if declared > max_decoded_size:
         raise PayloadTooLarge(
             f"snappy payload declares {declared} decoded bytes, over the limit of {max_decoded_size} "
-            f"(--remote-write.max-decoded-size)")
+            f"({setting})")
     try:
         raw = snappy.uncompress(body)
     except Exception as err:  # python-snappy/cramjam raise several types for corrupt input

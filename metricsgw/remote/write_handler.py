@@ -33,9 +33,10 @@ H_HISTOGRAMS = "X-Prometheus-Remote-Write-Histograms-Written"
 H_EXEMPLARS = "X-Prometheus-Remote-Write-Exemplars-Written"
 
 
-async def read_bounded(request: web.Request, limit: int) -> bytes:
+async def read_bounded(request: web.Request, limit: int, what: str = "remote-write body",
+                       setting: str = "--remote-write.max-body-size") -> bytes:
     """The request body, refusing (413) as soon as it is known to exceed ``limit`` bytes."""
-    too_large = PayloadTooLarge(f"remote-write body over {limit} bytes (--remote-write.max-body-size)")
+    too_large = PayloadTooLarge(f"{what} over {limit} bytes ({setting})")
     if request.content_length is not None and request.content_length > limit:
         raise too_large
     chunks, total = [], 0

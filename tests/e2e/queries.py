@@ -144,6 +144,15 @@ BINARY = [
     "DCGM_FI_DEV_GPU_TEMP >= bool DCGM_FI_DEV_MEMORY_TEMP",
     "-DCGM_FI_DEV_GPU_TEMP != -60",
     "stale_test{case=\"nan\"} == stale_test{case=\"nan\"}",
+    # atan2 keeps the left-hand metric name in 2.42 (not in shouldDropMetricName)
+    "DCGM_FI_DEV_GPU_TEMP atan2 DCGM_FI_DEV_MEMORY_TEMP",
+    "DCGM_FI_DEV_GPU_TEMP atan2 on (Hostname, gpu) group_left DCGM_FI_DEV_MEMORY_TEMP",
+    "DCGM_FI_DEV_POWER_USAGE atan2 10",
+    "10 atan2 DCGM_FI_DEV_POWER_USAGE",
+    "1 atan2 -0 + (-1 atan2 -0)",
+    "stale_test atan2 stale_test",
+    "sum by (Hostname) (DCGM_FI_DEV_POWER_USAGE) atan2 on (Hostname) group_right DCGM_FI_DEV_POWER_USAGE",
+    "2 * DCGM_FI_DEV_GPU_TEMP atan2 3 ^ 2",  # precedence: atan2 binds like * and /
 ]
 
 SUBQUERIES = [
@@ -158,9 +167,11 @@ CORNERS = [
     'max(stale_test{case="nan"}) + min(stale_test{case="nan"})',
     'avg(stale_test{case="nan"})',
     "sort_desc(stale_test)",
+    "sort(stale_test)",  # NaN sorts last both ways
     "topk(2, stale_test)",
     "changes(stale_test[30m])",
     'absent(stale_test{case="stops"})',
+    'absent(nonexistent{job="a", job=~"b", case="x"})',
     "count by (case) (stale_test)",
     "irate(reset_test_total[1m]) + deriv(reset_test_total[3m])",
     "sum_over_time(reset_test_total[1m:7s])",
@@ -221,6 +232,10 @@ ERRORS = [
     "sum by (Hostname) (DCGM_FI_DEV_GPU_TEMP) * on (Hostname) DCGM_FI_DEV_MEMORY_TEMP",  # needs group_right
     'quantile("x", up)',
     "rate(up[5m:1m:1m])",
+    "up atan2 bool up",  # bool only goes with comparisons
+    # two bucket metrics with the same labels: one group each, equal labels once the name goes
+    "histogram_quantile(0.9, etcd_request_duration_seconds_bucket"
+    ' or on (__name__) label_replace(etcd_request_duration_seconds_bucket, "__name__", "x_bucket", "", ""))',
 ]
 
 

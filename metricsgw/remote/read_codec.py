@@ -1,0 +1,215 @@
+"""Remote-read payloads: request bytes -> queries, series -> response bytes. Pure (no aiohttp).
+
+As Prometheus 2.42's storage/remote/codec.go, read_handler.go and chunked.go:
+- the request is a snappy-compressed ``prometheus.ReadRequest``; its declared decoded size is
+  checked before anything is decompressed;
+- the response type is the first of ``accepted_response_types`` we implement (none = SAMPLES);
+- SAMPLES answers one snappy-compressed ``ReadResponse``; STREAMED_XOR_CHUNKS answers frames of
+  one ``ChunkedReadResponse`` each (one series, or part of one), every frame a uvarint size,
+  a big-endian CRC32C of the message and the message, cut as ``StreamChunkedReadResponses`` cuts
+  them by --storage.remote.read-max-bytes-in-frame.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+import crc32c
+import numpy as np
+import snappy
+from google.protobuf.message import DecodeError
+
+from ..errors import BadData
+from ..model import Labels, Matcher
+from ..storage.batch import SampleBlock
+from . import xor
+from .codec import decompress
+from .proto import remote_read_pb2 as pb
+
+SAMPLES = pb.ReadRequest.SAMPLES
+STREAMED_XOR_CHUNKS = pb.ReadRequest.STREAMED_XOR_CHUNKS
+SUPPORTED = (SAMPLES, STREAMED_XOR_CHUNKS)
+
+SAMPLES_CONTENT_TYPE = "application/x-protobuf"
+STREAMED_CONTENT_TYPE = "application/x-streamed-protobuf; proto=prometheus.ChunkedReadResponse"
+
+# Prometheus reads at most 32 MiB of a read request (decodeReadLimit); we also refuse a snappy
+# block that declares more than that before decompressing it.
+MAX_REQUEST_BYTES = 32 * 1024 * 1024
+
+_OPS = {pb.LabelMatcher.EQ: "=", pb.LabelMatcher.NEQ: "!=", pb.LabelMatcher.RE: "=~", pb.LabelMatcher.NRE: "!~"}
+
+
+@dataclass(frozen=True)
+class ReadQuery:
+    """One query of a read request: matchers and the window to read, hints applied."""
+
+    matchers: tuple[Matcher, ...]
+    start_ms: int
+    end_ms: int
+    # hints.func == "series": the client wants label sets only (Prometheus then reads no samples)
+    series_only: bool = False
+
+
+def decode_request(body: bytes) -> tuple[list[ReadQuery], int]:
+    """(queries, negotiated response type) of a snappy ``ReadRequest``; BadData if it is not one."""
+    raw = decompress(body, MAX_REQUEST_BYTES, setting="remote read's 32 MiB request limit")
+    try:
+        req = pb.ReadRequest.FromString(raw)
+    except DecodeError as err:
+        raise BadData(f"cannot decode remote-read request: {err}") from None
+    return [_query(q) for q in req.queries], negotiate(list(req.accepted_response_types))
+
+
+def negotiate(accepted: list[int]) -> int:
+    """The first accepted response type we implement; SAMPLES when the client lists none."""
+    for rtype in accepted or [SAMPLES]:
+        if rtype in SUPPORTED:
+            return rtype
+    raise BadData(f"server does not support any of the requested response types: {accepted}; "
+                  f"supported: SAMPLES (0), STREAMED_XOR_CHUNKS (1)")
+
+
+def _query(q) -> ReadQuery:
+    matchers = []
+    for m in q.matchers:
+        op = _OPS.get(m.type)
+        if op is None:
+            raise BadData(f"invalid matcher type {m.type} for label {m.name!r}")
+        matcher = Matcher(m.name, op, m.value)
+        if op in ("=~", "!~"):
+            try:
+                matcher.compiled()
+            except Exception as err:  # re2.error: the regex does not compile
+                raise BadData(f"invalid regular expression {m.value!r} for label {m.name!r}: {err}") from None
+        matchers.append(matcher)
+    start, end = q.start_timestamp_ms, q.end_timestamp_ms
+    series_only = False
+    if q.HasField("hints"):
+        # Prometheus's TSDB reads hints.start..hints.end within the query's blocks; a client sends
+        # hints inside its query range, so the intersection is the same window and never more.
+        start, end = max(start, q.hints.start_ms), min(end, q.hints.end_ms)
+        series_only = q.hints.func == "series"
+    return ReadQuery(tuple(matchers), start, end, series_only)
+
+
+# ---------------------------------------------------------------- SAMPLES
+
+
+def _label_records(labels: Labels, field: int = 1) -> bytes:
+    return b"".join(_len_field(field, pb.ReadLabel(name=n, value=v).SerializeToString()) for n, v in labels)
+
+
+def _len_field(field: int, payload: bytes) -> bytes:
+    return _uvarint((field << 3) | 2) + _uvarint(len(payload)) + payload
+
+
+def _uvarint(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def sample_records(t: np.ndarray, v: np.ndarray) -> tuple[bytes, np.ndarray]:
+    """Every sample as a ``samples`` field of a TimeSeries (tag, length, Sample message), encoded
+    at once with numpy; returns the bytes and each record's start offset (length n+1).
+
+    Both fields are always written (a proto3 writer may leave out zeros; parsers accept both)."""
+    n = len(t)
+    tu = t.astype(np.int64).view(np.uint64)
+    nbytes = np.ones(n, np.int64)  # uvarint length of each timestamp (two's complement, 1..10 bytes)
+    for k in range(1, 10):
+        nbytes += tu >= np.uint64(1 << (7 * k))
+    rec_len = 2 + 1 + 8 + 1 + nbytes  # tag+len of the Sample field, then 0x09 double, 0x10 varint
+    grid = np.zeros((n, 22), np.uint8)
+    grid[:, 0] = 0x12  # TimeSeries.samples = 2, length-delimited
+    grid[:, 1] = (rec_len - 2).astype(np.uint8)  # at most 19: one byte
+    grid[:, 2] = 0x09  # Sample.value = 1, fixed64
+    grid[:, 3:11] = np.ascontiguousarray(v, "<f8").view(np.uint8).reshape(n, 8)
+    grid[:, 11] = 0x10  # Sample.timestamp = 2, varint
+    for k in range(10):
+        byte = (tu >> np.uint64(7 * k)) & np.uint64(0x7F)
+        more = nbytes > k + 1
+        grid[:, 12 + k] = (byte | np.where(more, np.uint64(0x80), np.uint64(0))).astype(np.uint8)
+    keep = np.arange(22)[None, :] < rec_len[:, None]
+    offsets = np.zeros(n + 1, np.int64)
+    np.cumsum(rec_len, out=offsets[1:])
+    return grid[keep].tobytes(), offsets
+
+
+def encode_query_result(labels: list[Labels], block: SampleBlock, ids: np.ndarray) -> bytes:
+    """A ``QueryResult`` of the series ``ids`` (in that order, labels alike) with their samples
+    from ``block`` (sorted by (sid, t)); series without samples are left out, as Prometheus does."""
+    data, offsets = sample_records(block.t, block.v)
+    lo = np.searchsorted(block.sid, ids, "left")
+    hi = np.searchsorted(block.sid, ids, "right")
+    parts = []
+    for lbls, a, b in zip(labels, lo.tolist(), hi.tolist()):
+        if a == b:
+            continue
+        parts.append(_len_field(1, _label_records(lbls) + data[offsets[a]:offsets[b]]))
+    return b"".join(parts)
+
+
+def encode_series_only(labels: list[Labels]) -> bytes:
+    """A ``QueryResult`` of label sets without samples (hints.func == "series")."""
+    return b"".join(_len_field(1, _label_records(lbls)) for lbls in labels)
+
+
+def encode_samples_response(results: list[bytes]) -> bytes:
+    """The snappy ``ReadResponse`` of the encoded ``QueryResult`` messages, in query order."""
+    return snappy.compress(b"".join(_len_field(1, r) for r in results))
+
+
+# ---------------------------------------------------------------- STREAMED_XOR_CHUNKS
+
+
+def frame(message: bytes) -> bytes:
+    """uvarint size, big-endian CRC32C, message (Prometheus's ChunkedWriter.Write)."""
+    return _uvarint(len(message)) + struct.pack(">I", crc32c.crc32c(message)) + message
+
+
+def block_chunks(block: SampleBlock, per_chunk: int = xor.SAMPLES_PER_CHUNK) -> dict[int, list[tuple[int, int, bytes]]]:
+    """The XOR chunks of every series in a sample block, encoded in one go: sid -> [(min_time_ms,
+    max_time_ms, bytes)], each series cut every ``per_chunk`` samples (Prometheus's head cuts at 120)."""
+    if not len(block):
+        return {}
+    run_starts = np.flatnonzero(np.diff(block.sid, prepend=block.sid[0] - 1))
+    run_ends = np.append(run_starts[1:], len(block))
+    per_run = (run_ends - run_starts + per_chunk - 1) // per_chunk
+    first_chunk = np.repeat(run_starts, per_run)
+    k = np.arange(len(first_chunk)) - np.repeat(np.cumsum(per_run) - per_run, per_run)
+    starts = first_chunk + k * per_chunk
+    ends = np.minimum(starts + per_chunk, np.repeat(run_ends, per_run)) - 1
+    data = xor.encode_chunks(block.t, block.v, starts)
+    out: dict[int, list[tuple[int, int, bytes]]] = {}
+    sids, mins, maxs = block.sid[starts].tolist(), block.t[starts].tolist(), block.t[ends].tolist()
+    for sid, lo, hi, chunk in zip(sids, mins, maxs, data):
+        out.setdefault(sid, []).append((lo, hi, chunk))
+    return out
+
+
+def series_frames(query_index: int, labels: Labels, chunks: list[tuple[int, int, bytes]],
+                  max_bytes_in_frame: int) -> list[bytes]:
+    """The frames of one series' chunks: a frame is cut once the labels and its chunks reach
+    ``max_bytes_in_frame`` (it may overshoot by up to one chunk, as in Prometheus)."""
+    label_msgs = [pb.ReadLabel(name=n, value=val) for n, val in labels]
+    budget = max_bytes_in_frame - sum(m.ByteSize() for m in label_msgs)
+    frames: list[bytes] = []
+    pending: list = []
+    left = budget
+    for k, (mint, maxt, data) in enumerate(chunks):
+        chunk = pb.Chunk(min_time_ms=mint, max_time_ms=maxt, type=pb.Chunk.XOR, data=data)
+        pending.append(chunk)
+        left -= chunk.ByteSize()
+        if left > 0 and k + 1 < len(chunks):
+            continue
+        resp = pb.ChunkedReadResponse(query_index=query_index)
+        resp.chunked_series.add(labels=label_msgs, chunks=pending)
+        frames.append(frame(resp.SerializeToString()))
+        pending, left = [], budget
+    return frames

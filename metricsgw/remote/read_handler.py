@@ -1,0 +1,163 @@
+"""POST /api/v1/read: Prometheus remote read, sampled or streamed, behind the query guard.
+
+Orchestration only: read_codec.py decodes the request and encodes the answer, storage selects
+series (``select_series``) and reads samples (``read_samples``) through its one read seam. A
+read holds a remote-read slot (--storage.remote.read-concurrent-limit) and a query slot, has the
+query deadline, the query's sample and series budgets, and stops when the client goes away.
+
+Status codes as Prometheus's read handler: 400 for a request it cannot decode, an unsupported
+response type or a limit (its --storage.remote.read-sample-limit answers 400, and so do our
+budgets here); the guard's 429/503 and the deadline's 503 as for any query. A streamed answer
+is cut into frames by series; an error after the first frame went out can no longer change the
+status, so the connection is dropped and the client sees a truncated stream, never a short
+answer that looks complete.
+"""
+
+from __future__ import annotations
+
+import logging
+from contextlib import AsyncExitStack
+
+import numpy as np
+from aiohttp import web
+
+from ..api.running import guarded
+from ..appkeys import CONFIG, READ_GATE, STORAGE
+from ..errors import BadData, GatewayError, LimitExceeded
+from ..limits.context import QueryContext
+from ..limits.guard import QueryGuard
+from ..storage.batch import SeriesSet
+from . import read_codec
+from .read_codec import ReadQuery
+from .write_handler import read_bounded
+
+log = logging.getLogger(__name__)
+
+# A streamed query reads its series in batches sized to about this many samples, so the memory
+# a read holds stays bounded however many series it selects.
+STREAM_BATCH_SAMPLES = 500_000
+FIRST_BATCH_SERIES = 64
+
+
+def read_gate(cfg) -> QueryGuard | None:
+    """The remote-read concurrency limit; None when it is off (0). Queue rules as the query guard."""
+    if cfg.storage_remote_read_concurrent_limit <= 0:
+        return None
+    return QueryGuard(cfg.storage_remote_read_concurrent_limit, cfg.query_max_queue, cfg.query_queue_timeout,
+                      concurrency_flag="--storage.remote.read-concurrent-limit")
+
+
+async def handle_read(request: web.Request) -> web.StreamResponse:
+    app = request.app
+    cfg = app[CONFIG]
+    body = await read_bounded(request, read_codec.MAX_REQUEST_BYTES, "remote-read request",
+                              "Prometheus's 32 MiB read request limit")
+    queries, response_type = read_codec.decode_request(body)
+    ctx = QueryContext.for_request(None, cfg.query_timeout, max_samples=cfg.query_max_samples,
+                                   max_series=cfg.query_max_series)
+    try:
+        async with AsyncExitStack() as stack:
+            gate = app[READ_GATE]
+            if gate is not None:
+                await stack.enter_async_context(gate.slot("remote read"))
+            run = await stack.enter_async_context(guarded(request, "remote_read", ctx))
+            if response_type == read_codec.SAMPLES:
+                limit = cfg.storage_remote_read_sample_limit
+                results = [await run(lambda q=q: _sampled(app[STORAGE], q, ctx, limit)) for q in queries]
+                body = await run(lambda: read_codec.encode_samples_response(results))  # snappy off the loop
+                return web.Response(body=body, headers={
+                    "Content-Type": read_codec.SAMPLES_CONTENT_TYPE, "Content-Encoding": "snappy"})
+            return await _streamed(request, run, queries, ctx, cfg.storage_remote_read_max_bytes_in_frame)
+    except LimitExceeded as err:  # Prometheus answers a read over its limits with 400
+        raise BadData(str(err)) from None
+
+
+# ---------------------------------------------------------------- selection
+
+
+def _select(storage, q: ReadQuery, ctx: QueryContext) -> SeriesSet:
+    """The query's series in label order (the order Prometheus streams them in)."""
+    if not q.matchers or q.start_ms > q.end_ms:  # Prometheus's TSDB selects nothing without matchers
+        return SeriesSet(np.empty(0, np.int64), [])
+    ss = storage.select_series(list(q.matchers), q.start_ms, q.end_ms, ctx)
+    order = sorted(range(len(ss)), key=ss.labels.__getitem__)
+    return SeriesSet(ss.ids[np.array(order, np.int64)] if order else ss.ids, [ss.labels[i] for i in order])
+
+
+def _refuse_estimate(storage, ss: SeriesSet, q: ReadQuery, ctx: QueryContext) -> None:
+    if len(ss):
+        ctx.check_estimate(storage.estimate_samples(ss, q.start_ms, q.end_ms), "remote read")
+
+
+def _sampled(storage, q: ReadQuery, ctx: QueryContext, sample_limit: int) -> bytes:
+    ss = _select(storage, q, ctx)
+    if q.series_only:
+        return read_codec.encode_series_only(ss.labels)
+    _refuse_estimate(storage, ss, q, ctx)
+    block = storage.read_samples(ss.ids, q.start_ms, q.end_ms, ctx)
+    if sample_limit and len(block) > sample_limit:
+        raise LimitExceeded(f"exceeded sample limit ({sample_limit}); "
+                            "raise --storage.remote.read-sample-limit or narrow the query")
+    ctx.check("remote read encoding")
+    return read_codec.encode_query_result(ss.labels, block, ss.ids)
+
+
+# ---------------------------------------------------------------- streaming
+
+
+class _Stream:
+    """The streamed response, started (headers sent, 200) only when the first frame is ready."""
+
+    def __init__(self, request: web.Request) -> None:
+        self.request = request
+        self.resp: web.StreamResponse | None = None
+
+    async def write(self, frames: list[bytes]) -> None:
+        if not frames:
+            return
+        await self.start()
+        await self.resp.write(b"".join(frames))
+
+    async def start(self) -> web.StreamResponse:
+        if self.resp is None:
+            self.resp = web.StreamResponse(headers={"Content-Type": read_codec.STREAMED_CONTENT_TYPE})
+            await self.resp.prepare(self.request)
+        return self.resp
+
+
+async def _streamed(request: web.Request, run, queries: list[ReadQuery], ctx: QueryContext,
+                    max_bytes_in_frame: int) -> web.StreamResponse:
+    storage = request.app[STORAGE]
+    stream = _Stream(request)
+    try:
+        for index, q in enumerate(queries):
+            ss = await run(lambda q=q: _select(storage, q, ctx))
+            await run(lambda q=q, ss=ss: _refuse_estimate(storage, ss, q, ctx))
+            start, size = 0, FIRST_BATCH_SERIES
+            while start < len(ss):
+                batch = SeriesSet(ss.ids[start:start + size], ss.labels[start:start + size])
+                frames, samples = await run(
+                    lambda b=batch, i=index, q=q: _batch_frames(storage, b, i, q, ctx, max_bytes_in_frame))
+                await stream.write(frames)
+                start += len(batch)
+                size = max(1, min(4 * size, int(size * STREAM_BATCH_SAMPLES / max(samples, 1))))
+    except GatewayError:
+        if stream.resp is None:
+            raise  # nothing sent yet: an ordinary error response
+        log.warning("remote read failed after streaming began; dropping the connection", exc_info=True)
+        if request.transport is not None:
+            request.transport.abort()
+        return stream.resp
+    return await stream.start()
+
+
+def _batch_frames(storage, batch: SeriesSet, index: int, q: ReadQuery, ctx: QueryContext,
+                  max_bytes_in_frame: int) -> tuple[list[bytes], int]:
+    block = storage.read_samples(batch.ids, q.start_ms, q.end_ms, ctx)
+    ctx.check("remote read encoding")
+    chunks = read_codec.block_chunks(block)
+    frames: list[bytes] = []
+    for sid, labels in zip(batch.ids.tolist(), batch.labels):
+        if sid in chunks:  # a series without samples in the window is left out, as Prometheus does
+            frames.extend(read_codec.series_frames(index, labels, chunks[sid], max_bytes_in_frame))
+    return frames, len(block)

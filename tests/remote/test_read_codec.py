@@ -1,0 +1,64 @@
+"""remote/read_codec.py on its own: the vectorised SAMPLES encoding read back by the protobuf
+library (negative and huge timestamps, special floats), request decoding and negotiation."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import snappy
+
+from metricsgw.errors import BadData
+from metricsgw.model import STALE_NAN, Matcher
+from metricsgw.remote import read_codec
+from metricsgw.remote.proto import remote_read_pb2 as pb
+from metricsgw.storage.batch import SampleBlock
+from tests.remote.read_client import build_request
+
+
+def test_query_result_parses_back_bit_exact():
+    rng = np.random.default_rng(3)
+    n = 500
+    t = np.sort(rng.choice(np.array([-2**62, -1, 0, 1, 127, 128, 2**35, 2**62]), n)
+                + rng.integers(0, 5, n))
+    v = np.where(rng.random(n) < 0.5, rng.integers(0, 2**63, n, dtype=np.uint64).view(np.float64),
+                 rng.choice(np.array([0.0, -0.0, math.inf, -math.inf, math.nan, STALE_NAN, 1.5]), n))
+    sid = np.repeat(np.array([5, 9, 11]), [200, 0, 300])[:n]
+    order = np.lexsort((t, sid))
+    block = SampleBlock(sid[order], t[order], v[order])
+    labels = [(("__name__", "a"), ("x", "1")), (("__name__", "b"),), (("__name__", "c"), ("y", "é"))]
+    ids = np.array([5, 9, 11])
+    raw = read_codec.encode_query_result(labels, block, ids)
+    result = pb.QueryResult.FromString(raw)
+    assert [tuple((lb.name, lb.value) for lb in ts.labels) for ts in result.timeseries] == [labels[0], labels[2]]
+    got_t = [s.timestamp for ts in result.timeseries for s in ts.samples]
+    got_v = np.array([s.value for ts in result.timeseries for s in ts.samples]).view(np.uint64)
+    assert got_t == block.t.tolist()
+    assert got_v.tolist() == block.v.view(np.uint64).tolist()
+    response = pb.ReadResponse.FromString(snappy.uncompress(read_codec.encode_samples_response([raw, b""])))
+    assert len(response.results) == 2 and response.results[1] == pb.QueryResult()
+
+
+def test_decode_request_matchers_window_and_hints():
+    body = build_request([
+        {"matchers": [("__name__", "=", "up"), ("job", "!=", "a"), ("i", "=~", "1|2"), ("z", "!~", ".+")],
+         "start": 1000, "end": 9000},
+        {"matchers": [("__name__", "=", "up")], "start": 1000, "end": 9000,
+         "hints": {"start_ms": 2000, "end_ms": 20000, "func": "series"}},
+    ], [pb.ReadRequest.STREAMED_XOR_CHUNKS])
+    queries, rtype = read_codec.decode_request(body)
+    assert rtype == pb.ReadRequest.STREAMED_XOR_CHUNKS
+    assert queries[0] == read_codec.ReadQuery((Matcher("__name__", "=", "up"), Matcher("job", "!=", "a"),
+                                               Matcher("i", "=~", "1|2"), Matcher("z", "!~", ".+")), 1000, 9000)
+    assert (queries[1].start_ms, queries[1].end_ms, queries[1].series_only) == (2000, 9000, True)
+
+
+@pytest.mark.parametrize("accepted, want", [([], 0), ([0], 0), ([1], 1), ([1, 0], 1), ([0, 1], 0), ([3, 1], 1)])
+def test_negotiation_takes_the_first_supported(accepted, want):
+    assert read_codec.negotiate(accepted) == want
+
+
+def test_negotiation_refuses_only_unknown_types():
+    with pytest.raises(BadData, match="does not support any of the requested response types"):
+        read_codec.negotiate([2, 7])
