@@ -90,11 +90,12 @@ class Server:
 
 
 def _spawn(name: str, argv: list[str], data_dir: Path, port: int, cwd: Path | None = None,
-           ready_path: str = "/-/ready") -> Server:
+           env: dict[str, str] | None = None, ready_path: str = "/-/ready") -> Server:
     data_dir.mkdir(parents=True, exist_ok=True)
     log_path = data_dir.parent / f"{name}.log"
     log = open(log_path, "wb")
-    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=cwd, start_new_session=True)
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, cwd=cwd, start_new_session=True,
+                            env={**os.environ, **env} if env else None)
     log.close()
     return Server(name, f"http://127.0.0.1:{port}", data_dir, proc, log_path, ready_path)
 
@@ -113,11 +114,12 @@ def start_prometheus(work_dir: Path, port: int | None = None, extra: list[str] |
     return _spawn("prometheus", argv, work_dir / "data", port)
 
 
-def start_metricsgw(work_dir: Path, port: int | None = None, extra: list[str] | None = None) -> Server:
+def start_metricsgw(work_dir: Path, port: int | None = None, extra: list[str] | None = None,
+                    env: dict[str, str] | None = None) -> Server:
     port = port or free_port()
     argv = [sys.executable, "-m", "metricsgw", "serve", f"--web.listen-address=127.0.0.1:{port}",
             f"--storage.path={work_dir / 'data'}", *(extra or [])]
-    return _spawn("metricsgw", argv, work_dir / "data", port, cwd=REPO)
+    return _spawn("metricsgw", argv, work_dir / "data", port, cwd=REPO, env=env)
 
 
 @dataclass

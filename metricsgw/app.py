@@ -16,9 +16,11 @@ from .api import metadata, query, rules as rules_api
 from .api.middleware import prometheus_errors
 from .config import Config
 from .ingest.pipeline import IngestPipeline
+from .ingest.time_window import SampleTimeWindow
 from .limits.blocked import BlockedQueries
 from .limits.guard import QueryGuard
 from .limits.ingest import IngestLimits
+from .limits.query_text import QueryTextLimits, ensure_recursion_headroom
 from .promql.engine import Engine
 from .remote.read_handler import handle_read, read_gate
 from .remote.write_handler import handle_write
@@ -44,9 +46,11 @@ def build_app(cfg: Config, telemetry: Telemetry | None = None) -> web.Applicatio
     app[K.STORAGE] = storage
     app[K.RULES] = rules
     app[K.RULER] = RulerClient(cfg.rules_ruler_url, cfg.rules_ruler_timeout) if cfg.rules_ruler_url else None
-    app[K.PIPELINE] = IngestPipeline(storage, tel, rules_holder=rules, limits=IngestLimits(cfg))
+    app[K.PIPELINE] = IngestPipeline(storage, tel, rules_holder=rules, limits=IngestLimits(cfg),
+                                     time_window=SampleTimeWindow.from_config(cfg))
     app[K.ENGINE] = Engine(storage, lookback_s=cfg.query_lookback_delta, max_points=cfg.query_max_points_per_series,
                            subquery_step_s=cfg.query_subquery_default_step)
+    ensure_recursion_headroom(QueryTextLimits.from_config(cfg))
     app[K.GUARD] = QueryGuard(cfg.query_max_concurrency, cfg.query_max_queue, cfg.query_queue_timeout, tel)
     app[K.BLOCKED] = BlockedQueries(cfg.query_blocked)
     app[K.READ_GATE] = read_gate(cfg)

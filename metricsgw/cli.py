@@ -18,17 +18,13 @@ def _serve_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--config.file", dest="config_file", default=None,
                    help="YAML file of settings; flags override it")
     for s in SETTINGS:
-        default = s.default if not s.repeated else "none"
         kwargs = {"dest": s.attr, "help": s.help, "default": argparse.SUPPRESS, "metavar": "VALUE"}
         if s.repeated:
             kwargs["action"] = "append"
         p.add_argument(s.flag, **kwargs)
-        p._option_string_actions[s.flag].help = f"{s.help} (default: {_show(default)})"
+        shown = "none" if s.repeated else s.shown_default
+        p._option_string_actions[s.flag].help = f"{s.help} (default: {shown})"
     return p
-
-
-def _show(value) -> str:
-    return str(value) if not isinstance(value, float) else f"{value:g}s"
 
 
 def build_parser() -> argparse.ArgumentParser:

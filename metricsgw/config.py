@@ -42,6 +42,28 @@ def parse_size(text: str) -> int:
     return int(float(m.group(1)) * _SIZE_UNITS[m.group(2).lower()])
 
 
+def format_duration(seconds: float) -> str:
+    """Seconds -> a Prometheus duration as a user writes it: 15d, 2m, 1h30m, 250ms (no weeks or
+    years, so a retention of 15 days reads 15d rather than 2w1d). ``parse_duration`` reads it back."""
+    ms = int(round(seconds * 1000))
+    if ms == 0:
+        return "0s"
+    out = []
+    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000), ("ms", 1)):
+        n, ms = divmod(ms, size)
+        if n:
+            out.append(f"{n}{unit}")
+    return "".join(out)
+
+
+def format_size(n: int) -> str:
+    """Bytes -> the largest binary unit that divides it: 2GiB, 64MiB, 512KiB, 1000B."""
+    for unit, size in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if n and n % size == 0:
+            return f"{n // size}{unit}"
+    return f"{n}B"
+
+
 def _nonneg_int(text: str) -> int:
     v = int(str(text).replace("_", ""))
     if v < 0:
@@ -94,6 +116,17 @@ class Setting:
         return "--" + self.name
 
     @property
+    def shown_default(self) -> str:
+        """The default as a user would write it in a flag (docs and --help)."""
+        if self.repeated:
+            return "—"
+        if self.parse is parse_duration:
+            return format_duration(self.default)
+        if self.parse is parse_size:
+            return format_size(self.default)
+        return str(self.default)
+
+    @property
     def attr(self) -> str:
         return self.name.replace(".", "_").replace("-", "_")
 
@@ -132,9 +165,16 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("ingest.max-label-names-per-series", I, 40, "Maximum labels per series, __name__ included (0 = no limit)."),
     Setting("ingest.max-label-name-length", I, 256, "Maximum label name length in bytes (0 = no limit)."),
     Setting("ingest.max-label-value-length", I, 4096, "Maximum label value length in bytes (0 = no limit)."),
+    Setting("ingest.creation-grace-period", D, 600.0, "Samples more than this ahead of the server's clock are refused "
+            "(400, counted as too_far_in_future; Mimir's creation_grace_period). Samples older than "
+            "--storage.retention.time are refused too (too_old)."),
     # --- query limits
     Setting("query.timeout", D, 120.0, "Maximum time a query may take; a request's timeout parameter can only shorten it."),
     Setting("query.metadata-timeout", D, 10.0, "Deadline for /series, /labels, /label/<n>/values and /metadata."),
+    Setting("query.max-length", Z, 64 * 1024, "Longest query string accepted, in bytes (400 above; "
+            "VictoriaMetrics: -search.maxQueryLen). Checked before parsing, like the two below."),
+    Setting("query.max-depth", P, 128, "Deepest nesting of ( [ { in a query (400 above)."),
+    Setting("query.max-terms", P, 1000, "Most terms (operands of binary or unary operators) in a query (400 above)."),
     Setting("query.lookback-delta", D, 300.0, "How far back an instant selector looks for a sample."),
     Setting("query.max-samples", P, 50_000_000, "Maximum samples a single query may load into memory."),
     Setting("query.max-series", P, 500_000, "Maximum series a single query may select."),
@@ -225,8 +265,7 @@ def markdown_table() -> str:
     """The settings table for the README (a test keeps the README in step with SETTINGS)."""
     rows = ["| flag / config key | default | what it does |", "|---|---|---|"]
     for s in SETTINGS:
-        default = "—" if s.repeated or s.default == "" else (f"{s.default:g}s" if isinstance(s.default, float) else str(s.default))
-        rows.append(f"| `{s.flag}` | `{default}` | {s.help}{' Repeatable.' if s.repeated and 'epeatable' not in s.help else ''} |")
+        rows.append(f"| `{s.flag}` | `{s.shown_default or '—'}` | {s.help}{' Repeatable.' if s.repeated and 'epeatable' not in s.help else ''} |")
     return "\n".join(rows)
 
 

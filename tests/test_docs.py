@@ -51,3 +51,30 @@ def test_unknown_config_key_is_refused(tmp_path):
     cfg_file.write_text("query:\n  timeoutt: 30s\n")
     with pytest.raises(ConfigError, match="query.timeoutt"):
         load({}, str(cfg_file))
+
+
+def test_defaults_are_shown_as_a_prometheus_user_writes_them():
+    table = markdown_table()
+    assert "| `--storage.retention.time` | `15d` |" in table
+    assert "| `--storage.duckdb-memory-limit` | `2GiB` |" in table
+    assert "| `--storage.wal-segment-size` | `64MiB` |" in table
+    assert "| `--storage.flush-interval` | `2m` |" in table
+    out = subprocess.run([sys.executable, "-m", "metricsgw", "serve", "--help"], capture_output=True, text=True,
+                         check=True, cwd=ROOT).stdout
+    assert "(default: 15d)" in " ".join(out.split())  # argparse wraps lines
+    assert "e+" not in out and "2147483648" not in out
+    # and what is shown parses back to the default
+    shown = {s.name: s.shown_default for s in SETTINGS if not s.repeated}
+    assert load(shown).values == load({}).values
+
+
+@pytest.mark.parametrize("text, seconds", [("15d", 15 * 86400), ("1h30m", 5400), ("250ms", 0.25), ("2w", 14 * 86400),
+                                            ("90", 90), ("1.5", 1.5)])
+def test_durations_parse_as_prometheus_writes_them(text, seconds):
+    assert load({"storage.retention.time": text}).storage_retention_time == seconds
+
+
+@pytest.mark.parametrize("text, size", [("2GiB", 2 << 30), ("64MiB", 64 << 20), ("512KB", 512_000), ("1000", 1000),
+                                        ("1000B", 1000)])
+def test_sizes_parse_with_units(text, size):
+    assert load({"storage.duckdb-memory-limit": text}).storage_duckdb_memory_limit == size

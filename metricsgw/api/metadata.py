@@ -9,23 +9,32 @@ a ``warnings`` entry as Prometheus does for ``limit``.
 
 from __future__ import annotations
 
+import re
+import urllib.parse
+
 import promql_parser as pp
 from aiohttp import web
 
 from ..appkeys import CONFIG, STORAGE
 from ..errors import BadData
+from ..limits.query_text import QueryTextLimits
 from ..model import Matcher
 from ..promql import parser
-from .params import now_s, parse_limit, parse_time, read_params
-from .query import query_context
+from .params import MAX_TIME_S, MIN_TIME_S, now_s, parse_limit, parse_time, read_params
+from .query import query_context, query_text
 from .response import success
 from .running import run_guarded
 
 
-def parse_match(params) -> list[list[Matcher]]:
+_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+
+
+def parse_match(request: web.Request, params) -> list[list[Matcher]]:
     """Each ``match[]`` is a series selector; several are OR-ed."""
     sets = []
+    limits = QueryTextLimits.from_config(request.app[CONFIG])
     for text in params.getall("match[]", []):
+        limits.check(text, "match[]")
         try:
             expr = pp.parse(text)
         except (ValueError, BaseException) as err:  # the Rust parser may panic on odd input
@@ -66,7 +75,7 @@ def _truncation_warning(by_user: bool, limit: int, setting: str) -> str:
 
 async def series(request: web.Request) -> web.Response:
     params = await read_params(request)
-    sets = parse_match(params)
+    sets = parse_match(request, params)
     if not sets:
         raise BadData('invalid parameter "match[]": no match[] parameter provided')
     start_ms, end_ms = _window(request, params)
@@ -98,15 +107,49 @@ async def label_names(request: web.Request) -> web.Response:
 
 
 async def label_values(request: web.Request) -> web.Response:
-    name = request.match_info["name"]
+    name = _label_name(request)
     return await _label_listing(request, "label_values", lambda storage, ms, start_ms, end_ms, ctx:
                                 storage.label_values(name, ms, start_ms, end_ms, ctx))
+
+
+def _label_name(request: web.Request) -> str:
+    """The <name> of /label/<name>/values, refused like Prometheus 2.42 does when not a label name."""
+    segment = request.rel_url.raw_path.split("/")[-2]
+    data = urllib.parse.unquote_to_bytes(segment)
+    try:
+        name = data.decode("utf-8")
+    except UnicodeDecodeError:
+        name = None
+    if name is None or not _LABEL_NAME.fullmatch(name):
+        raise BadData(f"invalid label name: {go_quote(data)}")
+    return name
+
+
+def go_quote(data: bytes) -> str:
+    """Go's %q of a string: printable text kept, invalid UTF-8 bytes as \\xNN."""
+    out = ['"']
+    i = 0
+    while i < len(data):
+        for n in (1, 2, 3, 4):  # the shortest valid UTF-8 sequence starting here
+            try:
+                ch = data[i:i + n].decode("utf-8")
+                break
+            except UnicodeDecodeError:
+                ch = None
+        if ch is None:
+            out.append(f"\\x{data[i]:02x}")
+            i += 1
+            continue
+        out.append({'"': '\\"', "\\": "\\\\", "\n": "\\n", "\t": "\\t"}.get(ch, ch if ch.isprintable()
+                   else ch.encode("unicode_escape").decode()))
+        i += len(ch.encode("utf-8"))
+    return "".join(out) + '"'
 
 
 async def _label_listing(request: web.Request, kind: str, fetch) -> web.Response:
     """/labels and /label/<n>/values: the union over match[] sets, sorted, capped with a warning."""
     params = await read_params(request)
-    sets = parse_match(params) or [[]]
+    sets = parse_match(request, params) or [[]]
     start_ms, end_ms = _window(request, params)
     limit, by_user = _cap(request, params, request.app[CONFIG].query_max_label_values)
     ctx = query_context(request, params.get("timeout"), metadata=True)
@@ -142,9 +185,13 @@ async def buildinfo(request: web.Request) -> web.Response:
 
 
 async def query_exemplars(request: web.Request) -> web.Response:
+    """No exemplars are stored; the request is still checked the way Prometheus checks it."""
     params = await read_params(request)
-    if params.get("query") is not None:
-        parser.parse(params["query"])
+    start = parse_time(params.get("start"), "start", default=MIN_TIME_S)
+    end = parse_time(params.get("end"), "end", default=MAX_TIME_S)
+    if end < start:
+        raise BadData("end timestamp must not be before start timestamp")  # Prometheus 2.42's text
+    parser.parse(query_text(request, params))
     return success([])
 
 

@@ -2,12 +2,16 @@
 
 Grafana POSTs form bodies and may repeat custom parameters in the URL; both are read, repeated
 keys are kept (``match[]``), and the first value wins for single-valued parameters.
+
+Both are decoded from their raw bytes as strict UTF-8: aiohttp would turn an invalid byte into
+U+FFFD, and ``up{job="\xff"}`` would then run as a valid query for a label value nobody wrote.
 """
 
 from __future__ import annotations
 
 import math
 import time
+import urllib.parse
 from datetime import datetime
 
 from aiohttp import web
@@ -16,17 +20,45 @@ from multidict import MultiDict
 from ..config import parse_duration
 from ..errors import BadData
 
+# Prometheus's own bounds (web/api/v1/api.go minTime/maxTime): int64 milliseconds, with room left
+# for the lookback and ranges subtracted from them.
+MIN_TIME_S = -9223372036854775 + 62135596801
+MAX_TIME_S = 9223372036854775 - 62135596801
+
+
 async def read_params(request: web.Request) -> MultiDict:
-    params: MultiDict = MultiDict(request.query)
+    params: MultiDict = MultiDict(decode_form(request.rel_url.raw_query_string))
     if request.method == "POST" and request.content_type == "application/x-www-form-urlencoded":
-        form = await request.post()
-        for k, v in form.items():
-            params.add(k, v)
+        params.extend(decode_form((await request.read()).decode("utf-8", "surrogateescape")))
     return params
 
 
+def decode_form(raw: str) -> list[tuple[str, str]]:
+    """``a=1&b=%C3%A9`` -> pairs, refusing (400) percent-escapes or bytes that are not UTF-8."""
+    pairs = []
+    for part in raw.split("&"):
+        if not part:
+            continue
+        key, _, value = part.partition("=")
+        key = _strict(key, None)
+        pairs.append((key, _strict(value, key)))
+    return pairs
+
+
+def _strict(text: str, key: str | None) -> str:
+    data = urllib.parse.unquote_to_bytes(text.replace("+", " ").encode("utf-8", "surrogateescape"))
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        what = f'parameter "{key}"' if key is not None else "parameter name"
+        raise BadData(f"invalid {what}: invalid UTF-8 in {data!r}") from None
+
+
 def parse_time(value: str | None, name: str, default: float | None = None) -> float:
-    """Unix seconds (float) or RFC3339 -> unix seconds."""
+    """Unix seconds (float) or RFC3339 -> unix seconds.
+
+    Prometheus 2.42 turns a time outside int64 milliseconds (``time=1e20``) into a garbage
+    instant and answers 200; here it is a 400 worded like its duration overflow error."""
     if value is None or value == "":
         if default is None:
             raise BadData(f'invalid parameter "{name}": missing')
@@ -34,6 +66,9 @@ def parse_time(value: str | None, name: str, default: float | None = None) -> fl
     try:
         t = float(value)
         if math.isfinite(t):
+            if not MIN_TIME_S <= t <= MAX_TIME_S:
+                raise BadData(f'invalid parameter "{name}": Invalid time value for \'{name}\': cannot parse '
+                              f'"{value}" to a valid timestamp. It overflows int64')
             return round(t, 3)
     except ValueError:
         pass
@@ -43,22 +78,26 @@ def parse_time(value: str | None, name: str, default: float | None = None) -> fl
             raise ValueError("no timezone")
         return round(dt.timestamp(), 3)
     except ValueError:
-        raise BadData(f'invalid parameter "{name}": cannot parse "{value}" to a valid timestamp') from None
+        raise BadData(f'invalid parameter "{name}": Invalid time value for \'{name}\': '
+                      f'cannot parse "{value}" to a valid timestamp') from None
 
 
 def parse_step(value: str | None, name: str = "step") -> float:
+    """Seconds (float) or a Prometheus duration; like Prometheus, over int64 nanoseconds is a 400."""
     if value is None or value == "":
         raise BadData(f'invalid parameter "{name}": cannot parse "" to a valid duration')
     try:
         d = float(value)
-        if math.isfinite(d):
-            return d
+        if not math.isfinite(d):
+            raise ValueError(value)
     except ValueError:
-        pass
-    try:
-        return parse_duration(value)
-    except ValueError:
-        raise BadData(f'invalid parameter "{name}": cannot parse "{value}" to a valid duration') from None
+        try:
+            d = parse_duration(value)
+        except ValueError:
+            raise BadData(f'invalid parameter "{name}": cannot parse "{value}" to a valid duration') from None
+    if abs(d) * 1e9 >= 2.0**63:
+        raise BadData(f'invalid parameter "{name}": cannot parse "{value}" to a valid duration. It overflows int64')
+    return d
 
 
 def parse_timeout(value: str | None) -> float | None:

@@ -6,9 +6,11 @@ import time
 
 from aiohttp import web
 
+from .. import testhooks
 from ..appkeys import BLOCKED, CONFIG, ENGINE, TELEMETRY
 from ..errors import BadData
 from ..limits.context import QueryContext
+from ..limits.query_text import QueryTextLimits
 from ..promql import parser
 from ..promql.render import render_json
 from .params import now_s, parse_step, parse_time, parse_timeout, read_params
@@ -26,29 +28,36 @@ def query_context(request: web.Request, timeout_param: str | None, metadata: boo
                                     max_samples=cfg.query_max_samples, max_series=cfg.query_max_series)
 
 
-def _query_text(params) -> str:
+def query_text(request: web.Request, params) -> str:
+    """The ``query`` parameter, within --query.max-length/-depth/-terms (checked before parsing)."""
     q = params.get("query")
     if q is None or q.strip() == "":
         raise BadData('invalid parameter "query": 1:1: parse error: no expression found in input')
+    QueryTextLimits.from_config(request.app[CONFIG]).check(q)
     return q
 
 
 async def instant_query(request: web.Request) -> web.Response:
     params = await read_params(request)
-    query = _query_text(params)
+    query = query_text(request, params)
     t = parse_time(params.get("time"), "time", default=now_s())
     ctx = query_context(request, params.get("timeout"))
     request.app[BLOCKED].check(query, None, None)
     engine = request.app[ENGINE]
     t0 = time.perf_counter()
-    value = await run_guarded(request, "query", ctx, lambda: render_json(engine.instant(query, t, ctx)))
+
+    def work():
+        testhooks.hold("evaluation", query, ctx)  # test-only; off unless METRICSGW_TEST_HOLD_DIR is set
+        return render_json(engine.instant(query, t, ctx))
+
+    value = await run_guarded(request, "query", ctx, work)
     request.app[TELEMETRY].query_duration.labels("query").observe(time.perf_counter() - t0)
     return success_json(value, max_bytes=request.app[CONFIG].query_max_response_bytes)
 
 
 async def range_query(request: web.Request) -> web.Response:
     params = await read_params(request)
-    query = _query_text(params)
+    query = query_text(request, params)
     start = parse_time(params.get("start"), "start")
     end = parse_time(params.get("end"), "end")
     if end < start:
@@ -67,13 +76,17 @@ async def range_query(request: web.Request) -> web.Response:
     request.app[BLOCKED].check(query, end - start, step)
     engine = request.app[ENGINE]
     t0 = time.perf_counter()
-    value = await run_guarded(request, "query_range", ctx,
-                              lambda: render_json(engine.range(query, start, end, step, ctx)))
+
+    def work():
+        testhooks.hold("evaluation", query, ctx)
+        return render_json(engine.range(query, start, end, step, ctx))
+
+    value = await run_guarded(request, "query_range", ctx, work)
     request.app[TELEMETRY].query_duration.labels("query_range").observe(time.perf_counter() - t0)
     return success_json(value, max_bytes=cfg.query_max_response_bytes)
 
 
 async def format_query(request: web.Request) -> web.Response:
     params = await read_params(request)
-    expr = parser.parse(_query_text(params))
-    return success(expr.prettify())
+    expr = parser.parse(query_text(request, params))
+    return success(parser.prettify(expr))

@@ -37,6 +37,7 @@ from ..remote.codec import DecodedWrite
 from ..remote.validate import LabelProblem, validate_labels
 from ..storage.batch import AppendBatch
 from .bulk import validate_many
+from .time_window import SampleTimeWindow
 
 RELABEL_DROP = "relabel_drop"
 RELABEL_INVALID = "relabel_invalid"
@@ -94,8 +95,9 @@ def _drop_rejection(series: int, samples: int) -> Rejection:
 
 class IngestPipeline:
     def __init__(self, storage: Any, telemetry: Any, rules_holder: Any = None, limits: Any = None,
-                 max_cache_entries: int = 2_000_000) -> None:
+                 max_cache_entries: int = 2_000_000, time_window: SampleTimeWindow | None = None) -> None:
         self.storage = storage
+        self.time_window = time_window
         self.telemetry = telemetry
         self.rules_holder = rules_holder
         self.limits = limits
@@ -113,6 +115,17 @@ class IngestPipeline:
         return len(self._cache)
 
     def process(self, decoded: DecodedWrite) -> tuple[AppendBatch, list[Rejection]]:
+        if self.time_window is None:
+            return self._process(decoded)
+        # Samples outside the storable window go first: a series left without samples is then
+        # not created at all (as in Prometheus's head, which checks bounds before the series).
+        decoded, refused = self.time_window.apply(decoded)
+        batch, rejections = self._process(decoded)
+        for r in refused:
+            self.telemetry.samples_discarded.labels(r.reason).inc(r.samples)
+        return batch, [Rejection(r.reason, r.message, r.samples) for r in refused] + rejections
+
+    def _process(self, decoded: DecodedWrite) -> tuple[AppendBatch, list[Rejection]]:
         self._maybe_reset()
         self._count_unsupported(decoded)
         n = len(decoded.keys)

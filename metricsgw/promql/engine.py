@@ -42,7 +42,7 @@ class Engine:
         node = parser.parse(query)
         t = _ms(t_s)
         env = Env(np.array([t], np.int64), t, t, ctx)
-        res = self.eval(node, env)
+        res = self._eval_top(node, env)
         ctx.check("result")
         ts = t / 1000.0
         if isinstance(res, Series):
@@ -68,7 +68,7 @@ class Engine:
         node = parser.parse(query)
         steps = np.arange(start, end + 1, step, dtype=np.int64)
         env = Env(steps, start, end, ctx)
-        res = self.eval(node, env)
+        res = self._eval_top(node, env)
         ctx.check("result")
         if isinstance(res, ScalarSteps):
             res = Series([()], res.values[None, :], np.ones((1, len(steps)), bool))
@@ -78,6 +78,16 @@ class Engine:
         return series_matrix(res, steps)
 
     # ---- evaluation -------------------------------------------------------------------
+
+    def _eval_top(self, node, env: Env):
+        # The evaluator recurses once per level of the syntax tree. The API bounds that depth
+        # before parsing (limits/query_text.py); should a query still go deeper than the
+        # interpreter allows, it is the query's fault: a 400, never a 500.
+        try:
+            return self.eval(node, env)
+        except RecursionError:
+            raise BadData("query is nested too deeply to evaluate (lower its nesting, or the "
+                          "--query.max-depth/--query.max-terms limits that admitted it)") from None
 
     def eval(self, node, env: Env):
         env.ctx.check("evaluation")
@@ -151,6 +161,9 @@ class Engine:
         first = (lo // step) * step
         if first < lo:
             first += step
+        # `x[1y:1ms]` would build a grid of 31.5e9 steps (235 GiB) before anything is charged:
+        # every step holds at least one sample of the inner query, so refuse it by the budget first.
+        env.ctx.check_estimate(max(0, (int(ref.max()) - first) // step + 1), "subquery steps")
         grid = np.arange(first, int(ref.max()) + 1, step, dtype=np.int64)
         if len(grid) == 0:
             return selectors.ranges(selectors.series_as_samples(Series.empty(0), grid), ref, rng)

@@ -37,6 +37,16 @@ def parse(query: str) -> "pp.Expr":
         raise BadData(f'invalid parameter "query": parse error: {err}') from None
 
 
+def prettify(expr: "pp.Expr") -> str:
+    """Prometheus's format_query output; a panic on the Rust side is the query's fault (400)."""
+    try:
+        return expr.prettify()
+    except BaseException as err:  # pyo3 PanicException derives from BaseException
+        if isinstance(err, (KeyboardInterrupt, SystemExit)):
+            raise
+        raise BadData(f'invalid parameter "query": cannot format: {err}') from None
+
+
 _STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|`[^`]*`')
 _RANGE_NUM = re.compile(r"\[\s*\d+(?:\.\d+)?\s*[\]:]|:\s*\d+(?:\.\d+)?\s*\]")
 _NEGATIVE_AT = re.compile(r"@\s*-")

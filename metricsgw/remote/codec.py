@@ -221,6 +221,22 @@ class DecodedWrite:
         strings = list(map(sys.intern, map(text.__getitem__, flat)))
         return strings[0::2], strings[1::2], counts
 
+    def subset(self, samples: np.ndarray) -> "DecodedWrite":
+        """This request with only the samples where ``samples`` (bool, per sample) is True; a
+        series left with none is dropped, as if it had not been sent (its labels and series
+        problems go with it). Metadata, histogram and exemplar counts are kept."""
+        n = len(self.keys)
+        kept = np.bincount(np.repeat(np.arange(n), self.counts)[samples], minlength=n).astype(self.counts.dtype)
+        idx = np.flatnonzero(kept > 0)
+        at = idx.tolist()
+        position = {old: new for new, old in enumerate(at)}
+        pairs = self._pairs
+        return DecodedWrite(self.version, [self.keys[i] for i in at], kept[idx], self.t[samples], self.v[samples],
+                            self.histograms, self.exemplars, self.metadata,
+                            {position[i]: p for i, p in self.problems.items() if i in position},
+                            (lambda j: pairs(at[j])) if pairs is not None else None,
+                            self.label_counts[idx] if self.label_counts is not None else None)
+
     def offsets(self) -> np.ndarray:
         """Start index of each series' samples in ``t``/``v`` (length n+1)."""
         out = np.zeros(len(self.counts) + 1, np.int64)

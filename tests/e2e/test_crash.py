@@ -33,7 +33,9 @@ def _load(base_url: str, base_ms: int, acked: list, stop: threading.Event) -> No
 
 
 def test_kill_9_during_load_loses_no_acknowledged_sample(tmp_path):
-    base_ms = (int(time.time()) - 1800) * 1000
+    # 10 h back: the second thread starts 6.9 h later, and all stays in the past (samples more than
+    # --ingest.creation-grace-period ahead of the clock are refused).
+    base_ms = (int(time.time()) - 36_000) * 1000
     # Flush often so the kill lands around flushes as well as WAL appends.
     server = start_metricsgw(tmp_path, extra=["--storage.flush-interval=1s"])
     server.wait_ready()

@@ -20,6 +20,7 @@ from bench.load import Plan, prepare, send_all
 from bench.procs import Server, start_metricsgw
 from bench.workload import Workload
 from bench.wire import build_requests
+from tests.guard.helpers import QueryHold
 
 NODES = 520  # ~202k series (the GPU-cluster workload has ~390 series per node plus control plane)
 SCRAPES = 3
@@ -63,21 +64,26 @@ def loaded(tmp_path_factory) -> LoadedData:
     return LoadedData(srv.data_dir, workload, end_ms - (SCRAPES - 1) * interval_ms, end_ms, workload.num_series)
 
 
-def start_on_copy(loaded: LoadedData, work_dir: Path, flags: list[str]) -> Server:
+def start_on_copy(loaded: LoadedData, work_dir: Path, flags: list[str], env: dict | None = None) -> Server:
     """A server with its own flags on a private copy of the loaded data."""
     shutil.copytree(loaded.data_dir, work_dir / "data")
-    srv = start_metricsgw(work_dir, extra=flags)
+    srv = start_metricsgw(work_dir, extra=flags, env=env)
     srv.wait_ready(timeout_s=90.0)
     return srv
 
 
 def server_fixture(flags: list[str]):
-    """A module-scoped fixture: a server on a copy of the loaded data, with these flags."""
+    """A module-scoped fixture: a server on a copy of the loaded data, with these flags, and the
+    test hook that holds marked queries (``srv.hold``, a helpers.QueryHold; released after each use)."""
 
     @pytest.fixture(scope="module")
     def _server(loaded, tmp_path_factory):
-        srv = start_on_copy(loaded, tmp_path_factory.mktemp("guard-srv"), flags)
+        work = tmp_path_factory.mktemp("guard-srv")
+        hold = QueryHold(work / "hold")
+        srv = start_on_copy(loaded, work, flags, env=hold.env)
+        srv.hold = hold
         yield srv
+        hold.release()
         srv.stop()
 
     return _server

@@ -8,6 +8,7 @@ import time
 import urllib.parse
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import psutil
 from prometheus_client.parser import text_string_to_metric_families
@@ -78,8 +79,10 @@ def busy_fraction(pid: int, window_s: float = 0.5) -> float:
     return (cpu_seconds(pid) - c0) / (time.perf_counter() - t0)
 
 
-def send_and_hang_up(base: str, path: str, params: list, after_s: float, reset: bool = False) -> None:
-    """POST a form request, wait, then close the socket without reading the answer (a client that left).
+def send_and_hang_up(base: str, path: str, params: list, after_s: float = 0.0, reset: bool = False,
+                     wait=None) -> None:
+    """POST a form request, wait (``after_s``, or until ``wait()`` returns), then close the socket
+    without reading the answer (a client that left).
 
     A plain close sends FIN, as a client timing out does; ``reset`` sends RST instead."""
     u = urllib.parse.urlparse(base)
@@ -89,7 +92,10 @@ def send_and_hang_up(base: str, path: str, params: list, after_s: float, reset: 
             f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode()
     with socket.create_connection((u.hostname, u.port), timeout=10) as s:
         s.sendall(head + body)
-        time.sleep(after_s)
+        if wait is not None:
+            wait()
+        else:
+            time.sleep(after_s)
         if reset:
             s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
 
@@ -107,3 +113,43 @@ def api_with_headers(base: str, path: str, params: dict, timeout: float = 120.0)
             return r.status, json.loads(r.read()), dict(r.headers)
     except urllib.error.HTTPError as e:
         return e.code, json.loads(e.read()), dict(e.headers)
+
+
+class QueryHold:
+    """Drives the server's test hook (metricsgw/testhooks.py): queries marked with HELD (or
+    HELD_BUSY) stop at a named stage until ``release``; events say when they got there and how
+    they left. The waits are liveness bounds only: a working server passes them at any speed."""
+
+    HELD = " # metricsgw_test_hold"
+    HELD_BUSY = " # metricsgw_test_hold_busy"
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        root.mkdir(parents=True, exist_ok=True)
+
+    @property
+    def env(self) -> dict[str, str]:
+        return {"METRICSGW_TEST_HOLD_DIR": str(self.root)}
+
+    def engage(self) -> None:
+        (self.root / "hold").touch()
+
+    def release(self) -> None:
+        (self.root / "hold").unlink(missing_ok=True)
+
+    def events(self) -> list[list[str]]:
+        path = self.root / "events"
+        return [line.split() for line in path.read_text().splitlines()] if path.exists() else []
+
+    def reached(self) -> int:
+        return sum(1 for e in self.events() if e[0] == "reached")
+
+    def endings(self) -> list[str]:
+        """How each held query that has left ended: released, canceled or timeout."""
+        return [e[3] for e in self.events() if e[0] == "left"]
+
+    def wait(self, pred, what: str, timeout_s: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not pred():
+            assert time.monotonic() < deadline, f"not seen within {timeout_s:g}s: {what}; events {self.events()}"
+            time.sleep(0.01)
