@@ -19,7 +19,7 @@ from .response import success
 
 async def rules(request: web.Request) -> web.Response:
     form = await read_params(request)
-    flt = parse_filter(request.query, form, parse_match(form))  # bad parameters are 400 with or without a ruler
+    flt = parse_filter(request.query, form, parse_match(request, form))  # bad parameters: 400, ruler or not
     ruler = request.app[RULER]
     groups = await ruler.groups() if ruler is not None else []
     return success(select(groups, flt))

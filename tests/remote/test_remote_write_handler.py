@@ -190,7 +190,8 @@ def dropped(name="dropme", n=2):
 def app_with_rules(tmp_path, **settings):
     rules = tmp_path / "drop.yml"
     rules.write_text(DROP_RULES)
-    return build_app(load({"storage.path": str(tmp_path / "data"), "rules.file": [str(rules)], **settings}))
+    return build_app(load({"storage.path": str(tmp_path / "data"), "rules.file": [str(rules)],
+                           "storage.retention.time": "100y", **settings}))  # samples near 1970, as make_app's
 
 
 def written(headers) -> int:
