@@ -1,15 +1,16 @@
-"""The same history of the bench workload in metricsgw and in Prometheus, kept on disk for reuse.
+"""The same history of the bench workload in metricsgw, Prometheus and VictoriaMetrics, kept on
+disk for reuse.
 
     python -m bench.dataset --dir /var/tmp/bench-1000 --nodes 1000 --history 70m
 
 Loading an hour of 1,000 nodes (90M samples) takes minutes per server, so the data dirs live
 in ``--dir`` and a ``dataset.json`` there records what was loaded; a later run with the same
-plan only restarts the servers on it. Both servers get identical samples: each slab of
-scrapes is pre-encoded once and sent to both at the same time. Requests carry
+plan only restarts the servers on it. All three servers get identical samples: each slab of
+scrapes is pre-encoded once and sent to the three at the same time. Requests carry
 ``samples_per_series`` consecutive scrapes of each series (a bulk load, not a live remote-write
-shape: bench.ingest measures that). After the load both servers are restarted, so queries
+shape: bench.ingest measures that). After the load every server is restarted, so queries
 read what a restarted server serves (metricsgw: Parquet; Prometheus: its head, rebuilt from
-its WAL), and the restart time of each is recorded.
+its WAL; VictoriaMetrics: its flushed parts), and the restart time of each is recorded.
 """
 
 from __future__ import annotations
@@ -49,55 +50,72 @@ class Dataset:
     restart_s: dict[str, float]
     metricsgw: procs.Server
     prometheus: procs.Server
+    victoria_metrics: procs.Server
+
+    @property
+    def servers(self) -> tuple[procs.Server, procs.Server, procs.Server]:
+        return self.metricsgw, self.prometheus, self.victoria_metrics
 
     def stop(self) -> None:
-        for server in (self.metricsgw, self.prometheus):
-            server.stop(timeout_s=300)
+        _stop_all(self.servers)
 
 
-def _start_both(work: Path, gw_flags: list[str]) -> tuple[procs.Server, procs.Server, dict[str, float]]:
+Servers = tuple[procs.Server, procs.Server, procs.Server]
+
+
+def _stop_all(servers, timeout_s: float = 300) -> None:
+    for server in servers:
+        server.stop(timeout_s=timeout_s)
+
+
+def _start_all(work: Path, gw_flags: list[str]) -> tuple[Servers, dict[str, float]]:
     t0 = time.perf_counter()
-    gw = procs.start_metricsgw(work / "metricsgw", extra=gw_flags)
-    prom = procs.start_prometheus(work / "prometheus")
+    servers = (procs.start_metricsgw(work / "metricsgw", extra=gw_flags), procs.start_prometheus(work / "prometheus"),
+               procs.start_victoria_metrics(work / "victoria-metrics"))
     ready = {}
-    for server in (gw, prom):
-        server.wait_ready(timeout_s=1800)
-        ready[server.name] = time.perf_counter() - t0
-    return gw, prom, ready
+    try:
+        for server in servers:
+            server.wait_ready(timeout_s=1800)
+            ready[server.name] = time.perf_counter() - t0
+    except BaseException:
+        _stop_all(servers)
+        raise
+    return servers, ready
 
 
-def _settled(data_dir: Path, timeout_s: float = 900.0) -> float:
-    """Wait until compaction has left one Parquet file per hour partition (metricsgw compacts
-    closed partitions in its background loop); seconds waited."""
+def _settled(data_dir: Path, end_ms: int, partition_ms: int = 3_600_000, timeout_s: float = 900.0) -> float:
+    """Wait until compaction has left one Parquet file per hour partition that closed before the
+    load's end (metricsgw compacts closed partitions in its background loop; the hour the load
+    ended in stays open, in up to 16 files, until a later hour's samples arrive); seconds waited."""
     t0 = time.perf_counter()
     while time.perf_counter() - t0 < timeout_s:
         parts = [p for p in (data_dir / "samples").glob("hour=*") if p.is_dir()]
-        if parts and all(len(list(p.glob("part-*.parquet"))) == 1 for p in parts):
+        closed = [p for p in parts if int(p.name.split("=")[1]) + partition_ms <= end_ms]
+        if parts and all(len(list(p.glob("part-*.parquet"))) == 1 for p in closed):
             return time.perf_counter() - t0
         time.sleep(1.0)
     raise TimeoutError(f"{data_dir}: partitions not compacted after {timeout_s}s")
 
 
-def _settle(gw: procs.Server, prom: procs.Server, ready: dict[str, float]) -> dict[str, float]:
+def _settle(servers: Servers, ready: dict[str, float], end_ms: int) -> dict[str, float]:
     try:
-        return ready | {"metricsgw_compaction": _settled(gw.data_dir)}
+        return ready | {"metricsgw_compaction": _settled(servers[0].data_dir, end_ms)}
     except BaseException:
-        gw.stop()
-        prom.stop()
+        _stop_all(servers)
         raise
 
 
-def _load(plan: DatasetPlan, end_ms: int, gw: procs.Server, prom: procs.Server) -> tuple[int, dict[str, float]]:
+def _load(plan: DatasetPlan, end_ms: int, servers: Servers) -> tuple[int, dict[str, float]]:
     from bench.workload import Workload
 
     workload = Workload(plan.nodes, plan.seed)
     interval_ms = int(plan.interval_s * 1000)
     scrapes = int(plan.history_s // plan.interval_s)
     start_ms = end_ms - (scrapes - 1) * interval_ms
-    took = {"metricsgw": 0.0, "prometheus": 0.0}
+    took = {server.name: 0.0 for server in servers}
     preamble = [metadata_request(workload)]
 
-    async def both(shards, first: bool):
+    async def all_three(shards, first: bool):
         async def one(server: procs.Server):
             t0 = time.perf_counter()
             res = await send_all(server.write_url, shards, 3600, preamble if first else None, timeout_s=300,
@@ -106,14 +124,15 @@ def _load(plan: DatasetPlan, end_ms: int, gw: procs.Server, prom: procs.Server) 
             if res.requests_failed or res.requests_not_sent:
                 raise RuntimeError(f"{server.name}: {res.requests_failed} failed, {res.requests_not_sent} not "
                                    f"sent; first error: {res.first_error}")
-        await asyncio.gather(one(gw), one(prom))
+        await asyncio.gather(*(one(server) for server in servers))
 
     for k0 in range(0, scrapes, plan.slab_scrapes):
         n = min(plan.slab_scrapes, scrapes - k0)
         shards = build_requests(workload, start_ms + k0 * interval_ms, n, interval_ms, plan.connections,
                                 2000 * plan.samples_per_series, plan.samples_per_series)
-        asyncio.run(both(shards, k0 == 0))
+        asyncio.run(all_three(shards, k0 == 0))
         print(f"  loaded scrapes {k0 + n}/{scrapes} ({took})", flush=True)
+    procs.victoria_metrics_flush(servers[2])  # its last seconds of samples are still in memory
     return workload.num_series, took
 
 
@@ -122,23 +141,24 @@ def open_dataset(work: Path, plan: DatasetPlan, gw_flags: list[str] | None = Non
     work.mkdir(parents=True, exist_ok=True)
     marker = work / "dataset.json"
     saved = json.loads(marker.read_text()) if marker.exists() else None
-    if saved and saved["plan"] == asdict(plan):
-        gw, prom, ready = _start_both(work, gw_flags or [])
-        return Dataset(plan, saved["end_ms"], saved["num_series"], saved["load_s"], _settle(gw, prom, ready), gw, prom)
+    if saved and saved["plan"] == asdict(plan) and (work / "victoria-metrics").is_dir():
+        servers, ready = _start_all(work, gw_flags or [])
+        restart = _settle(servers, ready, saved["end_ms"])
+        return Dataset(plan, saved["end_ms"], saved["num_series"], saved["load_s"], restart, *servers)
     if saved or any(work.iterdir()):
-        raise RuntimeError(f"{work} holds other data: remove it or pick another --dir")
-    gw, prom, _ = _start_both(work, gw_flags or [])
+        raise RuntimeError(f"{work} holds other data (or a dataset from before VictoriaMetrics joined): "
+                           "remove it or pick another --dir")
+    servers, _ = _start_all(work, gw_flags or [])
     interval_ms = int(plan.interval_s * 1000)
     end_ms = int(time.time() * 1000) // interval_ms * interval_ms
     try:
-        num_series, took = _load(plan, end_ms, gw, prom)
+        num_series, took = _load(plan, end_ms, servers)
     finally:
-        gw.stop(timeout_s=600)
-        prom.stop(timeout_s=600)
+        _stop_all(servers, timeout_s=600)
     marker.write_text(json.dumps({"plan": asdict(plan), "end_ms": end_ms, "num_series": num_series,
                                   "load_s": took}, indent=2))
-    gw, prom, ready = _start_both(work, gw_flags or [])
-    return Dataset(plan, end_ms, num_series, took, _settle(gw, prom, ready), gw, prom)
+    servers, ready = _start_all(work, gw_flags or [])
+    return Dataset(plan, end_ms, num_series, took, _settle(servers, ready, end_ms), *servers)
 
 
 def plan_args(ap: argparse.ArgumentParser) -> None:
@@ -156,14 +176,15 @@ def plan_of(a: argparse.Namespace) -> DatasetPlan:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     plan_args(ap)
-    ap.add_argument("--serve", action="store_true", help="keep both servers running until interrupted")
+    ap.add_argument("--serve", action="store_true", help="keep the servers running until interrupted")
     a = ap.parse_args(argv)
     ds = open_dataset(a.dir, plan_of(a), a.metricsgw_flag)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # `kill` stops both servers cleanly too
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # `kill` stops the servers cleanly too
     try:
         print(json.dumps({"end_ms": ds.end_ms, "num_series": ds.num_series, "load_s": ds.load_s,
                           "restart_s": ds.restart_s, "metricsgw": ds.metricsgw.base_url,
-                          "prometheus": ds.prometheus.base_url}, indent=2), flush=True)
+                          "prometheus": ds.prometheus.base_url,
+                          "victoria-metrics": ds.victoria_metrics.base_url}, indent=2), flush=True)
         while a.serve:
             time.sleep(3600)
     except KeyboardInterrupt:

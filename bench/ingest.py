@@ -1,4 +1,5 @@
-"""Ingest benchmark: the same pre-encoded remote-write load against metricsgw and Prometheus.
+"""Ingest benchmark: the same pre-encoded remote-write load against metricsgw, Prometheus and
+VictoriaMetrics.
 
     python -m bench.ingest --nodes 1000 --duration 2m
 
@@ -13,7 +14,10 @@ What is measured, per server:
 - disk bytes per sample: data-dir bytes after the load / samples. A young Prometheus holds all of
   it in its WAL (not compressed), so we also ask it for a snapshot, which writes the head as a
   compacted block: that "block" figure is what the data costs at rest after compaction.
-  For metricsgw, the dir is measured both while running and after a clean shutdown.
+  For metricsgw, the dir is measured both while running and after a clean shutdown; for
+  VictoriaMetrics too, after /internal/force_flush - but 1.79 keeps its newest parts in memory
+  (the flush makes them searchable, not durable on disk), so only its at-rest figure (after a
+  clean shutdown, without the caches it saves then) says what its data costs on disk.
 """
 
 from __future__ import annotations
@@ -34,14 +38,19 @@ from bench.load import LoadResult, Plan, prepare, send_all
 from metricsgw.config import parse_duration
 
 RESULTS = Path(__file__).resolve().parent / "results"
+STARTERS = {"metricsgw": procs.start_metricsgw, "prometheus": procs.start_prometheus,
+            "victoria-metrics": procs.start_victoria_metrics}
+LABEL = {"prometheus": "Prometheus", "victoria-metrics": "VictoriaMetrics"}
 
 
 def active_series(server: procs.Server, fallback: int) -> int:
-    """From /api/v1/status/tsdb (both servers serve it); the workload's count if unavailable."""
+    """From /api/v1/status/tsdb (all three serve it; VictoriaMetrics counts today's series as
+    totalSeries); the workload's count if unavailable."""
     try:
         status, body = procs.http_get(server.base_url + "/api/v1/status/tsdb", timeout=30)
         if status == 200:
-            return int(json.loads(body)["data"]["headStats"]["numSeries"])
+            data = json.loads(body)["data"]
+            return int(data["headStats"]["numSeries"] if "headStats" in data else data["totalSeries"])
     except (OSError, KeyError, ValueError, TypeError):
         pass
     return fallback
@@ -49,7 +58,7 @@ def active_series(server: procs.Server, fallback: int) -> int:
 
 def run_one(kind: str, shards, preamble, num_series: int, time_limit_s: float, work: Path,
             extra: list[str]) -> dict:
-    start = procs.start_prometheus if kind == "prometheus" else procs.start_metricsgw
+    start = STARTERS[kind]
     server = start(work / kind, extra=extra)
     out: dict = {"server": kind}
     try:
@@ -74,6 +83,8 @@ def run_one(kind: str, shards, preamble, num_series: int, time_limit_s: float, w
         usage = procs.Usage(u1.cpu_s + u2.cpu_s, max(u1.rss_peak, u2.rss_peak), u2.rss_last)
         out["phases"] = {"new_series": {"load": first.summary(), "cpu_s": u1.cpu_s},
                          "known_series": {"load": rest.summary(), "cpu_s": u2.cpu_s}}
+        if kind == "victoria-metrics":  # its index (and samples) become searchable when flushed
+            procs.victoria_metrics_flush(server)
         series = active_series(server, num_series)
         out |= {"load": res.summary(), "cpu_s": usage.cpu_s, "rss_idle": idle.rss_last,
                 "rss_peak": usage.rss_peak, "rss_end": usage.rss_last, "active_series": series}
@@ -83,6 +94,8 @@ def run_one(kind: str, shards, preamble, num_series: int, time_limit_s: float, w
             t0 = time.perf_counter()
             out["disk_block"] = vars(procs.prometheus_snapshot(server))
             out["snapshot_s"] = time.perf_counter() - t0
+        elif kind == "victoria-metrics":
+            out["disk_running"] = vars(procs.victoria_metrics_disk(server.data_dir))
         else:
             out["disk_running"] = vars(procs.metricsgw_disk(server.data_dir))
     finally:
@@ -90,6 +103,8 @@ def run_one(kind: str, shards, preamble, num_series: int, time_limit_s: float, w
         out["log_tail"] = server.log_tail(1500)
     if kind == "metricsgw":
         out["disk_stopped"] = vars(procs.metricsgw_disk(server.data_dir))
+    elif kind == "victoria-metrics":
+        out["disk_stopped"] = vars(procs.victoria_metrics_disk(server.data_dir))
     return out
 
 
@@ -154,21 +169,24 @@ def table(results: dict[str, dict]) -> str:
             ("server CPU cores busy (avg)", "server_cores", "{:.2f}"),
             ("load driver CPU cores (avg)", "driver_cores", "{:.2f}"),
             ("other processes' CPU cores (avg)", "other_cores", "{:.2f}")]
-    names = [n for n in ("metricsgw", "prometheus") if n in results]
+    names = [n for n in STARTERS if n in results]
     derived = {n: derive(results[n]) for n in names}
-    head = "| figure | " + " | ".join(names) + (" | metricsgw / Prometheus |" if len(names) == 2 else " |")
-    lines = [head, "|" + "---|" * (len(names) + 1 + (len(names) == 2))]
+    # metricsgw against each of the others that ran
+    refs = [n for n in names if n != "metricsgw"] if "metricsgw" in names else []
+    head = "| figure | " + " | ".join(names) + "".join(f" | metricsgw / {LABEL[n]}" for n in refs) + " |"
+    lines = [head, "|" + "---|" * (len(names) + 1 + len(refs))]
     for label, key, fmt in rows:
-        vals = [derived[n].get(key) for n in names]
-        cells = [fmt.format(v) if v is not None else "-" for v in vals]
-        if len(names) == 2:
-            a, b = vals
+        vals = {n: derived[n].get(key) for n in names}
+        cells = [fmt.format(vals[n]) if vals[n] is not None else "-" for n in names]
+        for ref in refs:
+            a, b = vals["metricsgw"], vals[ref]
             cells.append(f"{a / b:.2f}" if a is not None and b not in (None, 0) else "-")
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     lines.append(f"\nmachine: {psutil.cpu_count()} cores; when 'other processes' is well above 0, samples/s is "
                  "contended: compare CPU s / 1M samples instead.")
     lines.append("*at rest: Prometheus = its head written as a block by the snapshot API (what compaction "
-                 "would keep); metricsgw = data dir after a clean shutdown.")
+                 "would keep); metricsgw and VictoriaMetrics = data dir after a clean shutdown (VictoriaMetrics: "
+                 "without cache/). VictoriaMetrics's 'running' disk misses the parts it still holds in memory.")
     return "\n".join(lines)
 
 
@@ -181,7 +199,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--connections", type=int, default=4)
     ap.add_argument("--samples-per-series", type=int, default=1)
     ap.add_argument("--time-limit", default="3m", help="send phase limit per server")
-    ap.add_argument("--targets", default="metricsgw,prometheus")
+    ap.add_argument("--targets", default=",".join(STARTERS))
     ap.add_argument("--metricsgw-flag", action="append", default=[], help="extra flag for metricsgw serve")
     ap.add_argument("--keep", action="store_true", help="keep the data dirs")
     a = ap.parse_args(argv)

@@ -1,10 +1,11 @@
 """Start and stop the servers under test; sample their CPU and memory; measure their disk.
 
-Both servers listen on 127.0.0.1 on a free port and write into a data dir we own.
+Every server listens on 127.0.0.1 on a free port and writes into a data dir we own.
 CPU is user+system seconds of the server process (and its children) from psutil;
 RSS is sampled every 0.1 s (peak and last). Disk is counted by walking the data dir,
 split by what the bytes are (Prometheus: WAL vs head chunks vs blocks; metricsgw: WAL vs
-Parquet vs the rest), because a young Prometheus keeps everything in its WAL.
+Parquet vs the rest; VictoriaMetrics: data parts vs indexdb), because a young Prometheus keeps
+everything in its WAL.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pathlib import Path
 import psutil
 
 PROMETHEUS = "/usr/bin/prometheus"
+VICTORIA_METRICS = "/usr/bin/victoria-metrics"
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -72,7 +74,7 @@ class Server:
         raise TimeoutError(f"{self.name} not ready after {timeout_s}s; log: {self.log_tail()}")
 
     def stop(self, timeout_s: float = 60.0) -> int:
-        """SIGTERM (both servers shut down cleanly on it), SIGKILL if it hangs."""
+        """SIGTERM (every server shuts down cleanly on it), SIGKILL if it hangs."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -112,6 +114,24 @@ def start_prometheus(work_dir: Path, port: int | None = None, extra: list[str] |
             f"--storage.tsdb.path={work_dir / 'data'}", f"--web.listen-address=127.0.0.1:{port}",
             f"--config.file={config}", "--log.level=warn", *(extra or [])]
     return _spawn("prometheus", argv, work_dir / "data", port)
+
+
+def start_victoria_metrics(work_dir: Path, port: int | None = None, extra: list[str] | None = None) -> Server:
+    """Debian's single-node VictoriaMetrics as a remote-write receiver (/api/v1/write) and PromQL
+    server (/api/v1/query_range), set up for a like-for-like comparison:
+    - -search.disableCache: no rollup result cache, so a repeated dashboard query is computed
+      again, as metricsgw and Prometheus compute it ("caches off");
+    - -search.latencyOffset=0: data written a moment ago is queryable (default: hidden for 30 s);
+    - -search.maxUniqueTimeseries/-search.maxSamplesPerQuery raised: the defaults refuse the bigger
+      dashboard queries at a thousand nodes, which the other two servers answer;
+    - -retentionPeriod=100y: loaded history is never dropped, whatever its timestamps;
+    - no -dedup.minScrapeInterval: every sample is kept, as the others keep them."""
+    port = port or free_port()
+    argv = [VICTORIA_METRICS, f"-storageDataPath={work_dir / 'data'}", f"-httpListenAddr=127.0.0.1:{port}",
+            "-retentionPeriod=100y", "-search.disableCache", "-search.latencyOffset=0",
+            "-search.maxUniqueTimeseries=100000000", "-search.maxSamplesPerQuery=100000000000",
+            "-search.maxQueryDuration=10m", "-loggerLevel=ERROR", *(extra or [])]
+    return _spawn("victoria-metrics", argv, work_dir / "data", port, ready_path="/health")
 
 
 def start_metricsgw(work_dir: Path, port: int | None = None, extra: list[str] | None = None,
@@ -232,3 +252,21 @@ def metricsgw_disk(data_dir: Path) -> Disk:
             key = "parquet" if f.endswith(".parquet") else "wal" if rel.split(os.sep)[0].startswith("wal") else "other"
             parts[key] += size
     return Disk(sum(parts.values()), parts)
+
+
+def victoria_metrics_flush(server: Server) -> None:
+    """Make what VictoriaMetrics has acknowledged searchable (its index and samples wait in memory
+    for a second or two otherwise). VictoriaMetrics 1.79 does not write the samples' parts to disk
+    for this: they reach data/ when merged or at shutdown, so measure its disk after a clean stop."""
+    status, body = http_get(server.base_url + "/internal/force_flush", timeout=600)
+    if status != 200:
+        raise RuntimeError(f"victoria-metrics force_flush: {status} {body[:200]!r}")
+
+
+def victoria_metrics_disk(data_dir: Path) -> Disk:
+    """data/ (the samples' parts) + indexdb/ (the series index) + the rest; cache/ (the caches it
+    saves at shutdown, rebuilt if lost) is shown but not counted."""
+    parts = {"data": dir_bytes(data_dir / "data"), "indexdb": dir_bytes(data_dir / "indexdb"),
+             "cache": dir_bytes(data_dir / "cache")}
+    parts["other"] = dir_bytes(data_dir) - sum(parts.values())
+    return Disk(parts["data"] + parts["indexdb"] + parts["other"], parts)

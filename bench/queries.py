@@ -1,13 +1,18 @@
-"""Dashboard-style query benchmark: the same PromQL against two servers holding the same data.
+"""Dashboard-style query benchmark: the same PromQL against metricsgw, Prometheus and
+VictoriaMetrics holding the same data.
 
-    python -m bench.queries --dir /var/tmp/bench-1000 --nodes 1000    # loads both servers once (bench.dataset)
-    python -m bench.queries --a http://127.0.0.1:9201 --b http://127.0.0.1:9090 [--window 1h --step 30s]
+    python -m bench.queries --dir /var/tmp/bench-1000 --nodes 1000    # loads the servers once (bench.dataset)
+    python -m bench.queries --a http://127.0.0.1:9201 --b http://127.0.0.1:9090 [--c http://127.0.0.1:8428]
 
 Queries go as Grafana sends them: POST application/x-www-form-urlencoded to /api/v1/query_range
 (and /api/v1/query). Each is run `--repeat` times per server, alternating servers; the median
-latency is reported with the ratio a/b, the result's series count on both sides and whether
-the answers agree (same series, values within 1e-9 relative). The end time defaults to
-`max(timestamp(up))` on server b, so it works right after a load run.
+latency is reported with metricsgw's ratio to each of the others, the result's series count on
+each side and whether each server's answer agrees with Prometheus's (same series, values within
+1e-9 relative). VictoriaMetrics legitimately differs in places (its increase() does not
+extrapolate and starts from the sample before the window; topk in a range query keeps other
+series): the table says so per query rather than hiding it.
+VictoriaMetrics runs with its response cache off (procs.start_victoria_metrics). The end time
+defaults to `max(timestamp(up))` on server b, so it works right after a load run.
 """
 
 from __future__ import annotations
@@ -15,7 +20,9 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import signal
 import statistics
+import sys
 import time
 import urllib.parse
 import urllib.request
@@ -27,6 +34,8 @@ import psutil
 from metricsgw.config import parse_duration
 
 RESULTS = Path(__file__).resolve().parent / "results"
+METRICSGW, PROMETHEUS, VICTORIA_METRICS = "metricsgw", "prometheus", "victoria-metrics"
+SHORT = {METRICSGW: "gw", PROMETHEUS: "prom", VICTORIA_METRICS: "vm"}
 
 # (panel, PromQL) -- the GPU health, network, apiserver and node panels of the shipped dashboards
 DASHBOARD_QUERIES = (
@@ -102,55 +111,79 @@ class QueryResult:
     seconds: dict[str, list[float]] = field(default_factory=dict)
     status: dict[str, int] = field(default_factory=dict)
     series: dict[str, int] = field(default_factory=dict)
-    agree: bool = False
+    agree: dict[str, bool] = field(default_factory=dict)  # side -> same answer as the reference side
     error: str = ""
 
     def median(self, side: str) -> float:
         return statistics.median(self.seconds[side]) if self.seconds.get(side) else float("nan")
 
+    def answered(self, side: str) -> bool:
+        return self.series.get(side, -1) >= 0
 
-def run(a: str, b: str, end_s: float, window_s: float, step_s: float, repeat: int = 3,
-        queries=DASHBOARD_QUERIES) -> list[QueryResult]:
+
+def run(bases: dict[str, str], end_s: float, window_s: float, step_s: float, repeat: int = 3,
+        queries=DASHBOARD_QUERIES, reference: str = PROMETHEUS) -> list[QueryResult]:
+    """Each query `repeat` times on every server of `bases` (name -> base URL), in turn; each
+    answer is compared with the `reference` server's."""
     params = {"start": f"{end_s - window_s:.3f}", "end": f"{end_s:.3f}", "step": f"{step_s:g}"}
     out = []
     for panel, q in queries:
         r = QueryResult(panel, q)
         bodies = {}
         for _ in range(repeat):
-            for side, base in (("a", a), ("b", b)):
+            for side, base in bases.items():
                 status, body, secs = post(base, "/api/v1/query_range", params | {"query": q})
                 r.seconds.setdefault(side, []).append(secs)
                 r.status[side] = status
                 bodies[side] = body
-        for side in ("a", "b"):
-            body = bodies[side]
+        for side, body in bodies.items():
             r.series[side] = len(body.get("data", {}).get("result", [])) if body.get("status") == "success" else -1
             if body.get("status") != "success":
                 r.error += f"{side}: {body.get('error', '')[:120]} "
-        if r.series["a"] >= 0 and r.series["b"] >= 0:
-            r.agree = same_answer(bodies["a"]["data"], bodies["b"]["data"])
+        for side in bases:
+            if side != reference and r.answered(side) and r.answered(reference):
+                r.agree[side] = same_answer(bodies[side]["data"], bodies[reference]["data"])
         out.append(r)
     return out
 
 
-def table(results: list[QueryResult]) -> str:
+def _ratio(a: float, b: float) -> float:
+    return a / b if b > 0 else float("nan")
+
+
+def table(results: list[QueryResult], reference: str = PROMETHEUS) -> str:
     """Median latency per query (the refreshes of a dashboard), and the first run on its own:
-    the first run after a restart reads cold data (metricsgw: Parquet, before its sample cache)."""
-    lines = ["| panel | a ms | b ms | a/b | first run a/b | series a | series b | same answer |",
-             "|---|---|---|---|---|---|---|---|"]
-    ratios, firsts = [], []
+    the first run after a restart reads cold data (metricsgw: Parquet, before its sample cache).
+    Ratios are metricsgw's against each other server; "same answer" compares each server with
+    the reference (Prometheus)."""
+    sides = list(results[0].seconds) if results else []
+    others = [s for s in sides if s != METRICSGW] if METRICSGW in sides else []
+    checked = [s for s in sides if s != reference]
+    head = ([f"{SHORT[s]} ms" for s in sides] + [f"{SHORT[METRICSGW]}/{SHORT[o]}" for o in others]
+            + [f"first run {SHORT[METRICSGW]}/{SHORT[o]}" for o in others] + [f"series {SHORT[s]}" for s in sides]
+            + [f"{SHORT[s]} same as {SHORT[reference]}" for s in checked])
+    lines = ["| panel | " + " | ".join(head) + " |", "|---" * (len(head) + 1) + "|"]
+    ratios: dict[str, list[float]] = {o: [] for o in others}
+    firsts: dict[str, list[float]] = {o: [] for o in others}
     for r in results:
-        ma, mb = r.median("a") * 1000, r.median("b") * 1000
-        ratio = ma / mb if mb > 0 else float("nan")
-        first = r.seconds["a"][0] / r.seconds["b"][0] if r.seconds.get("b") and r.seconds["b"][0] > 0 else float("nan")
-        if r.series.get("a", -1) >= 0 and r.series.get("b", -1) >= 0:
-            ratios.append(ratio)
-            firsts.append(first)
-        lines.append(f"| {r.panel} | {ma:.1f} | {mb:.1f} | {ratio:.2f} | {first:.2f} | {r.series.get('a')} | "
-                     f"{r.series.get('b')} | {'yes' if r.agree else 'NO ' + r.error.strip()} |")
-    if ratios:
-        lines.append(f"\nmedian latency ratio a/b over {len(ratios)} answered queries: {statistics.median(ratios):.2f} "
-                     f"(first runs: {statistics.median(firsts):.2f})")
+        med = {s: r.median(s) * 1000 for s in sides}
+        row_ratio = {o: _ratio(med[METRICSGW], med[o]) for o in others}
+        row_first = {o: _ratio(r.seconds[METRICSGW][0], r.seconds[o][0]) for o in others}
+        for o in others:
+            if r.answered(METRICSGW) and r.answered(o):
+                ratios[o].append(row_ratio[o])
+                firsts[o].append(row_first[o])
+        same = ["yes" if r.agree.get(s) else "no" if s in r.agree else "ERROR" for s in checked]
+        cells = ([f"{med[s]:.1f}" for s in sides] + [f"{row_ratio[o]:.2f}" for o in others]
+                 + [f"{row_first[o]:.2f}" for o in others] + [str(r.series.get(s)) for s in sides] + same)
+        lines.append(f"| {r.panel} | " + " | ".join(cells) + " |")
+    for o in others:
+        if ratios[o]:
+            lines.append(f"\nmedian latency ratio metricsgw/{SHORT[o]} over {len(ratios[o])} answered queries: "
+                         f"{statistics.median(ratios[o]):.2f} (first runs: {statistics.median(firsts[o]):.2f})")
+    errors = [f"{r.panel}: {r.error.strip()}" for r in results if r.error]
+    if errors:
+        lines.append("\nerrors: " + "; ".join(errors))
     return "\n".join(lines)
 
 
@@ -165,8 +198,9 @@ def latest_timestamp(base: str) -> float:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--a", help="base URL of server a (e.g. metricsgw); or use --dir")
-    ap.add_argument("--b", help="base URL of server b (e.g. Prometheus)")
-    ap.add_argument("--dir", type=Path, help="run both servers on a bench.dataset dir (loaded first if empty)")
+    ap.add_argument("--b", help="base URL of server b (Prometheus: the reference answers)")
+    ap.add_argument("--c", help="base URL of server c (VictoriaMetrics), optional")
+    ap.add_argument("--dir", type=Path, help="run the three servers on a bench.dataset dir (loaded first if empty)")
     ap.add_argument("--nodes", type=int, default=1000, help="with --dir: workload size")
     ap.add_argument("--history", default="70m", help="with --dir: span of loaded data")
     ap.add_argument("--end", type=float, help="unix seconds; default max(timestamp(up)) on b")
@@ -178,23 +212,24 @@ def main(argv: list[str] | None = None) -> None:
     if args.dir is None:
         if not (args.a and args.b):
             ap.error("give --a and --b, or --dir")
-        results = run(args.a, args.b, args.end or latest_timestamp(args.b), window, step, args.repeat)
+        bases = {METRICSGW: args.a, PROMETHEUS: args.b} | ({VICTORIA_METRICS: args.c} if args.c else {})
+        results = run(bases, args.end or latest_timestamp(args.b), window, step, args.repeat)
         print(table(results))
         return
     from bench.dataset import DatasetPlan, open_dataset
     plan = DatasetPlan(nodes=args.nodes, history_s=parse_duration(args.history))
     ds = open_dataset(args.dir, plan)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # `kill` stops the servers too (finally below)
     try:
         print(f"{ds.num_series:,} series; load s {ds.load_s}; restart s {ds.restart_s}", flush=True)
-        results = run(ds.metricsgw.base_url, ds.prometheus.base_url, args.end or ds.end_ms / 1000, window, step,
+        results = run({s.name: s.base_url for s in ds.servers}, args.end or ds.end_ms / 1000, window, step,
                       args.repeat)
-        rss = {s.name: psutil.Process(s.pid).memory_info().rss for s in (ds.metricsgw, ds.prometheus)}
+        rss = {s.name: psutil.Process(s.pid).memory_info().rss for s in ds.servers}
     finally:
         ds.stop()
-    print("a = metricsgw, b = Prometheus\n")
+    print("gw = metricsgw, prom = Prometheus 2.42, vm = VictoriaMetrics (response cache off)\n")
     print(table(results))
-    print(f"\nRSS after the queries: metricsgw {rss['metricsgw'] / 2**20:,.0f} MiB, "
-          f"Prometheus {rss['prometheus'] / 2**20:,.0f} MiB")
+    print("\nRSS after the queries: " + ", ".join(f"{n} {b / 2**20:,.0f} MiB" for n, b in rss.items()))
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / time.strftime("queries-%Y%m%dT%H%M%SZ.json", time.gmtime())
     out.write_text(json.dumps({"plan": vars(plan), "num_series": ds.num_series, "load_s": ds.load_s,

@@ -28,6 +28,7 @@ from .ruler.client import RulerClient
 from .rules.loader import RuleHolder
 from .storage.store import Storage
 from .telemetry import Telemetry
+from .web import install as install_access_control
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,7 @@ log = logging.getLogger(__name__)
 def build_app(cfg: Config, telemetry: Telemetry | None = None) -> web.Application:
     tel = telemetry or Telemetry()
     app = web.Application(middlewares=[prometheus_errors], client_max_size=cfg.remote_write_max_body_size)
+    install_access_control(app, cfg, tel.registry)  # TLS/auth/lifecycle before every route (metricsgw/web/)
     storage = Storage(
         cfg.storage_path, flush_interval_s=cfg.storage_flush_interval, flush_max_samples=cfg.storage_flush_max_samples,
         partition_ms=int(cfg.storage_partition_duration * 1000), retention_ms=int(cfg.storage_retention_time * 1000),
@@ -83,6 +85,7 @@ def build_app(cfg: Config, telemetry: Telemetry | None = None) -> web.Applicatio
     r.add_get("/metrics", own_metrics)
 
     app.on_startup.append(_open_storage)
+    app.on_shutdown.append(_stop_queries)  # before aiohttp waits for the handlers still running
     app.on_cleanup.append(_close_storage)
     return app
 
@@ -108,14 +111,22 @@ async def _open_storage(app: web.Application) -> None:
     app[K.REPLAY_TASK] = asyncio.get_running_loop().create_task(replay())
 
 
+async def _stop_queries(app: web.Application) -> None:
+    app[K.GUARD].close()
+
+
 async def _close_storage(app: web.Application) -> None:
+    """Shutdown in order: admit no more queries and cancel the running ones, wait for their threads
+    (a cancelled query stops at its next check, DuckDB at once), then storage: the flusher stops,
+    the last flush, the WAL, then DuckDB."""
     task = app[K.REPLAY_TASK]
     if not task.done():
         await task
+    await _stop_queries(app)  # again: a runner that skips on_shutdown still gets the order
+    await asyncio.to_thread(app[K.QUERY_POOL].shutdown, wait=True, cancel_futures=True)
     await asyncio.to_thread(app[K.STORAGE].close)
     if app[K.RULER] is not None:
         await app[K.RULER].close()
-    app[K.QUERY_POOL].shutdown(wait=False, cancel_futures=True)
 
 
 async def healthy(request: web.Request) -> web.Response:

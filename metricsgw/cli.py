@@ -9,7 +9,7 @@ import signal
 import sys
 
 from . import __version__
-from .config import SETTINGS, ConfigError, load
+from .config import SETTINGS, ConfigError, _bool, load
 
 
 def _serve_parser(sub) -> argparse.ArgumentParser:
@@ -21,6 +21,8 @@ def _serve_parser(sub) -> argparse.ArgumentParser:
         kwargs = {"dest": s.attr, "help": s.help, "default": argparse.SUPPRESS, "metavar": "VALUE"}
         if s.repeated:
             kwargs["action"] = "append"
+        elif s.parse is _bool:  # a bare --web.enable-lifecycle means true, as with Prometheus's flags
+            kwargs.update(nargs="?", const="true")
         p.add_argument(s.flag, **kwargs)
         shown = "none" if s.repeated else s.shown_default
         p._option_string_actions[s.flag].help = f"{s.help} (default: {shown})"
@@ -36,11 +38,16 @@ def build_parser() -> argparse.ArgumentParser:
     check_sub = check.add_subparsers(dest="what", required=True)
     rules = check_sub.add_parser("rules", help="validate relabel rule files")
     rules.add_argument("files", nargs="+")
+    web_config = check_sub.add_parser("web-config", help="validate --web.config.file files")
+    web_config.add_argument("files", nargs="+")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "check" and args.what == "web-config":
+        from .web.check import main as check_web_config
+        return check_web_config(args.files)
     if args.command == "check":
         from .rules.check import main as check_rules
         return check_rules(args.files)
@@ -65,14 +72,15 @@ async def _serve(cfg) -> None:
 
     from .app import build_app
     from .appkeys import RULES
+    from .web import listen_site
 
     app = build_app(cfg)
     host, _, port = cfg.web_listen_address.rpartition(":")
     runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, host or "0.0.0.0", int(port), backlog=cfg.web_max_connections)
+    site = listen_site(runner, host or "0.0.0.0", int(port), cfg.web_max_connections)  # TLS per --web.config.file
     await site.start()
-    logging.getLogger("metricsgw").info("listening on %s, storage at %s", cfg.web_listen_address, cfg.storage_path)
+    logging.getLogger("metricsgw").info("listening on %s, storage at %s", site.name, cfg.storage_path)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)

@@ -137,6 +137,17 @@ SETTINGS: tuple[Setting, ...] = (
     # --- web
     Setting("web.listen-address", _listen_address, "0.0.0.0:9201", "Address to listen on for the API, remote write and /metrics."),
     Setting("web.max-connections", P, 512, "Maximum simultaneous HTTP connections."),
+    Setting("web.config.file", S, "", "Prometheus web config file (exporter-toolkit format): TLS, mutual TLS, "
+            "basic_auth_users with bcrypt hashes, response headers. Re-read when it or its certificates change."),
+    Setting("web.enable-lifecycle", B, False, "Enable /-/reload over HTTP (POST/PUT); otherwise 403, as in Prometheus. "
+            "SIGHUP reloads either way."),
+    Setting("web.write-only-users", S, [], "Basic-auth user that may only remote-write (/api/v1/write), so a leaked "
+            "sender password cannot read data (metricsgw's addition). Repeatable.", repeated=True),
+    Setting("web.read-only-users", S, [], "Basic-auth user that may query but not write nor use admin endpoints "
+            "(metricsgw's addition). Repeatable.", repeated=True),
+    Setting("web.auth.max-concurrent-checks", P, 1, "bcrypt password checks run at once, in threads of their own "
+            "(a brute force waits for them; the event loop and logged-in senders do not). 64 per thread may wait; "
+            "past that a login gets 503."),
     # --- storage
     Setting("storage.path", S, "./data", "Directory for the WAL, Parquet partitions and the series table."),
     Setting("storage.flush-interval", D, 120.0, "How often the in-memory head is flushed to Parquet (and the WAL truncated)."),

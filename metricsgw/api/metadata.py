@@ -197,18 +197,9 @@ async def query_exemplars(request: web.Request) -> web.Response:
 
 async def tsdb_status(request: web.Request) -> web.Response:
     """Prometheus's cardinality page, over every stored series (not only the head)."""
-    from ..storage.stats import tsdb_status as compute
-
     params = await read_params(request)
     limit = parse_limit(params.get("limit")) or 10
     ctx = query_context(request, params.get("timeout"), metadata=True)
     storage = request.app[STORAGE]
 
-    def work():
-        cat = storage.catalog
-        known = len(cat)
-        min_t = int(cat.first_ms.view.min()) if known else None
-        max_t = int(cat.last_ms.view.max()) if known else None
-        return compute(cat, limit, min_t, max_t)
-
-    return success(await run_guarded(request, "tsdb_status", ctx, work))
+    return success(await run_guarded(request, "tsdb_status", ctx, lambda: storage.tsdb_status(limit)))

@@ -33,7 +33,7 @@ async def guarded(request: web.Request, kind: str, ctx: QueryContext) -> AsyncIt
     guard = request.app[GUARD]
     tel = request.app[TELEMETRY]
     pool = request.app[QUERY_POOL]
-    async with guard.slot(kind):
+    async with guard.slot(kind, ctx):
         loop = asyncio.get_running_loop()
         timer = loop.call_later(max(ctx.remaining(), 0.0), ctx.interrupt)
 

@@ -19,8 +19,9 @@ vectorised validation (bulk.py), one pass of hashing; odd series fall back to th
 per-series validation, so messages and results do not depend on which path ran.
 Limit refusals are never cached as final: they depend on storage state that changes.
 The cache is cleared when the rules change (their generation bumps) and when it grows
-past ``max_cache_entries``. It assumes storage never forgets a series while we run; call
-``clear_cache()`` if it does.
+past ``max_cache_entries``. When retention drops series from storage (``storage.series_epoch``
+moves), their entries leave the cache, so it follows the series storage holds, not history; a
+write that raced with the drop is refused by storage (503) and its retry resolves the series again.
 """
 
 from __future__ import annotations
@@ -106,6 +107,7 @@ class IngestPipeline:
         self._fresh_keys: dict[int, bytes] = {}
         self._pair_pool: dict[tuple[str, str], tuple[str, str]] = {}  # shared label pairs (bulk.py)
         self._generation = rules_holder.generation if rules_holder is not None else None
+        self._series_epoch = getattr(storage, "series_epoch", 0)
 
     def clear_cache(self) -> None:
         self._cache.clear()
@@ -149,6 +151,22 @@ class IngestPipeline:
             self._generation = self.rules_holder.generation
         if len(self._cache) > self.max_cache_entries:
             self._cache.clear()
+        epoch = getattr(self.storage, "series_epoch", 0)
+        if epoch != self._series_epoch:
+            self._forget(self.storage.dropped_since(self._series_epoch))
+            self._series_epoch = epoch
+
+    def _forget(self, dropped: np.ndarray | None) -> None:
+        """Drop what refers to series storage no longer has (None: it cannot say which)."""
+        gone = None if dropped is None else set(dropped.tolist())
+        if gone is None:
+            self._cache.clear()
+        elif gone:
+            self._cache = {k: v for k, v in self._cache.items()
+                           if not (v in gone if type(v) is int else type(v) is _Admit and v.sid in gone)}
+        self._pair_pool.clear()  # label pairs of series that are gone (pods) would stay otherwise
+        if self.limits is not None and hasattr(self.limits, "forget"):
+            self.limits.forget(self.storage, gone)
 
     def _count_unsupported(self, decoded: DecodedWrite) -> None:
         if decoded.histograms:

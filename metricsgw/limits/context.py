@@ -25,6 +25,7 @@ class QueryContext:
     peak_samples: int = 0
     series: int = 0
     _cancelled: threading.Event = field(default_factory=threading.Event)
+    _cancel_reason: str = "the client went away"
     # Callbacks that stop blocking work in progress (e.g. a DuckDB connection's interrupt()).
     _interrupters: list[Callable[[], None]] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -46,7 +47,7 @@ class QueryContext:
 
     def check(self, stage: str) -> None:
         if self._cancelled.is_set():
-            raise QueryCanceled(f"query canceled in {stage}: the client went away")
+            raise QueryCanceled(f"query canceled in {stage}: {self._cancel_reason}")
         if time.monotonic() > self.deadline:
             raise self.timed_out(stage)
 
@@ -82,8 +83,9 @@ class QueryContext:
                 f"(more than {self.max_series}; raise --query.max-series or add label matchers)"
             )
 
-    def cancel(self) -> None:
-        """Called from the event loop when the client disconnects."""
+    def cancel(self, reason: str = "the client went away") -> None:
+        """Called from the event loop when the client disconnects (or the server shuts down)."""
+        self._cancel_reason = reason
         self._cancelled.set()
         self._interrupt_all()
 

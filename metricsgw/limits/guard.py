@@ -5,6 +5,10 @@
 waited longer than ``queue_timeout_s`` gets ``Unavailable`` (503). A finished query hands its
 slot straight to the oldest waiter, so a newcomer cannot overtake the queue.
 
+At shutdown ``close()`` admits no more queries (503) and cancels the running ones through the
+``QueryContext`` each passed to ``slot``, so they stop at their next check instead of running on
+while storage closes under them.
+
 Runs on the event loop (not thread-safe by design: slots are taken before work goes to threads).
 """
 
@@ -31,20 +35,38 @@ class QueryGuard:
         self.telemetry = telemetry
         self.running = 0
         self._waiters: collections.deque[asyncio.Future] = collections.deque()
+        self._contexts: dict[int, Any] = {}  # id -> QueryContext of each query holding a slot
+        self.closed = False
 
     @property
     def queued(self) -> int:
         return len(self._waiters)
 
     @asynccontextmanager
-    async def slot(self, kind: str = "query") -> AsyncIterator[None]:
+    async def slot(self, kind: str = "query", ctx: Any = None) -> AsyncIterator[None]:
         await self._acquire(kind)
+        if ctx is not None:
+            self._contexts[id(ctx)] = ctx
         try:
             yield
         finally:
+            self._contexts.pop(id(ctx), None)
             self._release()
 
+    def close(self) -> None:
+        """Shutdown: refuse new and queued queries, cancel the running ones."""
+        self.closed = True
+        while self._waiters:
+            fut = self._waiters.popleft()
+            if not fut.done():
+                fut.set_exception(_shutting_down())
+        for ctx in list(self._contexts.values()):
+            ctx.cancel("the server is shutting down")
+        self._report()
+
     async def _acquire(self, kind: str) -> None:
+        if self.closed:
+            raise _shutting_down()
         if self.running < self.max_concurrency and not self._waiters:
             self.running += 1
             self._report()
@@ -105,3 +127,7 @@ class QueryGuard:
         if self.telemetry is not None:
             self.telemetry.queries_inflight.set(self.running)
             self.telemetry.queries_queued.set(len(self._waiters))
+
+
+def _shutting_down() -> Unavailable:
+    return Unavailable("the server is shutting down; retry after the restart")

@@ -159,6 +159,19 @@ class IngestLimits:
                 suspect[series_of[maybe]] = True
         return suspect
 
+    def forget(self, storage: SeriesCounts, dropped: set[int] | None) -> None:
+        """Storage dropped series (retention): settle what the counters hold (total and per metric)
+        and drop the per-metric ones left with nothing pending, so there is not one per metric ever
+        seen. A pending series settles if storage has it, was dropped, or is past its TTL; a settled
+        counter re-reads storage's count at its next use, so this changes no answer."""
+        now = time.monotonic()
+        for c in [self._total, *self._per_metric.values()]:
+            c.pending = {sid: t for sid, t in c.pending.items()
+                         if now - t < self.pending_ttl_s and not storage.has_series(sid)
+                         and (dropped is None or sid not in dropped)}
+            c.read_at = -1e18
+        self._per_metric = {name: c for name, c in self._per_metric.items() if c.pending}
+
     # -- label shape ------------------------------------------------------------------------------
     def _check_shape(self, labels: Labels) -> tuple[str, str] | None:
         if self.max_label_names and len(labels) > self.max_label_names:

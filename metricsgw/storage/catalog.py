@@ -207,8 +207,13 @@ class Catalog:
         self.metrics: dict[str, MetricTable] = {}
         # A sorted copy of sids -> dense index for vectorised lookups; series added since it was
         # built are found through the dict, and it is rebuilt once those are more than a few percent.
-        self._index_sids = np.empty(0, np.int64)
-        self._index_g = np.empty(0, np.int64)
+        # One tuple, replaced whole: query threads, the event loop and the flusher all read it, and a
+        # reader must never pair the sids of one build with the indexes of another.
+        self._index: tuple[np.ndarray, np.ndarray] = (np.empty(0, np.int64), np.empty(0, np.int64))
+        # Caches the reader fills, tied to this catalog's dense indexes (a rebuilt catalog starts empty):
+        self.labels_of: dict[int, Labels] = {}  # dense index -> Labels (series labels never change)
+        self.label_ranks: dict[str, np.ndarray] = {}  # metric -> label rank of each table row
+        self._source: tuple[int, np.ndarray] | None = None  # made by without(): (rows read, their old indexes)
 
     def __len__(self) -> int:
         return self.sids.n
@@ -267,28 +272,39 @@ class Catalog:
             return fresh
 
     def dense(self, sids: np.ndarray) -> np.ndarray:
-        """Dense indexes of known sids (vectorised)."""
+        """Dense indexes of known sids (vectorised); KeyError for an unknown one."""
+        g = self.lookup(sids)
+        if len(g) and g.min() < 0:
+            raise KeyError(int(np.asarray(sids)[np.flatnonzero(g < 0)[0]]))
+        return g
+
+    def lookup(self, sids: np.ndarray) -> np.ndarray:
+        """Dense indexes of sids, -1 for a sid this catalog does not hold (vectorised)."""
         uniq, inverse = np.unique(sids, return_inverse=True)
+        idx_sids, idx_g = self._index
         n = self.sids.n
-        if n - len(self._index_sids) > max(1024, n // 20):
+        if n - len(idx_sids) > max(1024, n // 20):
             sids_now = self.sids.a[:n]
             order = np.argsort(sids_now)
-            self._index_sids, self._index_g = sids_now[order], order.astype(np.int64)
-        idx_sids, idx_g = self._index_sids, self._index_g
-        pos = np.minimum(np.searchsorted(idx_sids, uniq), max(len(idx_sids) - 1, 0))
-        found = idx_sids[pos] == uniq if len(idx_sids) else np.zeros(len(uniq), bool)
-        g = np.where(found, idx_g[pos] if len(idx_g) else 0, -1)
+            idx_sids, idx_g = self._index = (sids_now[order], order.astype(np.int64))
+        if len(idx_sids):
+            pos = np.minimum(np.searchsorted(idx_sids, uniq), len(idx_sids) - 1)
+            found = idx_sids[pos] == uniq
+            g = np.where(found, idx_g[pos], -1)
+        else:
+            found, g = np.zeros(len(uniq), bool), np.full(len(uniq), -1, np.int64)
         if not found.all():
-            by_sid = self.by_sid
+            get = self.by_sid.get
             for i in np.flatnonzero(~found):
-                g[i] = by_sid[int(uniq[i])]
+                g[i] = get(int(uniq[i]), -1)
         return g[inverse]
 
     def touch(self, sids: np.ndarray, t: np.ndarray) -> None:
         """Extend each series' time span to cover these samples."""
-        if len(sids) == 0:
-            return
-        g = self.dense(sids)
+        if len(sids):
+            self.touch_dense(self.dense(sids), t)
+
+    def touch_dense(self, g: np.ndarray, t: np.ndarray) -> None:
         np.minimum.at(self.first_ms.a, g, t)
         np.maximum.at(self.last_ms.a, g, t)
 
@@ -337,3 +353,85 @@ class Catalog:
         if table is None:
             return int(np.count_nonzero(self.last_ms.view >= since_ms))
         return int(np.count_nonzero(self.last_ms.a[table.gidx.view] >= since_ms))
+
+    def without(self, drop: np.ndarray) -> "Catalog":
+        """A new catalog of the series not in ``drop`` (a mask over the first ``len(drop)`` dense
+        indexes), in the same order, with each label column's values cut to those still used: memory
+        follows the series kept (pods that are gone take their label values with them). Numpy work
+        per series, and safe while appends go on: it reads only those first rows. Series added and
+        spans moved meanwhile are brought over by ``catch_up``, under the writers' lock."""
+        n = len(drop)
+        keep = ~np.asarray(drop, bool)
+        src = np.flatnonzero(keep)  # old dense index of each new one
+        new = Catalog()
+        new._source = (n, src)
+        remap = np.full(n, -1, np.int64)
+        remap[src] = np.arange(len(src))
+        new.sids.extend(self.sids.a[src])
+        new.first_ms.extend(self.first_ms.a[src])
+        new.last_ms.extend(self.last_ms.a[src])
+        new.by_sid = dict(zip(new.sids.view.tolist(), range(new.sids.n)))
+        table_remap = np.full(max(len(self.tables), 1), -1, np.int32)
+        for table in list(self.tables):
+            g = table.gidx.view
+            g = g[: int(np.searchsorted(g, n))]  # its rows among the first n series (gidx ascends)
+            rows = np.flatnonzero(keep[g])
+            if not len(rows):
+                continue
+            kept = new.metrics[table.name] = MetricTable(table.name, len(new.tables))
+            new.tables.append(kept)
+            table_remap[table.index] = kept.index
+            for name, col in list(table.columns.items()):
+                _keep_column(kept, name, col, rows, len(g))
+            kept.gidx.extend(remap[g[rows]])
+            rank = self.label_ranks.get(table.name)
+            if rank is not None and len(rank) == len(g):  # label order of the rows kept is unchanged
+                new.label_ranks[table.name] = np.argsort(np.argsort(rank[rows], kind="stable")).astype(np.int64)
+        new.metric_idx.extend(table_remap[self.metric_idx.a[src]])
+        new.labels_of = {int(remap[g]): lb for g, lb in list(self.labels_of.items()) if g < n and remap[g] >= 0}
+        return new
+
+    def catch_up(self, new: "Catalog") -> None:
+        """Bring ``new`` (made by ``without`` while appends went on) up to date; call it under the lock
+        appends take, then swap. Series added since are added, every span copied again."""
+        n, src = new._source
+        late = self.sids.n
+        if late > n:
+            new.add_many([(int(self.sids.a[g]), lb) for g, lb in zip(range(n, late), self._labels_at(range(n, late)))])
+        src = np.concatenate([src, np.arange(n, late)])
+        new.first_ms.a[: len(src)] = self.first_ms.a[src]
+        new.last_ms.a[: len(src)] = self.last_ms.a[src]
+
+    def _labels_at(self, gs) -> list[Labels]:
+        gs = np.asarray(list(gs), np.int64)
+        out: list = [None] * len(gs)
+        tidx = self.metric_idx.a[gs]
+        for ti in np.unique(tidx).tolist():
+            at = np.flatnonzero(tidx == ti)
+            table = self.tables[ti]
+            for i, lb in zip(at.tolist(), table.labels_many(np.searchsorted(table.gidx.view, gs[at]))):
+                out[i] = lb
+        return out
+
+
+def _keep_column(kept: MetricTable, name: str, col: _Column, rows: np.ndarray, n_rows: int) -> None:
+    """The codes of ``rows`` of a column, into a column of ``kept`` holding only the values they use."""
+    codes = np.zeros(n_rows, np.int32)
+    have = min(col.codes.n, n_rows)
+    codes[:have] = col.codes.a[:have]
+    codes = codes[rows]
+    present = np.zeros(len(col.values), bool)
+    present[codes] = True
+    present[0] = False
+    used = np.flatnonzero(present)
+    if not len(used):
+        return  # no series kept has this label
+    if len(used) == len(col.values) - 1:  # every value still used: share them (both only ever append)
+        kept.columns[name] = _Column(col.values, col.index)
+        kept.columns[name].codes.extend(codes)
+        return
+    values = [""] + list(map(col.values.__getitem__, used.tolist()))
+    fresh = kept.columns[name] = _Column(values, dict(zip(values, range(len(values)))))
+    to_new = np.zeros(len(col.values), np.int32)
+    to_new[used] = np.arange(1, len(used) + 1, dtype=np.int32)
+    fresh.codes.extend(to_new[codes])

@@ -6,9 +6,11 @@ sample of exact duplicates. Every file is already sorted that way, so the merge 
 metric in name order: each file's rows of one metric (found from row-group statistics) are read,
 merged in write order and appended to the new file. Time is linear and memory holds one metric of
 the partition, not the whole of it. The new file is in place (tmp, fsync, rename) before the old
-ones are retired (deleted once no query can still be reading them): a crash in between leaves
-duplicates, which reads and the next compaction remove.
-Side tables (series, spans) are merged with DuckDB once they pile up (they are small).
+ones are retired in the same commit (storage/fileset.py deletes them once no running query holds
+them): a crash in between leaves duplicates, which reads and the next compaction remove. A failure
+leaves no new file (the transaction deletes what it wrote) and is retried at the next pass.
+Side tables (series, spans) are merged with DuckDB once they pile up (they are small); retention
+rewrites them without the series it dropped.
 """
 
 from __future__ import annotations
@@ -38,43 +40,33 @@ def _sql_path(path: str) -> str:
     return path.replace("'", "''")
 
 
-def _fsync_file(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def compact_partitions(storage, row_group_rows: int = parquet_io.SAMPLE_ROW_GROUP_ROWS) -> int:
-    """Returns the number of partitions rewritten. Runs in the flush thread (one writer).
+    """Returns the number of partitions rewritten. Runs in the flush thread (the file set's one writer).
 
-    Gives up (leaving no file behind) as soon as ``storage._stop`` is set, so shutdown need not wait."""
+    Uses the storage seam only: ``fileset``, ``unflushed_min_t()``, ``partition_ms``, ``stopping``.
+    Gives up (leaving no file behind) as soon as ``storage.stopping`` is set, so shutdown need not wait."""
+    fileset = storage.fileset
     by_part: dict[int, list[parquet_io.SampleFile]] = defaultdict(list)
-    with storage._swap_lock:
-        for f in storage.files:
-            by_part[f.partition_ms].append(f)
-        head_min = min([h.min_t for h in storage.flushing] + [storage.head.min_t])
+    for f in fileset.current.samples:
+        by_part[f.partition_ms].append(f)
+    head_min = storage.unflushed_min_t()
     done = 0
     for part_ms, files in sorted(by_part.items()):
         closed = part_ms + storage.partition_ms <= head_min
         if len(files) < 2 or (not closed and len(files) < MAX_FILES_OPEN_PARTITION):
             continue
-        storage._seq += 1
-        out = os.path.join(os.path.dirname(files[0].path), f"part-{storage._seq:08d}.parquet")
-        if not _merge_files([f.path for f in sorted(files, key=lambda f: f.seq)], out + ".tmp", row_group_rows,
-                            storage._stop):
-            log.info("compaction of partition hour=%d abandoned: shutting down", part_ms)
-            return done
-        _fsync_file(out + ".tmp")
-        os.replace(out + ".tmp", out)
-        fsync_dir(os.path.dirname(out))
-        merged = parquet_io.describe_sample_file(out, part_ms, storage._seq)
-        old = {f.path for f in files}
-        with storage._swap_lock:
-            storage.files = sorted([f for f in storage.files if f.path not in old] + [merged],
-                                   key=lambda f: (f.partition_ms, f.seq))
-        storage.retire(old)  # deleted later: a running query may still be reading them
+        with fileset.transaction() as tx:
+            out, seq = tx.new_path("samples", part_ms)
+            if not _merge_files([f.path for f in sorted(files, key=lambda f: f.seq)], out + ".tmp", row_group_rows,
+                                storage.stopping):
+                log.info("compaction of partition hour=%d abandoned: shutting down", part_ms)
+                return done
+            parquet_io.fsync_file(out + ".tmp")
+            os.replace(out + ".tmp", out)
+            fsync_dir(os.path.dirname(out))
+            tx.add_samples(parquet_io.describe_sample_file(out, part_ms, seq))
+            tx.retire(f.path for f in files)  # deleted once no running query holds them
+            tx.commit()
         done += 1
         log.info("compacted %d files of partition hour=%d into %s", len(files), part_ms, os.path.basename(out))
     return done
@@ -218,30 +210,52 @@ class _SampleWriter:
         self._pending, self._pending_rows = [], 0
 
 
-def compact_side_tables(storage) -> None:
-    """Merge series-*.parquet and spans-*.parquet files once there are many."""
-    _merge_dir(storage, "series", "series", "SELECT DISTINCT ON (sid) sid, labels FROM read_parquet($files)")
-    _merge_dir(storage, "spans", "spans",
-               "SELECT sid, min(min_t) AS min_t, max(max_t) AS max_t FROM read_parquet($files) GROUP BY sid")
+_SIDE_MERGE = {
+    "series": "SELECT DISTINCT ON (sid) sid, labels FROM read_parquet($files) {where}",
+    "spans": "SELECT sid, greatest(min(min_t), $floor) AS min_t, max(max_t) AS max_t FROM read_parquet($files) "
+             "{where} GROUP BY sid",
+}
 
 
-def _merge_dir(storage, sub: str, prefix: str, select: str) -> None:
-    d = os.path.join(storage.path, sub)
-    if not os.path.isdir(d):
-        return
-    files = sorted(os.path.join(d, f) for f in os.listdir(d) if f.startswith(prefix) and f.endswith(".parquet"))
-    if len(files) < MAX_SIDE_FILES:
-        return
-    storage._seq += 1
-    out = os.path.join(d, f"{prefix}-{storage._seq:08d}.parquet")
-    con = storage._db.cursor()
+def compact_side_tables(storage) -> int:
+    """Merge series-*.parquet and spans-*.parquet files once there are many. Returns files merged."""
+    snap = storage.fileset.current
+    done = 0
+    for kind in ("series", "spans"):
+        if len(getattr(snap, kind)) >= MAX_SIDE_FILES:
+            with storage.fileset.transaction() as tx:
+                _rewrite_side(storage, tx, kind, list(getattr(snap, kind)))
+                tx.commit()
+            done += len(getattr(snap, kind))
+    return done
+
+
+def purge_side_tables(storage, dropped: np.ndarray, floor_ms: int) -> None:
+    """Rewrite both side tables without the ``dropped`` series, spans starting no earlier than
+    ``floor_ms`` (the oldest sample kept), in one commit: retention's share of the series table."""
+    snap = storage.fileset.current
+    with storage.fileset.transaction() as tx:
+        for kind in ("series", "spans"):
+            if getattr(snap, kind):
+                _rewrite_side(storage, tx, kind, list(getattr(snap, kind)), dropped, floor_ms)
+        tx.commit()
+
+
+def _rewrite_side(storage, tx, kind: str, files: list[str], dropped: np.ndarray | None = None,
+                  floor_ms: int = np.iinfo(np.int64).min) -> None:
+    out, _ = tx.new_path(kind)
+    where = "" if dropped is None else "WHERE sid NOT IN (SELECT sid FROM dropped)"
+    con = storage.duckdb_cursor()
     try:
-        con.execute(f"COPY ({select}) TO '{_sql_path(out + '.tmp')}' (FORMAT parquet, COMPRESSION zstd)", {"files": files})
+        if dropped is not None:
+            con.register("dropped", pa.table({"sid": pa.array(dropped, pa.int64())}))
+        params = {"files": files} | ({"floor": int(floor_ms)} if kind == "spans" else {})
+        con.execute(f"COPY ({_SIDE_MERGE[kind].format(where=where)}) TO '{_sql_path(out + '.tmp')}' "
+                    "(FORMAT parquet, COMPRESSION zstd)", params)
     finally:
         con.close()
-    _fsync_file(out + ".tmp")
+    parquet_io.fsync_file(out + ".tmp")
     os.replace(out + ".tmp", out)
-    fsync_dir(d)
-    for f in files:
-        os.remove(f)
-    fsync_dir(d)
+    fsync_dir(os.path.dirname(out))
+    tx.add_side(kind, out)
+    tx.retire(files)

@@ -60,8 +60,14 @@ def select_sorted(sid: np.ndarray, t: np.ndarray, v: np.ndarray, ids_sorted: np.
 
 
 class Head:
+    """Appends take ``_lock`` only to add a chunk. A read that finds pending chunks consolidates
+    them under ``_sort_lock`` (one consolidation at a time, so no reader misses chunks another is
+    sorting) and sorts without holding ``_lock``: ingest on the event loop never waits for a
+    query's sort."""
+
     def __init__(self) -> None:
         self._lock = threading.Lock()
+        self._sort_lock = threading.Lock()
         self._chunks: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self._blocks: list[HeadBlock] = []
         self._samples = 0
@@ -82,19 +88,40 @@ class Head:
 
     def blocks(self) -> list[HeadBlock]:
         """Sorted blocks covering everything appended so far (consolidates pending chunks)."""
+        with self._sort_lock:
+            with self._lock:
+                pending = len(self._chunks)
+                chunks, blocks = self._chunks[:pending], list(self._blocks)
+            if chunks:
+                blocks = self._consolidate(chunks, blocks)
+                with self._lock:
+                    del self._chunks[:pending]  # appends only ever add after them
+                    self._blocks = blocks
+            return list(blocks)
+
+    def _consolidate(self, chunks: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+                     blocks: list[HeadBlock]) -> list[HeadBlock]:
+        """The sort: chunks become one block, merged like an LSM tree -- a block is merged into its
+        predecessor once it is at least half its size, so there are O(log n) blocks and each
+        sample is re-sorted O(log n) times."""
+        blocks = blocks + [HeadBlock(np.concatenate([c[0] for c in chunks]), np.concatenate([c[1] for c in chunks]),
+                                     np.concatenate([c[2] for c in chunks]))]
+        while len(blocks) > 1 and 2 * len(blocks[-1]) >= len(blocks[-2]):
+            b2, b1 = blocks.pop(), blocks.pop()
+            blocks.append(HeadBlock(np.concatenate([b1.sid, b2.sid]), np.concatenate([b1.t, b2.t]),
+                                    np.concatenate([b1.v, b2.v])))
+        return blocks
+
+    def holding(self, ids_sorted: np.ndarray) -> np.ndarray:
+        """Which of these series have a sample here (no sort, no consolidation)."""
         with self._lock:
-            if self._chunks:
-                chunks, self._chunks = self._chunks, []
-                self._blocks.append(HeadBlock(np.concatenate([c[0] for c in chunks]),
-                                              np.concatenate([c[1] for c in chunks]),
-                                              np.concatenate([c[2] for c in chunks])))
-                # Merge like an LSM tree: a block is merged into its predecessor once it is at least
-                # half its size, so there are O(log n) blocks and each sample is re-sorted O(log n) times.
-                while len(self._blocks) > 1 and 2 * len(self._blocks[-1]) >= len(self._blocks[-2]):
-                    b2, b1 = self._blocks.pop(), self._blocks.pop()
-                    self._blocks.append(HeadBlock(np.concatenate([b1.sid, b2.sid]), np.concatenate([b1.t, b2.t]),
-                                                  np.concatenate([b1.v, b2.v])))
-            return list(self._blocks)
+            chunks, blocks = list(self._chunks), list(self._blocks)
+        held = np.zeros(len(ids_sorted), bool)
+        for b in blocks:
+            held |= np.searchsorted(b.sid, ids_sorted, "right") > np.searchsorted(b.sid, ids_sorted, "left")
+        for sid, _, _ in chunks:
+            held |= np.isin(ids_sorted, sid)
+        return held
 
     def select(self, ids_sorted: np.ndarray, start_ms: int, end_ms: int) -> list[SampleBlock]:
         if start_ms > self.max_t or end_ms < self.min_t:

@@ -2,6 +2,9 @@
 
     <path>/samples/hour=<partition start, unix ms>/part-<seq>.parquet   (metric, sid, t, v)
     <path>/series/series-<seq>.parquet                                  (sid, labels_json)
+    <path>/spans/spans-<seq>.parquet                                    (sid, min_t, max_t)
+
+Names, versions and deletion belong to storage/fileset.py; this module only writes and reads files.
 
 Sample files are sorted by (metric, sid, t) in row groups of 128k rows, so row-group statistics
 let a cold read skip the metrics it does not want;
@@ -12,9 +15,9 @@ directory fsync'd: a crash leaves either the whole file or a ``.tmp`` that start
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -25,8 +28,6 @@ from ..model import Labels
 from .wal import fsync_dir
 
 SERIES_SCHEMA = pa.schema([("sid", pa.int64()), ("labels", pa.string())])
-_PART_RE = re.compile(r"^hour=(-?\d+)$")
-_FILE_RE = re.compile(r"^(?:part|series)-(\d+)\.parquet$")
 
 
 @dataclass(frozen=True)
@@ -59,71 +60,50 @@ def sample_table(metric_codes: np.ndarray, metric_names: pa.Array | list[str], s
                     schema=SAMPLE_SCHEMA)
 
 
-def _write_atomic(table: pa.Table, path: str, **options) -> None:
+def write_atomic(table: pa.Table, path: str, **options) -> None:
+    """Write ``table`` under ``path.tmp``, fsync, rename, fsync the directory: a crash leaves the
+    whole file or a ``.tmp`` (deleted at start-up); a failure leaves neither."""
     tmp = path + ".tmp"
-    pq.write_table(table, tmp, **({"compression": "zstd"} | options))
-    fd = os.open(tmp, os.O_RDONLY)
+    try:
+        pq.write_table(table, tmp, **({"compression": "zstd"} | options))
+        fsync_file(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
+    fsync_dir(os.path.dirname(path))
+
+
+def fsync_file(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
-    os.replace(tmp, path)
-    fsync_dir(os.path.dirname(path))
 
 
-def write_samples(root: str, partition_ms: int, seq: int, metric_codes: np.ndarray, metric_names: list[str],
+def write_samples(path: str, partition_ms: int, seq: int, metric_codes: np.ndarray, metric_names: list[str],
                   sid: np.ndarray, t: np.ndarray, v: np.ndarray) -> SampleFile:
     """Write one partition's samples, already sorted by (metric, sid, t); the metric column is given
     dictionary-encoded (codes into metric_names) so no string is built per sample."""
-    pdir = os.path.join(root, "samples", f"hour={partition_ms}")
-    new_dir = not os.path.isdir(pdir)
-    os.makedirs(pdir, exist_ok=True)
-    if new_dir:
-        fsync_dir(os.path.dirname(pdir))
     table = sample_table(metric_codes, metric_names, sid, t, v)
-    path = os.path.join(pdir, f"part-{seq:08d}.parquet")
-    _write_atomic(table, path, row_group_size=SAMPLE_ROW_GROUP_ROWS, **sample_file_options())
+    write_atomic(table, path, row_group_size=SAMPLE_ROW_GROUP_ROWS, **sample_file_options())
     return SampleFile(path, partition_ms, seq, int(t.min()), int(t.max()))
 
 
-def write_series(root: str, seq: int, series: list[tuple[int, Labels]]) -> str:
-    sdir = os.path.join(root, "series")
-    os.makedirs(sdir, exist_ok=True)
+def write_series(path: str, series: list[tuple[int, Labels]]) -> None:
     table = pa.table({"sid": pa.array([s for s, _ in series], pa.int64()),
                       "labels": pa.array([json.dumps(dict(lb), separators=(",", ":")) for _, lb in series])},
                      schema=SERIES_SCHEMA)
-    path = os.path.join(sdir, f"series-{seq:08d}.parquet")
-    _write_atomic(table, path)
-    return path
+    write_atomic(table, path)
 
 
-def clean_temporaries(root: str) -> int:
-    """Delete half-written files a crash left behind."""
-    removed = 0
-    for dirpath, _, files in os.walk(root):
-        for f in files:
-            if f.endswith(".tmp"):
-                os.remove(os.path.join(dirpath, f))
-                removed += 1
-    return removed
-
-
-def list_sample_files(root: str) -> list[SampleFile]:
-    out: list[SampleFile] = []
-    sroot = os.path.join(root, "samples")
-    if not os.path.isdir(sroot):
-        return out
-    for pname in os.listdir(sroot):
-        pm = _PART_RE.match(pname)
-        if not pm:
-            continue
-        for fname in os.listdir(os.path.join(sroot, pname)):
-            fm = _FILE_RE.match(fname)
-            if not fm:
-                continue
-            path = os.path.join(sroot, pname, fname)
-            out.append(describe_sample_file(path, int(pm.group(1)), int(fm.group(1))))
-    return sorted(out, key=lambda f: (f.partition_ms, f.seq))
+def write_spans(path: str, sid: np.ndarray, t: np.ndarray) -> None:
+    """Per-series first/last timestamps of samples sorted by (sid, t), so start-up rebuilds time spans cheaply."""
+    starts = np.flatnonzero(np.r_[True, sid[1:] != sid[:-1]])
+    ends = np.r_[starts[1:], len(sid)] - 1
+    write_atomic(pa.table({"sid": sid[starts], "min_t": t[starts], "max_t": t[ends]}), path)
 
 
 def describe_sample_file(path: str, partition_ms: int, seq: int) -> SampleFile:
@@ -141,19 +121,16 @@ def _t_range(meta: pq.FileMetaData) -> tuple[int, int]:
     return lo, hi
 
 
-def read_series_files(root: str) -> tuple[list[tuple[int, Labels]], int]:
-    """All series ever flushed, and the highest file sequence number seen."""
-    sdir = os.path.join(root, "series")
+def read_series(paths: list[str]) -> list[tuple[int, Labels]]:
+    """The series in these series files (a sid may repeat: its labels are the same)."""
     out: list[tuple[int, Labels]] = []
-    max_seq = 0
-    if not os.path.isdir(sdir):
-        return out, max_seq
-    for fname in sorted(os.listdir(sdir)):
-        m = _FILE_RE.match(fname)
-        if not m:
-            continue
-        max_seq = max(max_seq, int(m.group(1)))
-        table = pq.read_table(os.path.join(sdir, fname))
+    for path in paths:
+        table = pq.read_table(path)
         for sid, lj in zip(table.column("sid").to_pylist(), table.column("labels").to_pylist()):
             out.append((sid, tuple(sorted(json.loads(lj).items()))))
-    return out, max_seq
+    return out
+
+
+def read_spans(path: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    tb = pq.read_table(path)
+    return tuple(tb.column(n).to_numpy() for n in ("sid", "min_t", "max_t"))  # type: ignore[return-value]

@@ -20,6 +20,7 @@ from ..model import METRIC_NAME, Matcher
 from .batch import SampleBlock, SeriesSet
 from .head import select_sorted
 from .merge import merge_blocks, merge_parts, sort_block
+from .stats import tsdb_status
 
 # Selective reads: only the wanted series (a join with the unique wanted sids, faster here
 # than the equivalent IN-subquery), metric names bound one per parameter so the Parquet scan
@@ -109,6 +110,11 @@ class _SampleCache:
                 _, gone = self._items.popitem(last=False)
                 self.bytes -= self._size(gone)
 
+    def stats(self) -> tuple[int, int, set[str]]:
+        with self._lock:
+            files = {p for k in self._items for p in ((k[0],) if isinstance(k[0], str) else k[0])}
+            return len(self._items), self.bytes, files
+
     def retain(self, paths: set[str]) -> None:
         """Drop entries of files no longer listed (a merged entry names all its files)."""
         def gone(k) -> bool:
@@ -120,7 +126,11 @@ class _SampleCache:
 
 
 class StorageReader:
-    """Mixed into ``Storage``; uses its catalog, head, flushing snapshots and file list."""
+    """Mixed into ``Storage``; uses its catalog, head, flushing snapshots and file set.
+
+    Each call reads ``self.catalog`` once: retention may replace it with a smaller one while a
+    query runs, and a query must not mix the dense indexes of two catalogs. Sample reads pin the
+    file set's snapshot they read, so compaction and retention delete none of its files meanwhile."""
 
     def _init_reader(self, memory_limit: int, threads: int) -> None:
         self._db = duckdb.connect(config={
@@ -133,11 +143,18 @@ class StorageReader:
         # Decoded samples of recently read (file, metric) pairs: dashboards re-read the same
         # metrics every refresh, and a cached read is a binary search instead of a Parquet scan.
         self._sample_cache = _SampleCache(memory_limit // 8)
-        self._labels_of: dict[int, object] = {}  # dense index -> Labels (series labels never change)
-        self._label_ranks: dict[str, np.ndarray] = {}  # metric -> label rank of each table row
+        self._cache_version = 0  # the newest file set version the sample cache was trimmed to
 
     def _close_reader(self) -> None:
         self._db.close()
+
+    def duckdb_cursor(self) -> duckdb.DuckDBPyConnection:
+        """A cursor of the storage's DuckDB (its memory limit and threads), for side-table merges."""
+        return self._db.cursor()
+
+    def sample_cache_stats(self) -> tuple[int, int, set[str]]:
+        """(entries, bytes, files they come from) of the sample cache."""
+        return self._sample_cache.stats()
 
     # ------------------------------------------------------------------ series
     def select_series(self, matchers: list[Matcher], start_ms: int | None, end_ms: int | None,
@@ -146,22 +163,24 @@ class StorageReader:
         labels: list = []
         total = 0
         check = ctx.check if ctx else None
-        for table, rows in self.catalog.select(matchers, start_ms, end_ms, check):
+        cat = self.catalog
+        for table, rows in cat.select(matchers, start_ms, end_ms, check):
             if limit is not None and total + len(rows) > limit:
                 rows = rows[: limit - total]
             if ctx is not None:
                 ctx.charge_series(len(rows), "series selection")
-            rows = rows[np.argsort(self._label_rank(table)[rows], kind="stable")]  # label order
+            rows = rows[np.argsort(self._label_rank(cat, table)[rows], kind="stable")]  # label order
             g = table.gidx.view[rows]
-            ids.append(self.catalog.sids.a[g])
-            labels.extend(self._labels(table, rows, g))
+            ids.append(cat.sids.a[g])
+            labels.extend(self._labels(cat, table, rows, g))
             total += len(rows)
             if limit is not None and total >= limit:
                 break
         return SeriesSet(np.concatenate(ids) if ids else np.empty(0, np.int64), labels)
 
-    def _labels(self, table, rows: np.ndarray, g: np.ndarray) -> list:
-        known = self._labels_of
+    @staticmethod
+    def _labels(cat, table, rows: np.ndarray, g: np.ndarray) -> list:
+        known = cat.labels_of
         out = list(map(known.get, g.tolist()))
         missing = [i for i, lb in enumerate(out) if lb is None]
         if missing:
@@ -169,27 +188,29 @@ class StorageReader:
                 out[i] = known[int(g[i])] = lb
         return out
 
-    def _label_rank(self, table) -> np.ndarray:
+    def _label_rank(self, cat, table) -> np.ndarray:
         """Each row's position in its table in label order, recomputed only when the table grew:
         selections come out label-sorted per metric, so the engine's sort is nearly free."""
         n = len(table)
-        got = self._label_ranks.get(table.name)
+        got = cat.label_ranks.get(table.name)
         if got is not None and len(got) == n:
             return got
         rows = np.arange(n)
-        lbls = self._labels(table, rows, table.gidx.view[:n])
+        lbls = self._labels(cat, table, rows, table.gidx.view[:n])
         rank = np.empty(n, np.int64)
         rank[np.array(sorted(range(n), key=lbls.__getitem__), dtype=np.int64)] = rows
-        self._label_ranks[table.name] = rank
+        cat.label_ranks[table.name] = rank
         return rank
 
     def estimate_samples(self, series: SeriesSet, start_ms: int, end_ms: int) -> int:
         """Samples a read of these series over the window would load (from time spans and the scrape interval)."""
         if not len(series):
             return 0
-        g = self.catalog.dense(series.ids)
-        lo = np.maximum(self.catalog.first_ms.a[g], start_ms)
-        hi = np.minimum(self.catalog.last_ms.a[g], end_ms)
+        cat = self.catalog
+        g = cat.lookup(series.ids)
+        g = g[g >= 0]  # a series retention dropped since it was selected has nothing left to read
+        lo = np.maximum(cat.first_ms.a[g], start_ms)
+        hi = np.minimum(cat.last_ms.a[g], end_ms)
         span = np.clip(hi - lo, 0, None)
         present = hi >= lo
         return int(np.sum(span / self._interval_ms) + np.count_nonzero(present))
@@ -229,6 +250,14 @@ class StorageReader:
         out = sorted(values)
         return out[:limit] if limit else out
 
+    def tsdb_status(self, limit: int) -> dict:
+        """Prometheus's /api/v1/status/tsdb over every stored series."""
+        cat = self.catalog
+        known = len(cat)
+        min_t = int(cat.first_ms.view.min()) if known else None
+        max_t = int(cat.last_ms.view.max()) if known else None
+        return tsdb_status(cat, limit, min_t, max_t)
+
     def metadata(self, metric: str | None = None, limit: int | None = None) -> dict[str, list[dict]]:
         out: dict[str, list[dict]] = {}
         for name in sorted(self.metadata_by_metric):
@@ -249,12 +278,18 @@ class StorageReader:
             return SampleBlock.empty()
         parts: list[SampleBlock] = []  # in write order, so the first-written duplicate wins
         with self._swap_lock:  # a consistent view: files + snapshots being flushed + head
-            live = list(self.files)
-            files = sorted((f for f in live if f.max_t >= start_ms and f.min_t <= end_ms), key=lambda f: f.seq)
+            pin = self.fileset.pin()
             heads = list(self.flushing) + [self.head]
-        if files:
-            self._sample_cache.retain({f.path for f in live})
-            parts.extend(self._read_files(files, ids_sorted, start_ms, end_ms, ctx))
+            cat = self.catalog
+        with pin as snap:
+            g = cat.lookup(ids_sorted)
+            ids_known = ids_sorted[g >= 0]  # retention may have dropped a series since it was selected
+            files = sorted((f for f in snap.samples if f.max_t >= start_ms and f.min_t <= end_ms), key=lambda f: f.seq)
+            if files and len(ids_known):
+                if snap.version > self._cache_version:  # entries of retired files go
+                    self._cache_version = snap.version
+                    self._sample_cache.retain({f.path for f in snap.samples})
+                parts.extend(self._read_files(cat, files, ids_known, start_ms, end_ms, ctx))
         for h in heads:
             for block in h.select(ids_sorted, start_ms, end_ms):
                 ctx.charge_samples(len(block), "head read")
@@ -262,13 +297,13 @@ class StorageReader:
         ctx.check("sample merge")
         return merge_parts(ids_sorted, [p for p in parts if len(p)], start_ms, end_ms)
 
-    def _read_files(self, files: list, ids_sorted: np.ndarray, start_ms: int, end_ms: int,
+    def _read_files(self, cat, files: list, ids_sorted: np.ndarray, start_ms: int, end_ms: int,
                     ctx: QueryContext) -> list[SampleBlock]:
         """Blocks, each sorted by (sid, t), in write order for any one series: a block of the
         metrics served merged across the files, then one block per file (in ``files`` order)."""
         paths = [f.path for f in files]
-        g = self.catalog.dense(ids_sorted)
-        tidx = self.catalog.metric_idx.a[g]
+        g = cat.dense(ids_sorted)
+        tidx = cat.metric_idx.a[g]
         # Samples per series in each file (from its time span) size a cache fill; a fill that
         # could not stay in the cache is never made, so big selections read only their window.
         spans = [(f.max_t - f.min_t) / self._interval_ms + 1 for f in files]
@@ -280,7 +315,7 @@ class StorageReader:
         selective: list[np.ndarray] = []
         for ti in np.unique(tidx).tolist():
             ctx.check("parquet read")  # a read served from the cache has no DuckDB call to interrupt
-            table = self.catalog.tables[ti]
+            table = cat.tables[ti]
             ids_m = ids_sorted[tidx == ti]
             most = len(ids_m) >= WHOLE_METRIC_SHARE * len(table)
             whole = most or 24 * len(table) * sum(spans) <= cap // 16  # sid + t + v per sample
@@ -312,8 +347,7 @@ class StorageReader:
             all_files.append(sel)
         if selective:
             wanted = np.sort(np.concatenate(selective))
-            metrics = sorted({self.catalog.tables[int(ti)].name for ti in np.unique(self.catalog.metric_idx.a[
-                self.catalog.dense(wanted)])})
+            metrics = sorted({cat.tables[int(ti)].name for ti in np.unique(cat.metric_idx.a[cat.dense(wanted)])})
             block, file_index = self._read_parquet(paths, metrics, wanted, start_ms, end_ms, ctx)
             for i, b in enumerate(_split_by_file(block, file_index, len(paths))):
                 per_file[i].append(b)

@@ -4,6 +4,9 @@ Ordering that makes ``kill -9`` safe: an append puts its samples in the head and
 WAL record under one lock, and a flush cuts the WAL and swaps the head under the same lock.
 So every record in a WAL segment <= the cut is in the flushed snapshot, and a segment is
 deleted only after the snapshot's Parquet files and the ``flushed`` marker are on disk.
+
+Files other than the WAL belong to ``self.fileset`` (storage/fileset.py): a flush commits its
+files there in one transaction; compaction and retention (storage/maintenance.py) go through it too.
 """
 
 from __future__ import annotations
@@ -24,8 +27,9 @@ from ..errors import Unavailable
 from . import parquet_io, records
 from .batch import AppendBatch, MetricMetadata
 from .catalog import Catalog
-from .compact import compact_partitions, compact_side_tables
+from .fileset import FileSet, Transaction
 from .head import Head
+from .maintenance import Maintenance
 from .querier import StorageReader
 from .wal import WAL, fsync_dir, list_segments, read_segment, segment_name
 
@@ -61,7 +65,7 @@ class Storage(StorageReader):
     def __init__(self, path: str, *, flush_interval_s: float = 120.0, flush_max_samples: int = 5_000_000,
                  partition_ms: int = 3600_000, retention_ms: int = 15 * 86400_000,
                  wal_segment_size: int = 64 << 20, duckdb_memory_limit: int = 4 << 30, duckdb_threads: int = 2,
-                 telemetry=None) -> None:
+                 telemetry=None, clock=time.time) -> None:
         self.path = os.path.abspath(path)
         self.flush_interval_s = flush_interval_s
         self.flush_max_samples = flush_max_samples
@@ -69,19 +73,21 @@ class Storage(StorageReader):
         self.retention_ms = retention_ms
         self.wal_segment_size = wal_segment_size
         self.telemetry = telemetry
+        self.clock = clock  # seconds since the epoch: retention and "active" follow it (tests move it)
         self.catalog = Catalog()
         self.head = Head()
         self.flushing: list[Head] = []
-        self.files: list[parquet_io.SampleFile] = []
+        self.fileset = FileSet(self.path)
+        self.maintenance = Maintenance(self)
         self.metadata_by_metric: dict[str, dict[MetricMetadata, None]] = {}
         self.ready = False
         self.wal: WAL | None = None
         self._swap_lock = threading.Lock()
         self._flush_lock = threading.Lock()
         self._unflushed_series: list[tuple[int, tuple]] = []
-        self._seq = 0
         self._interval_ms = 15_000.0
-        self._retired: list[tuple[float, str]] = []
+        self._series_epoch = 0  # bumped each time retention drops series
+        self._dropped: list[tuple[int, np.ndarray]] = []  # (epoch, sids dropped then), the last few
         self._stop = threading.Event()
         self._flusher: threading.Thread | None = None
         self._init_reader(duckdb_memory_limit, duckdb_threads)
@@ -91,14 +97,17 @@ class Storage(StorageReader):
         """Load the series table and partitions, replay the WAL. Blocking; run off the event loop."""
         t0 = time.perf_counter()
         os.makedirs(self.path, exist_ok=True)
-        removed = parquet_io.clean_temporaries(self.path)
+        removed = self.fileset.open()
         if removed:
             log.warning("removed %d half-written file(s) left by a crash", removed)
-        series, self._seq = parquet_io.read_series_files(self.path)
-        self.catalog.add_many(list(series))
-        self.files = parquet_io.list_sample_files(self.path)
-        self._seq = max([self._seq] + [f.seq for f in self.files])
-        self._load_spans()
+        files = self.fileset.current
+        self.catalog.add_many(parquet_io.read_series(list(files.series)))
+        for path in files.spans:
+            sid, min_t, max_t = parquet_io.read_spans(path)
+            g = self.catalog.lookup(sid)
+            known = g >= 0
+            self.catalog.touch_dense(g[known], min_t[known])
+            self.catalog.touch_dense(g[known], max_t[known])
         self._load_metadata()
         wal_dir = os.path.join(self.path, "wal")
         os.makedirs(wal_dir, exist_ok=True)
@@ -117,17 +126,29 @@ class Storage(StorageReader):
         if self.telemetry:
             self.telemetry.replay_duration.set(elapsed)
         log.info("storage open: %d series, %d partition files, %d WAL records replayed (%d head samples) in %.2fs",
-                 len(self.catalog), len(self.files), replayed, len(self.head), elapsed)
+                 len(self.catalog), len(files.samples), replayed, len(self.head), elapsed)
         self.ready = True
 
     def start_background(self) -> None:
         self._flusher = threading.Thread(target=self._flush_loop, name="flusher", daemon=True)
         self._flusher.start()
 
+    @property
+    def stopping(self) -> threading.Event:
+        """Set when shutdown begins: long maintenance work gives up at its next step."""
+        return self._stop
+
     def close(self, flush: bool = True) -> None:
+        """Shut down in order: the flusher stops (its compaction gives up at the next metric; it is
+        waited for, never abandoned while it uses the files or DuckDB), the last flush, the WAL,
+        then reads end (no new ones; running ones finish -- the app has cancelled them already),
+        then DuckDB closes and retired files go."""
         self._stop.set()
         if self._flusher:
-            self._flusher.join(timeout=60)
+            while self._flusher.is_alive():
+                self._flusher.join(timeout=30)
+                if self._flusher.is_alive():
+                    log.warning("shutdown: waiting for the flusher to finish its current step")
         if flush and self.ready:
             try:
                 self.flush()
@@ -135,8 +156,9 @@ class Storage(StorageReader):
                 log.error("final flush failed: %s", err)
         if self.wal:
             self.wal.close()
+        self.fileset.close()
         self._close_reader()
-        self.delete_retired(older_than_s=0.0)
+        self.fileset.collect()
 
     # ---------------------------------------------------------------- write side
     def has_series(self, sid: int) -> bool:
@@ -146,11 +168,26 @@ class Storage(StorageReader):
         return self.catalog.active_count(self._active_since())
 
     def active_series_for_metric(self, name: str) -> int:
-        table = self.catalog.metrics.get(name)
-        return 0 if table is None else self.catalog.active_count(self._active_since(), table)
+        cat = self.catalog
+        table = cat.metrics.get(name)
+        return 0 if table is None else cat.active_count(self._active_since(), table)
 
     def _active_since(self) -> int:
-        return int(time.time() * 1000) - _ACTIVE_WINDOW_MS
+        return int(self.clock() * 1000) - _ACTIVE_WINDOW_MS
+
+    @property
+    def series_epoch(self) -> int:
+        """Changes each time retention drops series (callers caching series ids compare it)."""
+        return self._series_epoch
+
+    def dropped_since(self, epoch: int) -> np.ndarray | None:
+        """Sids dropped by retention after ``epoch``; None if that is too long ago to say."""
+        with self._swap_lock:
+            if epoch == self._series_epoch:
+                return np.empty(0, np.int64)
+            if not self._dropped or self._dropped[0][0] > epoch + 1:
+                return None
+            return np.concatenate([sids for e, sids in self._dropped if e > epoch])
 
     async def append(self, batch: AppendBatch) -> None:
         """Durable when it returns: the WAL record is fsync'd."""
@@ -178,11 +215,15 @@ class Storage(StorageReader):
     def _apply(self, batch: AppendBatch) -> None:
         if batch.new_series:
             self._unflushed_series.extend(self.catalog.add_many(batch.new_series))
+        if len(batch.sid):
+            g = self.catalog.lookup(batch.sid)
+            if g.min() < 0:  # the sender's series cache predates a retention pass that dropped the series
+                raise Unavailable("a series of this write was dropped by retention while the write was on its way; "
+                                  "retry", retry_after_s=1)
+            self.head.append(batch.sid, batch.t, batch.v)
+            self.catalog.touch_dense(g, batch.t)
         for m in batch.metadata:
             self.metadata_by_metric.setdefault(m.metric, {})[m] = None
-        if len(batch.sid):
-            self.head.append(batch.sid, batch.t, batch.v)
-            self.catalog.touch(batch.sid, batch.t)
         if self.telemetry:
             self.telemetry.head_samples.set(len(self.head))
 
@@ -199,69 +240,78 @@ class Storage(StorageReader):
             if due or len(self.head) >= self.flush_max_samples:
                 try:
                     self.flush()
-                    compact_partitions(self)
-                    compact_side_tables(self)
-                    self.apply_retention()
-                    self.delete_retired(older_than_s=150.0)
-                    release_free_memory()  # compaction's buffers too
                 except Exception:
                     log.exception("flush failed; will retry")
                     if self.telemetry:
                         self.telemetry.flush_failures.inc()
+                self.maintenance.run()  # compaction, side tables, retention: each retried on its own
+                release_free_memory()  # compaction's buffers too
                 last = time.monotonic()
+            self.fileset.collect()  # retired files no query holds any more
             if self.telemetry:
                 self.telemetry.active_series.set(self.active_series())
 
     def flush(self) -> None:
-        """Head -> Parquet partitions + series table; then drop the flushed WAL segments."""
+        """Head -> Parquet partitions + series table, one file set commit; then drop the flushed WAL
+        segments. A failed flush leaves no file: its snapshot stays readable in ``flushing`` and its
+        new series stay pending, and the next flush writes them first (its cut covers theirs)."""
         with self._flush_lock:
             t0 = time.perf_counter()
             with self._swap_lock:
-                if not len(self.head) and not self._unflushed_series:
+                if not len(self.head) and not self._unflushed_series and not self.flushing:
                     return
                 cut = self.wal.cut()
-                snap, self.head = self.head, Head()
-                self.flushing.append(snap)
+                if len(self.head):
+                    self.flushing.append(self.head)
+                    self.head = Head()
+                snaps = list(self.flushing)  # older ones are flushes that failed: in write order
                 new_series, self._unflushed_series = self._unflushed_series, []
                 meta = {k: list(v) for k, v in self.metadata_by_metric.items()}
-            new_files = self._write_snapshot(snap, new_series)
-            self._write_metadata(meta)
-            self._write_marker(cut)
-            with self._swap_lock:
-                self.files = sorted(self.files + new_files, key=lambda f: (f.partition_ms, f.seq))
-                self.flushing.remove(snap)
+            try:
+                with self.fileset.transaction() as tx:
+                    for snap in snaps:
+                        self._write_snapshot(tx, snap)
+                    if new_series:
+                        path, _ = tx.new_path("series")
+                        parquet_io.write_series(path, new_series)
+                        tx.add_side("series", path)
+                    self._write_metadata(meta)
+                    self._write_marker(cut)
+                    with self._swap_lock:
+                        tx.commit()
+                        self.flushing = [h for h in self.flushing if h not in snaps]
+            except BaseException:
+                with self._swap_lock:
+                    self._unflushed_series[:0] = new_series
+                raise
             self.wal.remove_upto(cut)
             release_free_memory()
             if self.telemetry:
                 self.telemetry.flush_duration.observe(time.perf_counter() - t0)
                 self.telemetry.head_samples.set(len(self.head))
 
-    def _write_snapshot(self, snap: Head, new_series: list) -> list[parquet_io.SampleFile]:
+    def _write_snapshot(self, tx: Transaction, snap: Head) -> None:
         sid, t, v = snap.columns()
-        files: list[parquet_io.SampleFile] = []
-        if len(sid):
-            self._estimate_interval(sid, t)
-            code, names = self.catalog.metric_rank_codes(self.catalog.dense(sid))
-            part = t // self.partition_ms
-            partitions = np.unique(part)
-            for p in partitions:
-                if len(partitions) > 1:
-                    m = np.flatnonzero(part == p)
-                    psid, pt, pv, pcode = sid[m], t[m], v[m], code[m]
-                else:  # the usual case: the whole flush falls in one partition, no copies
-                    psid, pt, pv, pcode = sid, t, v, code
-                # (sid, t) order is already there; a stable sort by metric keeps it within each metric.
-                order = np.argsort(pcode, kind="stable")
-                self._seq += 1
-                files.append(parquet_io.write_samples(
-                    self.path, int(p) * self.partition_ms, self._seq, pcode[order], names,
-                    psid[order], pt[order], pv[order]))
-            self._seq += 1
-            self._write_spans(self._seq, sid, t)
-        if new_series:
-            self._seq += 1
-            parquet_io.write_series(self.path, self._seq, new_series)
-        return files
+        if not len(sid):
+            return
+        self._estimate_interval(sid, t)
+        code, names = self.catalog.metric_rank_codes(self.catalog.dense(sid))
+        part = t // self.partition_ms
+        partitions = np.unique(part)
+        for p in partitions:
+            if len(partitions) > 1:
+                m = np.flatnonzero(part == p)
+                psid, pt, pv, pcode = sid[m], t[m], v[m], code[m]
+            else:  # the usual case: the whole flush falls in one partition, no copies
+                psid, pt, pv, pcode = sid, t, v, code
+            # (sid, t) order is already there; a stable sort by metric keeps it within each metric.
+            order = np.argsort(pcode, kind="stable")
+            path, seq = tx.new_path("samples", int(p) * self.partition_ms)
+            tx.add_samples(parquet_io.write_samples(path, int(p) * self.partition_ms, seq, pcode[order], names,
+                                                    psid[order], pt[order], pv[order]))
+        path, _ = tx.new_path("spans")
+        parquet_io.write_spans(path, sid, t)
+        tx.add_side("spans", path)
 
     def _estimate_interval(self, sid: np.ndarray, t: np.ndarray) -> None:
         """Median scrape interval, used to estimate a query's samples before reading them."""
@@ -303,55 +353,56 @@ class Storage(StorageReader):
         for metric, entries in data.items():
             self.metadata_by_metric[metric] = {MetricMetadata(metric, *e): None for e in entries}
 
-    def _write_spans(self, seq: int, sid: np.ndarray, t: np.ndarray) -> None:
-        """Per-series first/last timestamps of this flush, so start-up rebuilds time spans cheaply."""
-        import pyarrow as pa
-        starts = np.flatnonzero(np.r_[True, sid[1:] != sid[:-1]])
-        ends = np.r_[starts[1:], len(sid)] - 1
-        table = pa.table({"sid": sid[starts], "min_t": t[starts], "max_t": t[ends]})
-        os.makedirs(os.path.join(self.path, "spans"), exist_ok=True)
-        parquet_io._write_atomic(table, os.path.join(self.path, "spans", f"spans-{seq:08d}.parquet"))
-
-    def _load_spans(self) -> None:
-        import pyarrow.parquet as pq
-        sdir = os.path.join(self.path, "spans")
-        if not os.path.isdir(sdir):
-            return
-        for f in sorted(os.listdir(sdir)):
-            if not f.endswith(".parquet"):
-                continue
-            tb = pq.read_table(os.path.join(sdir, f))
-            sid = tb.column("sid").to_numpy()
-            known = np.fromiter((int(s) in self.catalog for s in sid), bool, len(sid))
-            self.catalog.touch(sid[known], tb.column("min_t").to_numpy()[known])
-            self.catalog.touch(sid[known], tb.column("max_t").to_numpy()[known])
-
-    def retire(self, paths) -> None:
-        now = time.monotonic()
-        self._retired.extend((now, p) for p in paths)
-
-    def delete_retired(self, older_than_s: float) -> None:
-        """Delete files replaced by compaction once queries that might read them are over."""
-        cutoff = time.monotonic() - older_than_s
-        keep = []
-        for when, path in self._retired:
-            if when <= cutoff:
-                try:
-                    os.remove(path)
-                except FileNotFoundError:
-                    pass
-            else:
-                keep.append((when, path))
-        self._retired = keep
-
-    # ---------------------------------------------------------------- retention
-    def apply_retention(self) -> None:
-        cutoff = int(time.time() * 1000) - self.retention_ms
+    # ---------------------------------------------------------------- retention's share
+    def unflushed_min_t(self) -> int:
+        """The oldest sample not yet in a committed file (int64 max when there is none)."""
         with self._swap_lock:
-            old = [f for f in self.files if f.partition_ms + self.partition_ms < cutoff]
-            self.files = [f for f in self.files if f not in old]
-        for f in old:
-            os.remove(f.path)
-            pdir = os.path.dirname(f.path)
-            if not os.listdir(pdir):
-                os.rmdir(pdir)
+            return min([h.min_t for h in self.flushing] + [self.head.min_t])
+
+    def drop_series_before(self, horizon_ms: int) -> np.ndarray:
+        """Forget the series with no sample left: every sample on disk is at or after ``horizon_ms``
+        (retention just deleted the older partitions), theirs are all older, and none is in memory.
+        The catalog is rebuilt without them (its label caches go with it) while appends go on, and
+        swapped in under the lock appends take; spans are clamped to the oldest sample kept, and
+        metadata of metrics left with no series goes. Returns their sids (the caller rewrites the
+        series files); callers caching sids see ``series_epoch`` move."""
+        none = np.empty(0, np.int64)
+        with self._swap_lock:
+            cat = self.catalog
+            dead = self._dead_series(cat, horizon_ms, clamp=True)
+        if not dead.any():
+            return none
+        new = cat.without(dead)  # the slow part, outside the lock: ingest goes on
+        with self._swap_lock:
+            at = np.flatnonzero(dead)
+            if not np.array_equal(np.flatnonzero(self._dead_series(cat, horizon_ms)[: len(dead)]), at):
+                return none  # a write reached one of them meanwhile: keep them all, decide again next pass
+            cat.catch_up(new)
+            self.catalog = new
+            for name in set(cat.metrics) - set(new.metrics):
+                self.metadata_by_metric.pop(name, None)
+            sids = cat.sids.a[at].copy()
+            self._series_epoch += 1
+            self._dropped = self._dropped[-7:] + [(self._series_epoch, sids)]
+        log.info("retention: %d series with no samples left dropped, %d kept", len(sids), len(new))
+        return sids
+
+    def _dead_series(self, cat: Catalog, horizon_ms: int, clamp: bool = False) -> np.ndarray:
+        """Mask over ``cat``'s dense indexes: series with a span, all of it before ``horizon_ms``, and
+        no sample in memory. Holding the swap lock. ``clamp`` moves span starts up to the oldest
+        sample kept (on disk or in memory), so estimates and windowed metadata calls stay true."""
+        first, last = cat.first_ms.view, cat.last_ms.view[: len(cat.first_ms.view)]
+        spanned = first != np.iinfo(np.int64).max  # a series never seen with a sample keeps its entry
+        dead = spanned & (last < horizon_ms)
+        at = np.flatnonzero(dead)
+        if len(at):
+            sids = cat.sids.a[at]
+            order = np.argsort(sids)
+            held = np.zeros(len(at), bool)
+            for h in self.flushing + [self.head]:
+                held[order] |= h.holding(sids[order])
+            dead[at[held]] = False
+        if clamp:
+            floor = min([horizon_ms, self.head.min_t] + [h.min_t for h in self.flushing])
+            np.maximum(first, floor, out=first, where=spanned & ~dead)
+        return dead

@@ -20,6 +20,7 @@ from metricsgw.remote import codec
 from metricsgw.remote.proto import remote_read_pb2 as pb
 from tests.remote.read_client import HEADERS, build_request, decode_samples
 
+# Fixed 2023 timestamps: the apps keep a century of retention so the ingest time window accepts them.
 T0 = 1_700_000_000_000
 SAMPLES, STREAMED = pb.ReadRequest.SAMPLES, pb.ReadRequest.STREAMED_XOR_CHUNKS
 
@@ -54,7 +55,7 @@ class HeldStorage:
 
 
 def make_app(tmp_path, **settings):
-    app = build_app(load({"storage.path": str(tmp_path), **settings}))
+    app = build_app(load({"storage.path": str(tmp_path), "storage.retention.time": "100y", **settings}))
     held = HeldStorage(app[appkeys.STORAGE])
     app[appkeys.STORAGE] = held
     return app, held

@@ -22,6 +22,7 @@ from tests.remote.read_client import HEADERS, build_request, decode_samples, dec
 from tests.remote.xor_reference import decode_xor
 
 SAMPLES, STREAMED = pb.ReadRequest.SAMPLES, pb.ReadRequest.STREAMED_XOR_CHUNKS
+# Fixed 2023 timestamps: the apps keep a century of retention so the ingest time window accepts them.
 T0 = 1_700_000_000_000
 STEP = 15_000
 NAN_PAYLOAD = struct.unpack("<d", struct.pack("<Q", 0x7FF8000000000123))[0]
@@ -51,7 +52,7 @@ DATA = dataset()
 
 
 def make_app(path, **settings):
-    return build_app(load({"storage.path": str(path), **settings}))
+    return build_app(load({"storage.path": str(path), "storage.retention.time": "100y", **settings}))
 
 
 async def _session(app, requests, flush_after_write=True):

@@ -29,3 +29,48 @@ def test_labels_many_equals_the_input():
     assert [cat.labels(sid) for sid, _ in series] == [lb for _, lb in series]
     assert table.labels_many(np.array([7, 3, 7])) == [many[7], many[3], many[7]]
     assert table.labels_many(np.empty(0, np.int64)) == []
+
+
+def label_rank(table) -> np.ndarray:
+    """Each row's position in label order (what the reader caches per metric)."""
+    lbls = table.labels_many(np.arange(len(table)))
+    rank = np.empty(len(table), np.int64)
+    rank[np.array(sorted(range(len(table)), key=lbls.__getitem__))] = np.arange(len(table))
+    return rank
+
+
+def test_without_then_catch_up_keeps_what_changed_meanwhile_and_drops_unused_values():
+    def series(i, metric="m"):
+        lb = canonical([("__name__", metric), ("pod", f"p{i}"), ("zone", "a" if i % 2 else "b")])
+        return series_id(lb), lb
+
+    cat = Catalog()
+    first = [series(i) for i in range(10)] + [series(i, "gone") for i in range(3)]
+    cat.add_many(first)
+    sids = np.array([s for s, _ in first], np.int64)
+    cat.touch(sids, np.arange(len(sids), dtype=np.int64))
+    for s, _ in first[:4]:  # a query filled the label cache for a few
+        g = cat.by_sid[s]
+        cat.labels_of[g] = cat.labels(s)
+    cat.label_ranks["m"] = label_rank(cat.metrics["m"])
+    drop = np.zeros(len(cat), bool)
+    drop[[cat.by_sid[s] for s, _ in first[:3] + first[10:]]] = True  # p0..p2 of m, and all of "gone"
+
+    new = cat.without(drop)
+    late = [series(i) for i in range(10, 12)]  # appends while the new catalog was built
+    cat.add_many(late)
+    cat.touch(np.array([s for s, _ in late] + [first[5][0]], np.int64), np.array([100, 101, 102]))
+    cat.catch_up(new)
+
+    kept = first[3:10] + late
+    assert [int(s) for s in new.sids.view] == [s for s, _ in kept]
+    assert [new.labels(s) for s, _ in kept] == [lb for _, lb in kept]
+    assert not any(s in new for s, _ in first[:3] + first[10:])
+    assert set(new.metrics) == {"m"}
+    assert new.metrics["m"].columns["pod"].values[1:] == [f"p{i}" for i in range(3, 12)]  # p0..p2 went
+    assert new.last_ms.a[new.by_sid[first[5][0]]] == 102 and new.first_ms.a[new.by_sid[late[1][0]]] == 101
+    assert new.labels_of == {new.by_sid[first[3][0]]: first[3][1]}
+    kept_rank = np.argsort(np.argsort(label_rank(new.metrics["m"])[:7]))  # rows kept, among themselves
+    assert np.array_equal(new.label_ranks["m"], kept_rank)  # carried over; the reader redoes it for the late rows
+    g = new.dense(np.array([s for s, _ in kept], np.int64))
+    assert np.array_equal(new.sids.a[g], [s for s, _ in kept])

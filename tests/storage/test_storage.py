@@ -175,7 +175,7 @@ def test_compaction_merges_partition_files_and_keeps_every_sample_once(tmp_path)
     assert len(list(part.glob("*.parquet"))) == 4
     before = sorted(read_all(st))
     assert compact_partitions(st) == 1
-    st.delete_retired(older_than_s=0.0)
+    st.fileset.collect()
     assert len(list(part.glob("*.parquet"))) == 1
     assert sorted(read_all(st)) == before == expected
     st.close(flush=False)

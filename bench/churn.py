@@ -1,0 +1,78 @@
+"""Pod churn under a short retention: `python -m bench.churn [--pods 2000] [--generations 30]`.
+
+Storage (in this process, with a clock the run moves: one generation of pods a minute, each pod
+living two generations, 1-minute partitions, 3-minute retention) ingests through the real remote-write
+decoding and ingest pipeline, flushes every two scrapes and runs the flusher's maintenance. It
+prints, per few generations, the series ever seen, the series the storage holds, and the process
+RSS: memory should follow the series that still have samples, not history. Indicative figures (RSS
+depends on the allocator and on what else the machine does); the assertions live in
+tests/storage/test_churn.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import tempfile
+import time
+
+import psutil
+
+from metricsgw.config import load
+from metricsgw.ingest.pipeline import IngestPipeline
+from metricsgw.limits.context import QueryContext
+from metricsgw.limits.ingest import IngestLimits
+from metricsgw.model import Matcher
+from metricsgw.remote import codec
+from metricsgw.storage.store import Storage, release_free_memory
+from metricsgw.telemetry import Telemetry
+
+MINUTE = 60_000
+SCRAPE_MS = 15_000
+METRICS = ("container_cpu_seconds_total", "container_memory_bytes", "container_network_rx_bytes_total",
+           "kube_pod_info", "kube_pod_status_ready")
+
+
+def scrape(gens: list[int], pods: int, t_ms: int) -> bytes:
+    series = [([("__name__", m), ("namespace", f"ns{i % 20}"), ("pod", f"worker-{g}-{i}"), ("node", f"n{i % 500}")],
+               [(t_ms, float(i))]) for g in gens for i in range(pods) for m in METRICS]
+    return codec.encode_v1(series, compress=False)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--pods", type=int, default=2000, help="pods per generation (5 series each)")
+    ap.add_argument("--generations", type=int, default=30)
+    a = ap.parse_args()
+    proc = psutil.Process()
+    start_ms = (int(time.time() * 1000) // MINUTE - 2 * a.generations) * MINUTE
+    now = [start_ms / 1000]
+    with tempfile.TemporaryDirectory(prefix="metricsgw-churn-") as d:
+        st = Storage(d, partition_ms=MINUTE, retention_ms=3 * MINUTE, clock=lambda: now[0])
+        st.open()
+        pipe = IngestPipeline(st, Telemetry(), limits=IngestLimits(load({"ingest.max-series-per-metric": "10000000"})))
+        ever = 0  # a count, not a set: the run's own memory must not grow with history either
+        t_ms = start_ms
+        print("| generation | series ever seen | series held | pipeline cache | RSS MiB |\n|---|---|---|---|---|")
+        for gen in range(a.generations):
+            for k in range(4):
+                t_ms += SCRAPE_MS
+                now[0] = t_ms / 1000
+                batch, _ = pipe.process(codec.decode_v1(scrape([g for g in (gen - 1, gen) if g >= 0], a.pods, t_ms)))
+                asyncio.run(st.append(batch))
+                ever += len(batch.new_series)
+                if k % 2:
+                    st.flush()
+                    st.maintenance.run()
+                    st.fileset.collect()
+                    release_free_memory()
+            live = st.select_series([Matcher("__name__", "=", METRICS[0])], t_ms - MINUTE, t_ms, QueryContext())
+            st.read_samples(live.ids, t_ms - 5 * MINUTE, t_ms, QueryContext())
+            if gen % 3 == 2 or gen == a.generations - 1:
+                print(f"| {gen + 1} | {ever:,} | {len(st.catalog):,} | {pipe.cache_size:,} | "
+                      f"{proc.memory_info().rss / 2**20:.0f} |", flush=True)
+        st.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,288 @@
+"""The file set on real files: one sequence for every kind of file (finding 1 of issue 9), files
+retired by compaction and retention deleted only once no running query holds them, and failures of
+compaction, retention and side-table merges that leave no partial file and are retried."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from metricsgw.limits.context import QueryContext
+from metricsgw.model import Matcher, canonical, series_id
+from metricsgw.storage.batch import AppendBatch
+from metricsgw.storage.compact import MAX_SIDE_FILES, compact_partitions, compact_side_tables
+from metricsgw.storage.fileset import FileSet
+from metricsgw.storage.parquet_io import read_series
+from metricsgw.storage.store import Storage
+from metricsgw.telemetry import Telemetry
+
+HOUR = 3600_000
+NOW = int(time.time() * 1000) // 1000 * 1000
+
+
+def one_series(i: int = 0, metric: str = "m"):
+    lb = canonical([("__name__", metric), ("i", str(i))])
+    return series_id(lb), lb
+
+
+def append(st: Storage, series: list, t_ms: int, value: float) -> None:
+    new = [(sid, lb) for sid, lb in series if not st.has_series(sid)]
+    sids = np.array([sid for sid, _ in series], np.int64)
+    asyncio.run(st.append(AppendBatch(new_series=new, sid=sids, t=np.full(len(sids), t_ms, np.int64),
+                                      v=np.full(len(sids), value))))
+
+
+def opened(path, **kw) -> Storage:
+    st = Storage(str(path), **kw)
+    st.open()
+    return st
+
+
+def read_all(st: Storage, start_ms: int, end_ms: int, ctx: QueryContext | None = None):
+    ss = st.select_series([Matcher("__name__", "=~", ".+")], start_ms, end_ms, QueryContext())
+    b = st.read_samples(ss.ids, start_ms, end_ms, ctx or QueryContext())
+    return b.sid.tolist(), b.t.tolist(), b.v.tolist()
+
+
+def failures(tel: Telemetry) -> float:
+    return tel.registry.get_sample_value("metricsgw_compaction_failures_total") or 0.0
+
+
+def test_restart_then_side_table_compaction_keeps_every_span(tmp_path):
+    """Finding 1, reproduced: spans files took numbers from the sequence but start-up rebuilt it from
+    part- and series- names only. After a restart, the merge of 17 spans files was named like the newest
+    one, overwrote it, and was deleted with the inputs: select_series over the window found nothing."""
+    series = [one_series()]
+    st = opened(tmp_path)
+    for k in range(MAX_SIDE_FILES + 1):  # the last flushes bring no new series: a spans file is the newest
+        append(st, series, NOW + k * 1000, float(k))
+        st.flush()
+    st.close(flush=False)
+
+    st = opened(tmp_path)
+    assert compact_side_tables(st) == MAX_SIDE_FILES + 1
+    st.fileset.collect()
+    assert len(list((tmp_path / "spans").glob("spans-*.parquet"))) == 1
+    st.close(flush=False)
+
+    st = opened(tmp_path)
+    ss = st.select_series([Matcher("__name__", "=", "m")], NOW, NOW + 20_000, QueryContext())
+    assert ss.ids.tolist() == [series[0][0]]
+    _, t, v = read_all(st, NOW, NOW + 20_000)
+    flushes = range(MAX_SIDE_FILES + 1)
+    assert t == [NOW + k * 1000 for k in flushes] and v == [float(k) for k in flushes]
+    st.close()
+
+
+def test_the_sequence_restarts_above_every_kind_of_file(tmp_path):
+    for d in ("samples/hour=0", "series", "spans"):
+        (tmp_path / d).mkdir(parents=True)
+    fs = FileSet(str(tmp_path))
+    (tmp_path / "spans" / "spans-00000009.parquet").write_bytes(b"")  # only its name matters here
+    (tmp_path / "series" / "series-00000005.parquet").write_bytes(b"")
+    (tmp_path / "spans" / "left.parquet.tmp").write_bytes(b"half")  # a crash mid-write
+    assert fs.open() == 1
+    assert not (tmp_path / "spans" / "left.parquet.tmp").exists()
+    with fs.transaction() as tx:
+        for kind in ("series", "spans"):
+            path, seq = tx.new_path(kind)
+            assert seq > 9 and path.endswith(f"-{seq:08d}.parquet")
+
+
+def test_a_retired_file_is_deleted_only_when_no_pinned_snapshot_lists_it(tmp_path):
+    st = opened(tmp_path)
+    series = [one_series(i) for i in range(3)]
+    for k in range(3):
+        append(st, series, NOW - 3 * HOUR + k * 1000, float(k))
+        st.flush()
+    inputs = [f.path for f in st.fileset.current.samples]
+    older = st.fileset.pin()  # a query reading the three files
+    assert compact_partitions(st) == 1
+    newer = st.fileset.pin()  # a query that started after the compaction reads only its output
+    assert len(newer.snapshot.samples) == 1 and newer.snapshot.samples[0].path not in inputs
+    assert st.fileset.collect() == 0 and all(tmp_path.joinpath(p).exists() for p in inputs)
+    newer.release()
+    assert st.fileset.collect() == 0, "the older reader still holds them"
+    older.release()
+    assert st.fileset.collect() == 3 and not any(tmp_path.joinpath(p).exists() for p in inputs)
+    assert st.fileset.retired == 0
+    st.close()
+
+
+class HeldQuery(QueryContext):
+    """A query that stops inside its Parquet read until released (a test hook, no timing)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inside = threading.Event()
+        self.go_on = threading.Event()
+
+    def check(self, stage: str) -> None:
+        if stage == "parquet read" and not self.inside.is_set():
+            self.inside.set()
+            assert self.go_on.wait(60), "the test never released the query"
+        super().check(stage)
+
+
+def test_compaction_and_retention_wait_for_a_running_query(tmp_path):
+    clock = [NOW / 1000]
+    st = opened(tmp_path, partition_ms=HOUR, retention_ms=2 * HOUR, clock=lambda: clock[0])
+    series = [one_series(i) for i in range(4)]
+    old_t, recent_t = NOW - 5 * HOUR, NOW - 30 * 60_000
+    for k in range(2):
+        append(st, series, old_t + k * 1000, float(k))
+        append(st, series, recent_t + k * 1000, float(10 + k))
+        st.flush()
+    files = [f.path for f in st.fileset.current.samples]
+    assert len(files) == 4
+    want = read_all(st, 0, NOW)
+
+    ctx = HeldQuery()
+    got: list = []
+    reader = threading.Thread(target=lambda: got.append(read_all(st, 0, NOW, ctx)))
+    reader.start()
+    assert ctx.inside.wait(60)
+    st.maintenance.run()  # retention retires the old partition, compaction the two recent files
+    assert not st.maintenance.failing
+    assert len(st.fileset.current.samples) == 1
+    assert st.fileset.collect() == 0 and all(tmp_path.joinpath(p).exists() for p in files)
+    ctx.go_on.set()
+    reader.join(60)
+    assert got == [want], "the held query read every file it started with"
+    assert st.fileset.collect() == 4 and not any(tmp_path.joinpath(p).exists() for p in files)
+    assert not list(tmp_path.glob(f"samples/hour={old_t // HOUR * HOUR}")), "the emptied partition directory went"
+    st.close()
+
+
+def corrupt(path) -> bytes:
+    """Truncate a Parquet file (as a bad disk or a stray writer would); returns the original bytes."""
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    return data
+
+
+def test_failing_compaction_leaves_no_file_is_counted_logged_once_and_retried(tmp_path, caplog):
+    tel = Telemetry()
+    st = opened(tmp_path, telemetry=tel)
+    series = [one_series(i) for i in range(3)]
+    for k in range(2):
+        append(st, series, NOW - 3 * HOUR + k * 1000, float(k))
+        st.flush()
+    files = sorted(tmp_path.glob("samples/*/*.parquet"))
+    good = corrupt(files[1])
+    with caplog.at_level(logging.INFO, logger="metricsgw.storage"):
+        for attempt in range(3):
+            st.maintenance.run()
+            assert sorted(tmp_path.glob("samples/*/*")) == files, "no new or partial file"
+            assert failures(tel) == attempt + 1
+    assert [r.levelname for r in caplog.records if "compaction failed" in r.getMessage()] == ["ERROR"]
+    files[1].write_bytes(good)  # the cause goes away
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="metricsgw.storage"):
+        st.maintenance.run()
+    assert failures(tel) == 3 and not st.maintenance.failing
+    assert any("compaction works again" in r.getMessage() for r in caplog.records)
+    st.fileset.collect()
+    assert len(list(tmp_path.glob("samples/*/*.parquet"))) == 1
+    assert sorted(read_all(st, 0, NOW)[1]) == sorted([NOW - 3 * HOUR, NOW - 3 * HOUR + 1000] * 3)
+    st.close()
+
+
+def test_failing_side_table_merge_leaves_no_file_and_is_retried(tmp_path):
+    tel = Telemetry()
+    st = opened(tmp_path, telemetry=tel)
+    series = [one_series()]
+    for k in range(MAX_SIDE_FILES):
+        append(st, series, NOW + k * 1000, float(k))
+        st.flush()
+    spans = sorted((tmp_path / "spans").iterdir())
+    good = corrupt(spans[3])
+    st.maintenance.run()
+    assert sorted((tmp_path / "spans").iterdir()) == spans and failures(tel) == 1
+    assert list(st.maintenance.failing) == ["side-table compaction"]
+    spans[3].write_bytes(good)
+    st.maintenance.run()
+    st.fileset.collect()
+    assert len(list((tmp_path / "spans").iterdir())) == 1 and not st.maintenance.failing
+    st.close()
+
+
+def test_close_waits_for_running_reads_before_closing_duckdb(tmp_path):
+    st = opened(tmp_path)
+    series = [one_series(i) for i in range(3)]
+    append(st, series, NOW - 3 * HOUR, 1.0)
+    st.flush()
+    ctx = HeldQuery()
+    got: list = []
+    reader = threading.Thread(target=lambda: got.append(read_all(st, 0, NOW, ctx)))
+    reader.start()
+    assert ctx.inside.wait(60)  # the read holds its snapshot and has not run its DuckDB query yet
+    closer = threading.Thread(target=st.close)
+    closer.start()
+    for _ in range(6000):  # bounded: until close() has stopped admitting reads
+        if st.fileset.closing:
+            break
+        time.sleep(0.01)
+    assert st.fileset.closing
+    with pytest.raises(Exception, match="shutting down"):
+        st.fileset.pin()
+    assert closer.is_alive(), "close() waits for the running read"
+    ctx.go_on.set()
+    reader.join(60)
+    closer.join(60)
+    assert not closer.is_alive()
+    assert got and got[0][2] == [1.0] * 3, "the read finished on an open DuckDB"
+
+
+def test_failing_retention_rewrite_is_retried_and_purges_the_dropped_series(tmp_path):
+    tel = Telemetry()
+    clock = [NOW / 1000]
+    st = opened(tmp_path, partition_ms=HOUR, retention_ms=2 * HOUR, clock=lambda: clock[0], telemetry=tel)
+    old, kept = [one_series(i) for i in range(3)], [one_series(i) for i in range(3, 5)]
+    append(st, old, NOW - 5 * HOUR, 1.0)
+    st.flush()
+    append(st, kept, NOW - 10 * 60_000, 2.0)
+    st.flush()
+    series_files = sorted((tmp_path / "series").iterdir())
+    good = corrupt(series_files[0])
+    st.maintenance.run()
+    assert list(st.maintenance.failing) == ["retention"] and failures(tel) == 1
+    assert not any(st.has_series(s) for s, _ in old), "dropped from memory at once"
+    assert sorted((tmp_path / "series").iterdir()) == series_files, "no partial rewrite"
+    series_files[0].write_bytes(good)
+    st.maintenance.run()  # nothing new to drop: the remembered rewrite is retried
+    st.fileset.collect()
+    assert not st.maintenance.failing
+    assert sorted(s for s, _ in read_series([str(p) for p in (tmp_path / "series").iterdir()])) == sorted(
+        s for s, _ in kept)
+    st.close()
+
+
+def test_a_failed_flush_leaves_no_file_and_the_next_flush_writes_its_samples(tmp_path):
+    st = opened(tmp_path)
+    first, second = [one_series(i) for i in range(2)], [one_series(i, "n") for i in range(2)]
+    t1 = NOW - 3 * HOUR  # its partition directory cannot be made: a file sits where it goes
+    blocker = tmp_path / "samples" / f"hour={t1 // HOUR * HOUR}"
+    blocker.parent.mkdir(parents=True)
+    blocker.write_bytes(b"")
+    append(st, first, t1, 1.0)
+    with pytest.raises(OSError):
+        st.flush()
+    assert [p for p in tmp_path.rglob("*.parquet")] == [], "no partial file"
+    assert read_all(st, 0, NOW)[2] == [1.0, 1.0], "still readable from memory"
+    append(st, second, NOW - 60_000, 2.0)
+    blocker.unlink()  # the cause goes away
+    st.flush()
+    assert st.flushing == [] and len(st.head) == 0
+    st.close(flush=False)
+    st = opened(tmp_path)  # from the files alone: the WAL segments of both flushes are gone
+    assert len(st.head) == 0
+    assert sorted(read_all(st, 0, NOW)[2]) == [1.0, 1.0, 2.0, 2.0]
+    assert set(st.select_series([Matcher("__name__", "=~", ".+")], None, None).labels) == {
+        lb for _, lb in first + second}
+    st.close()
