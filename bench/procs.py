@@ -50,7 +50,7 @@ class Server:
     data_dir: Path
     proc: subprocess.Popen
     log_path: Path
-    ready_path: str = "/-/ready"
+    ready_path: str = "/-/ready"  # what answers 200 once the server is serving (vmagent: /health)
 
     @property
     def write_url(self) -> str:

@@ -12,7 +12,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from . import appkeys as K
-from .api import metadata, query
+from .api import metadata, query, rules as rules_api
 from .api.middleware import prometheus_errors
 from .config import Config
 from .ingest.pipeline import IngestPipeline
@@ -25,6 +25,7 @@ from .limits.query_text import QueryTextLimits, ensure_recursion_headroom
 from .promql.engine import Engine
 from .remote.read_handler import handle_read, read_gate
 from .remote.write_handler import handle_write
+from .ruler.client import RulerClient
 from .rules.loader import RuleHolder
 from .storage.store import Storage
 from .telemetry import Telemetry
@@ -48,6 +49,7 @@ def build_app(cfg: Config, telemetry: Telemetry | None = None) -> web.Applicatio
     app[K.TELEMETRY] = tel
     app[K.STORAGE] = storage
     app[K.RULES] = rules
+    app[K.RULER] = RulerClient(cfg.rules_ruler_url, cfg.rules_ruler_timeout) if cfg.rules_ruler_url else None
     app[K.PIPELINE] = IngestPipeline(storage, tel, rules_holder=rules, limits=IngestLimits(cfg),
                                      time_window=SampleTimeWindow.from_config(cfg))
     app[K.ENGINE] = Engine(storage, lookback_s=cfg.query_lookback_delta, max_points=cfg.query_max_points_per_series,
@@ -80,6 +82,8 @@ def build_app(cfg: Config, telemetry: Telemetry | None = None) -> web.Applicatio
     r.add_get("/api/v1/status/tsdb", metadata.tsdb_status)
     r.add_get("/api/v1/query_exemplars", metadata.query_exemplars)
     r.add_post("/api/v1/query_exemplars", metadata.query_exemplars)
+    r.add_get("/api/v1/rules", rules_api.rules)
+    r.add_get("/api/v1/alerts", rules_api.alerts)
     r.add_get("/-/healthy", healthy)
     r.add_get("/-/ready", ready)
     r.add_post("/-/reload", reload_rules)
@@ -132,6 +136,8 @@ async def _close_storage(app: web.Application) -> None:
     await _stop_queries(app)  # again: a runner that skips on_shutdown still gets the order
     await asyncio.to_thread(app[K.QUERY_POOL].shutdown, wait=True, cancel_futures=True)
     await asyncio.to_thread(app[K.STORAGE].close)
+    if app[K.RULER] is not None:
+        await app[K.RULER].close()
 
 
 async def healthy(request: web.Request) -> web.Response:

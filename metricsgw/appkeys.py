@@ -11,6 +11,7 @@ STORAGE: web.AppKey[Any] = web.AppKey("storage")
 TELEMETRY: web.AppKey[Any] = web.AppKey("telemetry")
 PIPELINE: web.AppKey[Any] = web.AppKey("pipeline")
 RULES: web.AppKey[Any] = web.AppKey("rules")
+RULER: web.AppKey[Any] = web.AppKey("ruler")  # ruler.client.RulerClient, or None without --rules.ruler-url
 ENGINE: web.AppKey[Any] = web.AppKey("engine")
 GUARD: web.AppKey[Any] = web.AppKey("guard")
 MEMORY: web.AppKey[Any] = web.AppKey("memory")  # the query memory pool (limits/memory.py)

@@ -85,6 +85,13 @@ def _listen_address(text: str) -> str:
     return str(text)
 
 
+def _http_url(text: str) -> str:
+    s = str(text).strip()
+    if s and not re.match(r"^https?://[^/\s]+", s):
+        raise ValueError(f"not an http(s) URL: {text!r}")
+    return s
+
+
 def _bool(text: str | bool) -> bool:
     if isinstance(text, bool):
         return text
@@ -158,6 +165,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("storage.remote.read-max-bytes-in-frame", P, 1024 * 1024, "Streamed remote read: bytes of chunks (plus labels) per frame before a series is split across frames."),
     # --- rules
     Setting("rules.file", S, [], "Relabel/drop rule file (Prometheus relabel_config YAML list). Repeatable.", repeated=True),
+    Setting("rules.ruler-url", _http_url, "", "Ruler that evaluates the alerting/recording rules against metricsgw (vmalert, or a "
+            "Prometheus), e.g. http://127.0.0.1:8880; /api/v1/rules and /api/v1/alerts show its groups and alerts "
+            "(empty lists when unset)."),
+    Setting("rules.ruler-timeout", D, 5.0, "How long /api/v1/rules and /api/v1/alerts wait for the ruler before answering 503."),
     # --- ingest limits (0 = unlimited)
     Setting("ingest.max-series", I, 0, "Maximum active series in total; new series beyond it are dropped (0 = no limit)."),
     Setting("ingest.max-series-per-metric", I, 0, "Maximum active series per metric name (0 = no limit)."),
@@ -271,7 +282,7 @@ def markdown_table() -> str:
     """The settings table for the README (a test keeps the README in step with SETTINGS)."""
     rows = ["| flag / config key | default | what it does |", "|---|---|---|"]
     for s in SETTINGS:
-        rows.append(f"| `{s.flag}` | `{s.shown_default}` | {s.help}{' Repeatable.' if s.repeated and 'epeatable' not in s.help else ''} |")
+        rows.append(f"| `{s.flag}` | `{s.shown_default or '—'}` | {s.help}{' Repeatable.' if s.repeated and 'epeatable' not in s.help else ''} |")
     return "\n".join(rows)
 
 

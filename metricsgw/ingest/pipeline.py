@@ -9,7 +9,10 @@ Cache values are one of
   _Admit       labels validated and relabelled, but storage did not have the series when
                last seen (new in a batch that may not have been stored, or refused by a
                limit): the limit check and has_series are repeated until confirmed
-  _Refuse      rejected for good under the current rules (bad labels, relabel drop)
+  _Refuse      rejected for good under the current rules (bad labels, relabel_invalid)
+  _DROPPED     dropped by the relabel rules (one shared marker): a request whose series are
+               all known ints or _DROPPED still takes a vectorised path, since with rules such
+               as the shipped ones most requests carry some dropped series
 Cache keys are 16-byte digests of the raw v1 label bytes (``cache_keys``), not the bytes.
 New series are resolved in bulk (``_resolve_many``): one parse for all their labels,
 vectorised validation (bulk.py), one pass of hashing; odd series fall back to the exact
@@ -32,13 +35,17 @@ import numpy as np
 from ..errors import BadData
 from ..model import Labels, series_keys_and_ids
 from ..remote.codec import DecodedWrite
-from ..remote.validate import LabelProblem, render, validate_labels
+from ..remote.validate import LabelProblem, validate_labels
 from ..storage.batch import AppendBatch
 from .bulk import validate_many
 from .time_window import SampleTimeWindow
 
 RELABEL_DROP = "relabel_drop"
 RELABEL_INVALID = "relabel_invalid"
+# Drops the operator configured: the series was accepted and discarded on purpose, so the write
+# is a success (2xx) and its samples count as written. Everything else not stored is refused
+# (400): the sender must be told. relabel_invalid stays a refusal: the rules did not ask for it.
+CONFIGURED_DROPS = frozenset({RELABEL_DROP})
 HISTOGRAMS_UNSUPPORTED = "native_histograms_unsupported"
 EXEMPLARS_UNSUPPORTED = "exemplars_unsupported"
 UNDECODABLE_LABELS = "invalid_labels"
@@ -54,9 +61,16 @@ def cache_keys(raw_keys: list) -> list:
 
 @dataclass(frozen=True)
 class Rejection:
+    """A series of the request that is not stored, and why."""
+
     reason: str  # e.g. invalid_labels, duplicate_label_names, relabel_drop, a limit name
     message: str  # names the series and the problem (and the setting, for limits)
     samples: int  # samples of this request not stored because of it
+
+    @property
+    def configured(self) -> bool:
+        """Dropped by the operator's rules (a success for the sender), not refused."""
+        return self.reason in CONFIGURED_DROPS
 
 
 @dataclass(frozen=True)
@@ -69,6 +83,15 @@ class _Admit:
 class _Refuse:
     reason: str
     message: str
+
+
+_DROPPED = _Refuse(RELABEL_DROP, "dropped by relabel rules")
+
+
+def _drop_rejection(series: int, samples: int) -> Rejection:
+    """All of a request's configured drops as one record: nobody reads them one by one (the
+    write is a success) and one record per series cost more than the rest of the request."""
+    return Rejection(RELABEL_DROP, f"{series} series dropped by relabel rules", samples)
 
 
 class IngestPipeline:
@@ -116,7 +139,7 @@ class IngestPipeline:
             # The hot path: every series known and confirmed -> ints only.
             sids = np.array(found, dtype=np.int64)
         except (TypeError, ValueError, OverflowError):
-            return self._process_slow(decoded, found, keys)
+            return self._process_with_drops(decoded, found, keys)
         return AppendBatch(sid=np.repeat(sids, decoded.counts), t=decoded.t, v=decoded.v,
                            metadata=list(decoded.metadata)), []
 
@@ -150,6 +173,31 @@ class IngestPipeline:
             self.telemetry.histograms_discarded.labels(HISTOGRAMS_UNSUPPORTED).inc(decoded.histograms)
         if decoded.exemplars:
             self.telemetry.exemplars_discarded.labels(EXEMPLARS_UNSUPPORTED).inc(decoded.exemplars)
+
+    def _process_with_drops(self, decoded: DecodedWrite, found: list,
+                            keys: list) -> tuple[AppendBatch, list[Rejection]]:
+        """Every series known: confirmed ints, and series the rules drop. Else the slow path."""
+        keep = np.fromiter((entry is not _DROPPED for entry in found), bool, len(found))
+        if keep.all():
+            return self._process_slow(decoded, found, keys)
+        try:
+            sids = np.array([entry for entry in found if entry is not _DROPPED], dtype=np.int64)
+        except (TypeError, ValueError, OverflowError):
+            return self._process_slow(decoded, found, keys)
+        counts = decoded.counts
+        dropped = _drop_rejection(int((~keep).sum()), int(counts[~keep].sum()))
+        self._count_discarded([dropped])
+        mask = np.repeat(keep, counts)
+        return AppendBatch(sid=np.repeat(sids, counts[keep]), t=decoded.t[mask], v=decoded.v[mask],
+                           metadata=list(decoded.metadata)), [dropped]
+
+    def _count_discarded(self, rejections: list[Rejection]) -> None:
+        by_reason: dict[str, int] = {}
+        for rej in rejections:
+            by_reason[rej.reason] = by_reason.get(rej.reason, 0) + rej.samples
+        for reason, samples in by_reason.items():
+            if samples:
+                self.telemetry.samples_discarded.labels(reason).inc(samples)
 
     def _process_slow(self, decoded: DecodedWrite, found: list, keys: list) -> tuple[AppendBatch, list[Rejection]]:
         n = len(found)
@@ -206,15 +254,19 @@ class IngestPipeline:
             elif entry.sid not in new_sids:
                 cache[keys[i]] = entry.sid  # storage has it: confirmed, skip all checks from now on
         if not keep.all():  # rejections in request order, as the sender sent the series
+            dropped_series = dropped_samples = 0
             for i in np.flatnonzero(~keep).tolist():
                 entry = found[i]
-                if type(entry) is _Refuse:
+                if entry is _DROPPED:
+                    dropped_series += 1
+                    dropped_samples += int(counts[i])
+                elif type(entry) is _Refuse:
                     rejections.append(Rejection(entry.reason, entry.message, int(counts[i])))
                 else:
                     rejections.append(refused_at[i])
-        for rej in rejections:
-            if rej.samples:
-                self.telemetry.samples_discarded.labels(rej.reason).inc(rej.samples)
+            if dropped_series:
+                rejections.append(_drop_rejection(dropped_series, dropped_samples))
+        self._count_discarded(rejections)
         if keep.all():
             sid_col, t, v = np.repeat(sids, counts), decoded.t, decoded.v
         else:
@@ -289,7 +341,7 @@ class IngestPipeline:
     def _relabel(rules: Any, labels: Labels) -> Labels | _Refuse:
         relabelled = rules.apply(labels)
         if relabelled is None:
-            return _Refuse(RELABEL_DROP, f"series {render(labels)}: dropped by relabel rules")
+            return _DROPPED
         if relabelled != labels:
             try:
                 relabelled = validate_labels(relabelled)

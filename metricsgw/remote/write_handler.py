@@ -2,8 +2,14 @@
 
 Orchestration only: codec.py decodes, ingest/pipeline.py decides what is stored, storage
 makes it durable. Status codes follow the sender's retry logic (design.md 3): 204 all
-stored; 400 some series refused on purpose (the rest *was* stored; no retry); 413/415
-for a body we will not read; 503 only when storage fails (the sender retries).
+stored or dropped by the operator's relabel rules; 400 some series refused (invalid data or
+an ingest limit; the rest *was* stored; no retry); 413/415 for a body we will not read; 503
+only when storage fails (the sender retries).
+
+Remote-Write 2.0's written counts: the spec defines "written" as accepted rather than refused
+with an error, and forbids a 2xx unless everything sent was written; Prometheus's sender also
+treats a 2xx that reports 0 written as a failure. So samples dropped by configured rules count
+as written (accepted, then discarded on purpose); refused ones do not.
 """
 
 from __future__ import annotations
@@ -43,16 +49,18 @@ async def read_bounded(request: web.Request, limit: int, what: str = "remote-wri
 
 
 def written_headers(version: int, samples: int) -> dict[str, str]:
-    """Remote-Write 2.0 'written' headers; histograms and exemplars are not stored yet."""
+    """Remote-Write 2.0 'written' headers (samples: stored + dropped by configured rules);
+    histograms and exemplars are not stored yet."""
     if version != 2:
         return {}
     return {H_SAMPLES: str(samples), H_HISTOGRAMS: "0", H_EXEMPLARS: "0"}
 
 
-def rejection_text(rejections: list, stored_samples: int) -> str:
+def rejection_text(rejections: list, stored_samples: int, dropped_samples: int = 0) -> str:
     refused = sum(r.samples for r in rejections)
+    dropped = f", {dropped_samples} dropped by relabel rules" if dropped_samples else ""
     lines = [f"{len(rejections)} series rejected, {refused} samples not stored "
-             f"({stored_samples} samples of valid series were stored):"]
+             f"({stored_samples} samples of valid series were stored{dropped}):"]
     lines += [f"{r.reason}: {r.message}" for r in rejections[:MAX_LISTED_REJECTIONS]]
     if len(rejections) > MAX_LISTED_REJECTIONS:
         lines.append(f"and {len(rejections) - MAX_LISTED_REJECTIONS} more")
@@ -76,9 +84,11 @@ async def handle_write(request: web.Request) -> web.Response:
         stored = len(batch)
         if stored:
             telemetry.samples_ingested.inc(stored)
-        headers = written_headers(proto, stored)
-        if rejections:
-            err = IngestRejected(rejection_text(rejections, stored))
+        refused = [r for r in rejections if not r.configured]
+        dropped = sum(r.samples for r in rejections if r.configured)  # counted by reason in pipeline
+        headers = written_headers(proto, stored + dropped)
+        if refused:
+            err = IngestRejected(rejection_text(refused, stored, dropped))
             err.headers = headers  # partial write: the 2.0 spec still wants the counts
             raise err
     except GatewayError as err:

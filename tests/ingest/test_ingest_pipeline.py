@@ -164,6 +164,7 @@ def test_relabel_rules_apply_and_cache_resets_on_reload(storage, telemetry):
     pipe = IngestPipeline(storage, telemetry, rules_holder=holder)
     batch, rej = pipe.process(request(gpu_series(3)))
     assert [r.reason for r in rej] == ["relabel_drop"] and rej[0].samples == 1
+    assert rej[0].configured  # the operator asked for it: the write handler answers 2xx
     assert {dict(labels)["node"] for _, labels in batch.new_series} == {"h0", "h2"}
     assert all("host" not in dict(labels) for _, labels in batch.new_series)
     assert discarded(telemetry, "relabel_drop") == 1
@@ -172,6 +173,25 @@ def test_relabel_rules_apply_and_cache_resets_on_reload(storage, telemetry):
     batch, rej = pipe.process(request(gpu_series(3)))
     assert rej == [] and len(batch.new_series) == 3
     assert all("host" in dict(labels) for _, labels in batch.new_series)
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_known_drops_next_to_known_series_answer_like_the_first_time(storage, telemetry, version):
+    """Once every series is known (stored ids, or dropped by the rules), a request takes the
+    vectorised path; it keeps and drops exactly what the full path did, and counts the same."""
+    pipe = IngestPipeline(storage, telemetry, rules_holder=Holder(DropGpu1()))
+    series = gpu_series(6) + [([("__name__", "other"), ("gpu", "1")], [(1000, 5.0), (2000, 6.0)])]
+    first, rej1 = pipe.process(request(series, version))
+    store(storage, first)
+    pipe.process(request(series, version))  # confirms the stored series: ints in the cache from now on
+    pipe._process_slow = lambda *a: pytest.fail("took the per-series path")  # noqa: SLF001 (the path under test)
+    again, rej2 = pipe.process(request([(labels, [(t + 5000, v) for t, v in samples]) for labels, samples in series],
+                                       version))
+    assert [(r.reason, r.samples) for r in rej1] == [(r.reason, r.samples) for r in rej2] == [("relabel_drop", 3)]
+    assert "2 series dropped by relabel rules" in rej2[0].message and rej2[0].configured
+    assert sorted(again.sid.tolist()) == sorted(first.sid.tolist()) and len(again) == 5
+    assert sorted(again.v.tolist()) == sorted(first.v.tolist()) and set(again.t.tolist()) == {6000}
+    assert discarded(telemetry, "relabel_drop") == 9
 
 
 @dataclass
@@ -196,6 +216,7 @@ def test_limit_rejections_are_not_cached_for_good(storage, telemetry):
     pipe = IngestPipeline(storage, telemetry, limits=limit)
     batch, rej = pipe.process(request(gpu_series(3)))
     assert len(batch.new_series) == 2 and [r.reason for r in rej] == ["max_series"]
+    assert not rej[0].configured  # a limit: the sender must be told (400)
     assert rej[0].samples == 1 and "--ingest.max-series" in rej[0].message
     store(storage, batch)
     limit.room = 1  # room frees up (e.g. series went inactive)

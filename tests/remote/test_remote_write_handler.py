@@ -172,3 +172,66 @@ def test_samples_ingested_counter_and_values_bit_exact(tmp_path):
     assert status == 204
     assert [bits for _, _, bits in read_back(tmp_path)] == [0x7FF0000000000002, 0xFFF0000000000000]
     assert app[appkeys.TELEMETRY].registry.get_sample_value("metricsgw_ingested_samples_total") == 2
+
+
+# ---------------------------------------------------------------- drops by configured relabel rules
+
+DROP_RULES = """
+- source_labels: [__name__]
+  regex: dropme
+  action: drop
+"""
+
+
+def dropped(name="dropme", n=2):
+    return [([("__name__", name), ("i", str(i))], [(1000, float(i)), (2000, float(i))]) for i in range(n)]
+
+
+def app_with_rules(tmp_path, **settings):
+    rules = tmp_path / "drop.yml"
+    rules.write_text(DROP_RULES)
+    return build_app(load({"storage.path": str(tmp_path / "data"), "rules.file": [str(rules)],
+                           "storage.retention.time": "100y", **settings}))  # samples near 1970, as make_app's
+
+
+def written(headers) -> int:
+    return int(headers["X-Prometheus-Remote-Write-Samples-Written"])
+
+
+def test_configured_drops_are_a_success_and_count_as_written(tmp_path):
+    """A series the operator's rules drop is answered 204 (Prometheus counts no failed sample) and
+    counted by reason; in 2.0 its samples count as written (accepted), even when nothing is stored."""
+    app = app_with_rules(tmp_path)
+    replies = asyncio.run(_exchange(app, [
+        (V1, codec.encode_v1(dropped() + good())),
+        (V2, codec.encode_v2(dropped() + good("ok2", n=2))),
+        (V2, codec.encode_v2(dropped())),  # everything dropped: still 2xx, written == sent
+        (V1, codec.encode_v1(dropped())),  # known (cached) drops take the same path
+    ]))
+    assert [status for status, _, _ in replies] == [204, 204, 204, 204], replies
+    assert written(replies[1][2]) == 4 + 2 and written(replies[2][2]) == 4
+    tel = app[appkeys.TELEMETRY].registry
+    assert tel.get_sample_value("metricsgw_discarded_samples_total", {"reason": "relabel_drop"}) == 16
+    assert tel.get_sample_value("metricsgw_ingested_samples_total") == 3
+    assert sorted(r[0] for r in read_back(tmp_path / "data")) == ["ok", "ok2", "ok2"]
+
+
+def test_drops_next_to_refused_series_still_tell_the_sender(tmp_path):
+    """Invalid data and limits stay 400 when the request also holds configured drops; the message
+    and the 2.0 written count keep the drops apart from the refusals."""
+    app = app_with_rules(tmp_path, **{"ingest.max-label-names-per-series": "3"})
+    too_many_labels = [([("__name__", "wide"), ("a", "1"), ("b", "2"), ("c", "3")], [(1000, 1.0)])]
+    replies = asyncio.run(_exchange(app, [
+        (V2, codec.encode_v2(dropped() + BAD_LABELS + good())),
+        (V1, codec.encode_v1(dropped() + too_many_labels + good("ok2"))),
+    ]))
+    (s1, text1, h1), (s2, text2, _) = replies
+    assert s1 == 400 and "invalid label name" in text1 and "relabel_drop" not in text1, text1
+    assert "1 series rejected, 1 samples not stored (1 samples of valid series were stored, " \
+           "4 dropped by relabel rules)" in text1
+    assert written(h1) == 1 + 4
+    assert s2 == 400 and "--ingest.max-label-names-per-series=3" in text2, text2
+    tel = app[appkeys.TELEMETRY].registry
+    assert tel.get_sample_value("metricsgw_discarded_samples_total", {"reason": "relabel_drop"}) == 8
+    assert tel.get_sample_value("metricsgw_discarded_samples_total", {"reason": "max_label_names_per_series"}) == 1
+    assert sorted(r[0] for r in read_back(tmp_path / "data")) == ["ok", "ok2"]
