@@ -261,7 +261,8 @@ def _v1_label_records_pairs(key: bytes) -> RawPairs:
         raise BadData(f"cannot decode labels: {err}") from None
 
 
-def _varint(n: int) -> bytes:
+def uvarint(n: int) -> bytes:
+    """Protobuf's base-128 varint of a non-negative int (also the length prefix of streamed frames)."""
     out = bytearray()
     while n >= 0x80:
         out.append((n & 0x7F) | 0x80)
@@ -306,7 +307,7 @@ def _decode_v1_generic(raw: bytes) -> DecodedWrite:
         req = v1pb.RawWriteRequest.FromString(raw)  # label bytes are checked per series later
     except DecodeError as err:
         raise BadData(f"cannot decode remote-write 1.0 protobuf: {err}") from None
-    keys = [b"".join(b"\n" + _varint(len(item)) + item for item in ts.labels) for ts in req.timeseries]
+    keys = [b"".join(b"\n" + uvarint(len(item)) + item for item in ts.labels) for ts in req.timeseries]
     label_counts = np.array([len(ts.labels) for ts in req.timeseries], np.int64)
     counts = [len(ts.samples) for ts in req.timeseries]
     merged = v1pb.MergedWriteRequest.FromString(raw).timeseries

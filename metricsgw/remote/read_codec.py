@@ -24,7 +24,7 @@ from ..errors import BadData
 from ..model import Labels, Matcher
 from ..storage.batch import SampleBlock
 from . import xor
-from .codec import decompress
+from .codec import decompress, uvarint
 from .proto import remote_read_pb2 as pb
 
 SAMPLES = pb.ReadRequest.SAMPLES
@@ -102,16 +102,7 @@ def _label_records(labels: Labels, field: int = 1) -> bytes:
 
 
 def _len_field(field: int, payload: bytes) -> bytes:
-    return _uvarint((field << 3) | 2) + _uvarint(len(payload)) + payload
-
-
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
+    return uvarint((field << 3) | 2) + uvarint(len(payload)) + payload
 
 
 def sample_records(t: np.ndarray, v: np.ndarray) -> tuple[bytes, np.ndarray]:
@@ -170,7 +161,7 @@ def encode_samples_response(results: list[bytes]) -> bytes:
 
 def frame(message: bytes) -> bytes:
     """uvarint size, big-endian CRC32C, message (Prometheus's ChunkedWriter.Write)."""
-    return _uvarint(len(message)) + struct.pack(">I", crc32c.crc32c(message)) + message
+    return uvarint(len(message)) + struct.pack(">I", crc32c.crc32c(message)) + message
 
 
 def block_chunks(block: SampleBlock, per_chunk: int = xor.SAMPLES_PER_CHUNK) -> dict[int, list[tuple[int, int, bytes]]]:
