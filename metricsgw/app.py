@@ -111,7 +111,12 @@ async def _open_storage(app: web.Application) -> None:
     storage = app[K.STORAGE]
 
     async def replay() -> None:
-        await asyncio.to_thread(storage.open)
+        try:
+            await asyncio.to_thread(storage.open)
+        except Exception as err:  # /-/ready says why; writes answer 503 (not ready)
+            log.exception("storage failed to open")
+            storage.open_error = err
+            return
         storage.start_background()
 
     app[K.REPLAY_TASK] = asyncio.get_running_loop().create_task(replay())
@@ -140,9 +145,10 @@ async def healthy(request: web.Request) -> web.Response:
 
 
 async def ready(request: web.Request) -> web.Response:
-    if request.app[K.STORAGE].ready:
+    reason = request.app[K.STORAGE].not_ready_reason()
+    if reason is None:
         return web.Response(text="metricsgw is Ready.\n")
-    return web.Response(status=503, text="Service Unavailable: replaying the WAL\n")
+    return web.Response(status=503, text=f"Service Unavailable: {reason}\n")
 
 
 async def reload_rules(request: web.Request) -> web.Response:

@@ -69,6 +69,15 @@ class _Column:
             self.index[value] = c
         return c
 
+    def codes_of(self, values: list[str]) -> np.ndarray:
+        """``code_of`` for many distinct values (C-level lookups; new values appended in order)."""
+        index = self.index
+        new = [v for v in values if v not in index]
+        if new:
+            index.update(zip(new, range(len(self.values), len(self.values) + len(new))))
+            self.values.extend(new)
+        return np.fromiter(map(index.__getitem__, values), np.int32, len(values))
+
     def match_mask(self, m: Matcher, nrows: int) -> np.ndarray:
         ok = np.fromiter((m.matches(v) for v in self.values), dtype=bool, count=len(self.values))
         codes = self.codes.view
@@ -270,6 +279,19 @@ class Catalog:
                 self.metrics[name].add_many(np.asarray(ks, np.int64) + g0, [fresh[k][1] for k in ks])
             self.metric_idx.extend(table_of)
             return fresh
+
+    def add_keys(self, sids: np.ndarray, keys: list[bytes]) -> np.ndarray:
+        """Register many series given as ``model.series_key`` bytes, with no Python work per series
+        (start-up: the series table and the WAL's new series, a million at once). Same result as
+        ``add_many``; returns the positions (into ``sids``) of the series that were not known."""
+        from .catalog_bulk import add_keys  # it builds on this module's classes
+
+        with self._lock:
+            return add_keys(self, np.asarray(sids, np.int64), keys)
+
+    def known(self, sids: np.ndarray) -> np.ndarray:
+        """Which of these sids are registered (dict lookups in C: numpy's isin hashes both sides)."""
+        return np.fromiter(map(self.by_sid.__contains__, sids.tolist()), bool, len(sids))
 
     def dense(self, sids: np.ndarray) -> np.ndarray:
         """Dense indexes of known sids (vectorised); KeyError for an unknown one."""

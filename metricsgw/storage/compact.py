@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from . import parquet_io
+from . import crashpoints, parquet_io
 from .batch import SampleBlock
 from .merge import merge_blocks
 from .wal import fsync_dir
@@ -64,9 +64,11 @@ def compact_partitions(storage, row_group_rows: int = parquet_io.SAMPLE_ROW_GROU
             parquet_io.fsync_file(out + ".tmp")
             os.replace(out + ".tmp", out)
             fsync_dir(os.path.dirname(out))
+            crashpoints.reached("compaction.merged")
             tx.add_samples(parquet_io.describe_sample_file(out, part_ms, seq))
             tx.retire(f.path for f in files)  # deleted once no running query holds them
             tx.commit()
+        crashpoints.reached("compaction.swapped")
         done += 1
         log.info("compacted %d files of partition hour=%d into %s", len(files), part_ms, os.path.basename(out))
     return done
@@ -211,7 +213,8 @@ class _SampleWriter:
 
 
 _SIDE_MERGE = {
-    "series": "SELECT DISTINCT ON (sid) sid, labels FROM read_parquet($files) {where}",
+    # union_by_name: series files of earlier versions hold "labels" (JSON) where newer ones hold "key"
+    "series": "SELECT DISTINCT ON (sid) * FROM read_parquet($files, union_by_name = true) {where}",
     "spans": "SELECT sid, greatest(min(min_t), $floor) AS min_t, max(max_t) AS max_t FROM read_parquet($files) "
              "{where} GROUP BY sid",
 }

@@ -18,6 +18,7 @@ import logging
 
 import numpy as np
 
+from . import crashpoints
 from .compact import compact_partitions, compact_side_tables, purge_side_tables
 
 log = logging.getLogger(__name__)
@@ -61,6 +62,7 @@ class Maintenance:
             with st.fileset.transaction() as tx:
                 tx.retire(old)  # deleted once no running query holds them
                 tx.commit()
+            crashpoints.reached("retention.removed")
             log.info("retention: %d partition file(s) older than %d ms retired", len(old), st.retention_ms)
         files = st.fileset.current.samples
         horizon = min(f.min_t for f in files) if files else int(np.iinfo(np.int64).max)

@@ -1,7 +1,7 @@
 """Parquet files on disk: hive-style time partitions of samples, and the series table.
 
     <path>/samples/hour=<partition start, unix ms>/part-<seq>.parquet   (metric, sid, t, v)
-    <path>/series/series-<seq>.parquet                                  (sid, labels_json)
+    <path>/series/series-<seq>.parquet                                  (sid, key: model.series_key)
     <path>/spans/spans-<seq>.parquet                                    (sid, min_t, max_t)
 
 Names, versions and deletion belong to storage/fileset.py; this module only writes and reads files.
@@ -24,10 +24,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..model import Labels
+from ..model import series_keys
 from .wal import fsync_dir
 
-SERIES_SCHEMA = pa.schema([("sid", pa.int64()), ("labels", pa.string())])
+SERIES_SCHEMA = pa.schema([("sid", pa.int64()), ("key", pa.binary())])
 
 
 @dataclass(frozen=True)
@@ -92,10 +92,11 @@ def write_samples(path: str, partition_ms: int, seq: int, metric_codes: np.ndarr
     return SampleFile(path, partition_ms, seq, int(t.min()), int(t.max()))
 
 
-def write_series(path: str, series: list[tuple[int, Labels]]) -> None:
+def write_series(path: str, series: list[tuple[int, bytes]]) -> None:
+    """Series as (sid, ``model.series_key``): start-up splits the keys of all series at once
+    (keysplit.py), where a JSON object per series cost a parse per series."""
     table = pa.table({"sid": pa.array([s for s, _ in series], pa.int64()),
-                      "labels": pa.array([json.dumps(dict(lb), separators=(",", ":")) for _, lb in series])},
-                     schema=SERIES_SCHEMA)
+                      "key": pa.array([k for _, k in series], pa.binary())}, schema=SERIES_SCHEMA)
     write_atomic(table, path)
 
 
@@ -121,14 +122,23 @@ def _t_range(meta: pq.FileMetaData) -> tuple[int, int]:
     return lo, hi
 
 
-def read_series(paths: list[str]) -> list[tuple[int, Labels]]:
-    """The series in these series files (a sid may repeat: its labels are the same)."""
-    out: list[tuple[int, Labels]] = []
+def read_series(paths: list[str]) -> tuple[np.ndarray, list[bytes]]:
+    """The series in these series files as (sids, series keys); a sid may repeat (same key).
+    Files of earlier versions hold the labels as JSON (column ``labels``); a merge of old and new
+    files holds both columns, one of them null per row."""
+    sids: list[np.ndarray] = []
+    keys: list[bytes] = []
     for path in paths:
         table = pq.read_table(path)
-        for sid, lj in zip(table.column("sid").to_pylist(), table.column("labels").to_pylist()):
-            out.append((sid, tuple(sorted(json.loads(lj).items()))))
-    return out
+        sids.append(table.column("sid").to_numpy())
+        file_keys = table.column("key").to_pylist() if "key" in table.column_names else [None] * table.num_rows
+        if "labels" in table.column_names:
+            legacy = [i for i, k in enumerate(file_keys) if k is None]
+            labels = table.column("labels").take(legacy).to_pylist()
+            for i, lk in zip(legacy, series_keys([tuple(sorted(json.loads(lj).items())) for lj in labels])):
+                file_keys[i] = lk
+        keys.extend(file_keys)
+    return (np.concatenate(sids) if sids else np.empty(0, np.int64)), keys
 
 
 def read_spans(path: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -1,9 +1,10 @@
-"""The WAL record of one acknowledged append: new series, metadata and samples, bit-exact.
+"""The WAL records of earlier versions, still replayed so a data dir written before an upgrade opens.
 
-Record "A2" (written now): new series as int64 ids + u32 key lengths + the concatenated
-``model.series_key`` bytes (built with C-level joins, split back with two str.split calls),
-then metadata (JSON), then the sample columns. "A1" (older WALs: new series as JSON) is still
-read, so a WAL written before an upgrade replays.
+Record "A2": new series as int64 ids + u32 key lengths + the concatenated ``model.series_key``
+bytes (split back with two str.split calls), then metadata (JSON), then the raw sample columns
+(24 bytes a sample). "A1" (the first version): new series as JSON. Records are written as "A3"
+now (walcodec.py), which reuses the series-key layout below; ``encode`` stays to write A2
+records in the tests that prove old WALs replay.
 """
 
 from __future__ import annotations
@@ -42,17 +43,21 @@ def encode(batch: AppendBatch) -> bytes:
 
 def _series_v2(payload: bytes, pos: int) -> tuple[list, int]:
     (ns,) = _U32.unpack_from(payload, pos)
-    pos += 4
-    if not ns:
-        return [], pos
-    sids = np.frombuffer(payload, np.int64, ns, pos).tolist()
+    sids, keys, pos = read_series_keys(payload, pos + 4, ns)
+    return list(zip(sids.tolist(), map(labels_from_key, keys))), pos
+
+
+def read_series_keys(payload: bytes, pos: int, ns: int) -> tuple[np.ndarray, list[bytes], int]:
+    """``ns`` new series laid out as int64 ids, u32 key lengths, concatenated keys:
+    (sids, keys, position after them)."""
+    sids = np.frombuffer(payload, np.int64, ns, pos).copy()
     pos += 8 * ns
     lens = np.frombuffer(payload, np.uint32, ns, pos).astype(np.int64)
     pos += 4 * ns
     ends = (np.cumsum(lens) + pos).tolist()
     starts = [pos] + ends[:-1]
-    series = [(sid, labels_from_key(payload[a:b])) for sid, a, b in zip(sids, starts, ends)]
-    return series, ends[-1]
+    keys = [payload[a:b] for a, b in zip(starts, ends)]
+    return sids, keys, (ends[-1] if ns else pos)
 
 
 def _series_v1(payload: bytes, pos: int) -> tuple[list, int]:

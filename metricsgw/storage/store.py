@@ -12,6 +12,7 @@ files there in one transaction; compaction and retention (storage/maintenance.py
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import ctypes.util
 import json
@@ -24,18 +25,21 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import Unavailable
-from . import parquet_io, records
+from ..model import series_keys
+from . import catalog_checkpoint, crashpoints, parquet_io, startup
 from .batch import AppendBatch, MetricMetadata
 from .catalog import Catalog
 from .fileset import FileSet, Transaction
 from .head import Head
 from .maintenance import Maintenance
 from .querier import StorageReader
-from .wal import WAL, fsync_dir, list_segments, read_segment, segment_name
+from .wal import WAL, fsync_dir
+from .walcodec import SegmentEncoder
 
 log = logging.getLogger(__name__)
 
 _ACTIVE_WINDOW_MS = 3600_000  # a series is active if it received a sample within the last hour
+FLUSH_RETRY_S = 5.0  # a failed flush is retried this soon
 
 
 def _load_malloc_trim():
@@ -81,10 +85,12 @@ class Storage(StorageReader):
         self.maintenance = Maintenance(self)
         self.metadata_by_metric: dict[str, dict[MetricMetadata, None]] = {}
         self.ready = False
+        self.open_error: BaseException | None = None
         self.wal: WAL | None = None
         self._swap_lock = threading.Lock()
         self._flush_lock = threading.Lock()
-        self._unflushed_series: list[tuple[int, tuple]] = []
+        self._unflushed_series: list[tuple[int, bytes]] = []  # (sid, model.series_key)
+        self._checkpointed_series = 0  # series in the last catalog checkpoint written or loaded
         self._interval_ms = 15_000.0
         self._series_epoch = 0  # bumped each time retention drops series
         self._dropped: list[tuple[int, np.ndarray]] = []  # (epoch, sids dropped then), the last few
@@ -100,34 +106,34 @@ class Storage(StorageReader):
         removed = self.fileset.open()
         if removed:
             log.warning("removed %d half-written file(s) left by a crash", removed)
+        startup.load_series(self)
         files = self.fileset.current
-        self.catalog.add_many(parquet_io.read_series(list(files.series)))
-        for path in files.spans:
-            sid, min_t, max_t = parquet_io.read_spans(path)
-            g = self.catalog.lookup(sid)
-            known = g >= 0
-            self.catalog.touch_dense(g[known], min_t[known])
-            self.catalog.touch_dense(g[known], max_t[known])
         self._load_metadata()
         wal_dir = os.path.join(self.path, "wal")
         os.makedirs(wal_dir, exist_ok=True)
-        flushed_upto = self._read_marker()
-        replayed = 0
-        for seg in list_segments(wal_dir):
-            seg_path = os.path.join(wal_dir, segment_name(seg))
-            if seg <= flushed_upto:
-                os.remove(seg_path)
-                continue
-            for payload in read_segment(seg_path):
-                self._apply(records.decode(payload))
-                replayed += 1
-        self.wal = WAL(wal_dir, self.wal_segment_size, on_fsync=self._observe_fsync)
+        replayed = startup.replay_wal(self, wal_dir, self._read_marker())
+        if self.telemetry:
+            self.telemetry.head_samples.set(len(self.head))
+        self.wal = WAL(wal_dir, self.wal_segment_size, SegmentEncoder, on_fsync=self._observe_fsync,
+                       on_health=self._observe_wal_health)
+        self._observe_wal_health(self.wal.error, write=False)
         elapsed = time.perf_counter() - t0
         if self.telemetry:
             self.telemetry.replay_duration.set(elapsed)
         log.info("storage open: %d series, %d partition files, %d WAL records replayed (%d head samples) in %.2fs",
                  len(self.catalog), len(files.samples), replayed, len(self.head), elapsed)
         self.ready = True
+
+    def not_ready_reason(self) -> str | None:
+        """Why /-/ready is 503, or None when it is 200."""
+        if self.open_error is not None:
+            return f"storage failed to open: {self.open_error}"
+        if not self.ready or self.wal is None:
+            return "replaying the WAL"
+        err = self.wal.error
+        if err is not None:
+            return f"the WAL cannot be written ({err}); writes answer 503 until it can"
+        return None
 
     def start_background(self) -> None:
         self._flusher = threading.Thread(target=self._flush_loop, name="flusher", daemon=True)
@@ -193,9 +199,10 @@ class Storage(StorageReader):
         """Durable when it returns: the WAL record is fsync'd."""
         if self.wal is None or not self.ready:
             raise Unavailable("storage is not ready (WAL replay in progress)")
-        if len(self.head) > 4 * self.flush_max_samples:
+        if self.wal.error is not None:  # refuse before touching the head; the WAL probes the disk meanwhile
+            raise Unavailable(f"the WAL cannot be written: {self.wal.error}", retry_after_s=5)
+        if len(self.head) + sum(len(h) for h in self.flushing) > 4 * self.flush_max_samples:
             raise Unavailable("head is full: flushing to Parquet is behind; retry later", retry_after_s=5)
-        payload = records.encode(batch)
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
 
@@ -207,14 +214,16 @@ class Storage(StorageReader):
 
         with self._swap_lock:
             self._apply(batch)
-            self.wal.submit(payload, done)
+            self.wal.submit(batch, done)
         err = await fut
         if err is not None:
             raise Unavailable(f"WAL write failed: {err}")
 
     def _apply(self, batch: AppendBatch) -> None:
         if batch.new_series:
-            self._unflushed_series.extend(self.catalog.add_many(batch.new_series))
+            fresh = self.catalog.add_many(batch.new_series)
+            if fresh:  # kept as series keys until the flush writes them to the series table
+                self._unflushed_series.extend(zip([sid for sid, _ in fresh], series_keys([lb for _, lb in fresh])))
         if len(batch.sid):
             g = self.catalog.lookup(batch.sid)
             if g.min() < 0:  # the sender's series cache predates a retention pass that dropped the series
@@ -227,6 +236,12 @@ class Storage(StorageReader):
         if self.telemetry:
             self.telemetry.head_samples.set(len(self.head))
 
+    def _observe_wal_health(self, err: BaseException | None, write: bool) -> None:
+        if self.telemetry:
+            self.telemetry.storage_writable.set(0 if err else 1)
+            if err is not None and write:
+                self.telemetry.wal_write_failures.inc()
+
     def _observe_fsync(self, seconds: float, records_n: int) -> None:
         if self.telemetry:
             self.telemetry.wal_fsync.observe(seconds)
@@ -236,31 +251,51 @@ class Storage(StorageReader):
     def _flush_loop(self) -> None:
         last = time.monotonic()
         while not self._stop.wait(1.0):
+            self._observe_free_bytes()
             due = time.monotonic() - last >= self.flush_interval_s
             if due or len(self.head) >= self.flush_max_samples:
-                try:
-                    self.flush()
-                except Exception:
-                    log.exception("flush failed; will retry")
-                    if self.telemetry:
-                        self.telemetry.flush_failures.inc()
-                self.maintenance.run()  # compaction, side tables, retention: each retried on its own
+                if self._flush_step():
+                    last = time.monotonic()
+                else:  # retry soon (space may come back any moment), not a whole interval later
+                    last = time.monotonic() - self.flush_interval_s + min(self.flush_interval_s, FLUSH_RETRY_S)
+                self.maintenance.run()  # retention, compaction, side tables: each retried on its own
                 release_free_memory()  # compaction's buffers too
-                last = time.monotonic()
             self.fileset.collect()  # retired files no query holds any more
             if self.telemetry:
                 self.telemetry.active_series.set(self.active_series())
 
+    def _flush_step(self) -> bool:
+        try:
+            self.flush()
+            return True
+        except Exception:
+            log.exception("flush failed; the samples stay in the WAL and in memory, retrying in %ss", FLUSH_RETRY_S)
+            if self.telemetry:
+                self.telemetry.flush_failures.inc()
+            return False
+
+    def _observe_free_bytes(self) -> None:
+        if self.telemetry:
+            try:
+                st = os.statvfs(self.path)
+                self.telemetry.storage_free_bytes.set(st.f_bavail * st.f_frsize)
+            except OSError:
+                pass
+
     def flush(self) -> None:
         """Head -> Parquet partitions + series table, one file set commit; then drop the flushed WAL
-        segments. A failed flush leaves no file: its snapshot stays readable in ``flushing`` and its
-        new series stay pending, and the next flush writes them first (its cut covers theirs)."""
+        segments. A failed flush leaves no file (the transaction deletes what it wrote): its snapshot
+        stays readable in ``flushing`` and its new series stay pending, and the next flush writes them
+        first, in the same commit as the head it cuts (its WAL cut covers theirs). So the ``flushed``
+        marker never passes a WAL segment whose samples are not committed. While flushes fail, the
+        samples held in memory (head and failed snapshots) are bounded: ``append`` refuses past the limit."""
         with self._flush_lock:
             t0 = time.perf_counter()
             with self._swap_lock:
                 if not len(self.head) and not self._unflushed_series and not self.flushing:
                     return
                 cut = self.wal.cut()
+                crashpoints.reached("flush.cut")
                 if len(self.head):
                     self.flushing.append(self.head)
                     self.head = Head()
@@ -275,6 +310,7 @@ class Storage(StorageReader):
                         path, _ = tx.new_path("series")
                         parquet_io.write_series(path, new_series)
                         tx.add_side("series", path)
+                    crashpoints.reached("flush.files")
                     self._write_metadata(meta)
                     self._write_marker(cut)
                     with self._swap_lock:
@@ -284,11 +320,30 @@ class Storage(StorageReader):
                 with self._swap_lock:
                     self._unflushed_series[:0] = new_series
                 raise
+            crashpoints.reached("flush.marker")
             self.wal.remove_upto(cut)
+            self._checkpoint_catalog()
             release_free_memory()
             if self.telemetry:
                 self.telemetry.flush_duration.observe(time.perf_counter() - t0)
                 self.telemetry.head_samples.set(len(self.head))
+
+    def _checkpoint_catalog(self) -> None:
+        """Save the series table as arrays once it grew by a tenth since the last save, so a restart
+        loads it instead of parsing every series key. Failing to is not a failed flush: the series
+        files hold everything, the next start-up is just slower."""
+        if len(self.catalog) - self._checkpointed_series < max(1, len(self.catalog) // 10):
+            return
+        with self._swap_lock:  # no series is added meanwhile (append registers them under it)
+            snap = catalog_checkpoint.snapshot(self.catalog)
+        # Called in the flusher (the file set's one writer) after a commit: the side files listed now
+        # are exactly those whose series and spans the snapshot holds.
+        covered = catalog_checkpoint.covered_seq(self.fileset.current)
+        try:
+            catalog_checkpoint.save(self.path, snap, covered)
+            self._checkpointed_series = len(snap["sids"])
+        except OSError as err:
+            log.warning("series table checkpoint not written: %s", err)
 
     def _write_snapshot(self, tx: Transaction, snap: Head) -> None:
         sid, t, v = snap.columns()
@@ -324,11 +379,16 @@ class Storage(StorageReader):
     # ---------------------------------------------------------------- small side files
     def _write_json_atomic(self, name: str, obj) -> None:
         path = os.path.join(self.path, name)
-        with open(path + ".tmp", "w", encoding="utf-8") as fh:
-            json.dump(obj, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(path + ".tmp", path)
+        try:
+            with open(path + ".tmp", "w", encoding="utf-8") as fh:
+                json.dump(obj, fh)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(path + ".tmp", path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.remove(path + ".tmp")
+            raise
         fsync_dir(self.path)
 
     def _write_marker(self, seg: int) -> None:
@@ -384,6 +444,9 @@ class Storage(StorageReader):
             sids = cat.sids.a[at].copy()
             self._series_epoch += 1
             self._dropped = self._dropped[-7:] + [(self._series_epoch, sids)]
+        # The checkpoint still holds them: a restart must not bring them back. The next flush writes a new one.
+        catalog_checkpoint.discard(self.path)
+        self._checkpointed_series = 0
         log.info("retention: %d series with no samples left dropped, %d kept", len(sids), len(new))
         return sids
 

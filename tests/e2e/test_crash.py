@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import random
+import subprocess
 import threading
 import time
 
-from bench.procs import start_metricsgw
+from bench.procs import free_port, start_metricsgw
 from metricsgw.remote.codec import encode_v1
+from metricsgw.storage import crashpoints
+from tests.e2e.acked import AckedLoad, assert_exactly_once
 from tests.e2e.client import api, remote_write
 
 SERIES = 50
@@ -72,3 +76,52 @@ def test_kill_9_during_load_loses_no_acknowledged_sample(tmp_path):
         assert not dupes, f"samples stored twice: {dupes[:5]}"
     finally:
         restarted.stop()
+
+
+# -- kill -9 at chosen steps of flush, compaction and retention, over several restarts ----------
+
+CRASH_SEED = 20261201
+# Short flushes and 10 s partitions so flushes, compactions and retention passes all happen within seconds.
+CRASH_FLAGS = ["--storage.flush-interval=1s", "--storage.partition-duration=10s", "--storage.retention.time=2h"]
+
+
+def test_kill_9_at_random_steps_of_flush_compaction_and_retention(tmp_path, monkeypatch):
+    """Each round arms one crash point (crashpoints.py; every point once, in an order and at an
+    arrival drawn from a seeded RNG), sends load until the server kills itself there, and
+    restarts on the same data. Samples about to leave retention
+    are sent too, so retention deletes partitions and compaction merges closed ones."""
+    rng = random.Random(CRASH_SEED)
+    now_ms = int(time.time()) * 1000
+    port = free_port()
+    load = AckedLoad(f"http://127.0.0.1:{port}", now_ms - 1800_000, writers=2)
+    # Samples just inside retention (older ones are refused): within ~25 s their partition falls
+    # out of it, and the retention pass deletes its files. A 1 ms step keeps them near that edge.
+    old = AckedLoad(load.base_url, now_ms - 2 * 3600_000 + 12_000, writers=1, series=20, step_ms=1)
+    hits = []
+    points = rng.sample(crashpoints.POINTS, len(crashpoints.POINTS))
+    for point in points:
+        nth = rng.randint(1, 3)
+        monkeypatch.setenv(crashpoints.ENV, f"{point}:{nth}")
+        server = start_metricsgw(tmp_path, port=port, extra=CRASH_FLAGS)
+        try:
+            server.wait_ready()
+            load.start()
+            old.start()
+            try:
+                server.proc.wait(timeout=45)  # the server kills itself at the armed point
+                hits.append(point)
+            except subprocess.TimeoutExpired:
+                server.proc.kill()  # the point was not reached in time: a plain kill -9 then
+                server.proc.wait()
+        finally:
+            load.stop()
+            old.stop()
+            server.stop()
+    monkeypatch.delenv(crashpoints.ENV)
+    assert hits == points, f"crash points armed {points}, reached {hits}"
+    server = start_metricsgw(tmp_path, port=port, extra=CRASH_FLAGS)
+    try:
+        server.wait_ready()
+        assert assert_exactly_once(server.base_url, load) > 0
+    finally:
+        server.stop()

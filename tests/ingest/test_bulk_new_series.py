@@ -17,7 +17,7 @@ import pytest
 
 from metricsgw.ingest.bulk import validate_many
 from metricsgw.limits.ingest import IngestLimits
-from metricsgw.model import Matcher, labels_from_key, series_id, series_key, series_keys_and_ids
+from metricsgw.model import Matcher, labels_from_key, series_id, series_key, series_keys, series_keys_and_ids
 from metricsgw.remote.validate import LabelProblem, validate_labels
 from metricsgw.storage import records
 from metricsgw.storage.batch import AppendBatch, MetricMetadata
@@ -102,8 +102,7 @@ def test_wal_record_roundtrip_and_old_format_still_read():
     assert got.new_series == new and got.sid.tolist() == [7] and got.v.tolist() == [1.5]
 
 
-def test_catalog_add_many_equals_add_one_by_one():
-    rng = random.Random(3)
+def _mixed_series(rng: random.Random) -> list:
     series = []
     for i in range(400):
         metric = rng.choice(["up", "gpu_util", "Zmetric"])
@@ -112,9 +111,15 @@ def test_catalog_add_many_equals_add_one_by_one():
             pairs["gpu"] = str(i % 4)
         if rng.random() < 0.2:
             pairs["A"] = "upper"  # sorts before __name__
+        if rng.random() < 0.05:  # a label value that is not ASCII
+            pairs["note"] = rng.choice(["é\u2603", "x y"])
         lb = tuple(sorted(pairs.items()))
         series.append((series_id(lb), lb))
-    series += series[:5]  # repeats are registered once
+    return series + series[:5]  # repeats are registered once
+
+
+def test_catalog_add_many_equals_add_one_by_one():
+    series = _mixed_series(random.Random(3))
     one, many = Catalog(), Catalog()
     added = [s for s in series if one.add(*s)]
     assert many.add_many(series[:150]) + many.add_many(series[150:]) == added
@@ -126,6 +131,24 @@ def test_catalog_add_many_equals_add_one_by_one():
         assert pick(many) == pick(one)
     sids = np.array([s for s, _ in added], np.int64)
     assert many.dense(sids).tolist() == one.dense(sids).tolist()
+
+
+def test_catalog_add_keys_equals_add_many():
+    """The start-up path (series keys split with numpy/Arrow) builds the same catalog."""
+    series = _mixed_series(random.Random(5))
+    many, bulk = Catalog(), Catalog()
+    added = many.add_many(series[:100]) + many.add_many(series[100:])
+    sids = np.array([s for s, _ in series], np.int64)
+    keys = series_keys([lb for _, lb in series])
+    fresh = np.concatenate([bulk.add_keys(sids[:100], keys[:100]), 100 + bulk.add_keys(sids[100:], keys[100:])])
+    assert [series[i] for i in fresh.tolist()] == added
+    assert bulk.sids.view.tolist() == many.sids.view.tolist()
+    for sid, lb in added:
+        assert bulk.labels(sid) == many.labels(sid) == tuple(lb)
+    for matchers in ([Matcher("__name__", "=", "up")], [Matcher("gpu", "=~", "1|2")], [Matcher("A", "=", "")],
+                     [Matcher("note", "!=", "")], [Matcher("__name__", "=", "")]):
+        pick = lambda c: sorted(int(c.sids.a[g]) for t, rows in c.select(matchers) for g in t.gidx.view[rows])
+        assert pick(bulk) == pick(many)
 
 
 class Counts:

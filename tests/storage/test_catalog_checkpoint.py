@@ -1,0 +1,112 @@
+"""The series table checkpoint: saved and loaded it is the same catalog, and start-up adds the series
+and spans files written after it (and the WAL) on top."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+
+import numpy as np
+
+from metricsgw.model import Matcher
+from metricsgw.storage import catalog_checkpoint
+from metricsgw.storage.catalog import Catalog
+from metricsgw.storage.store import Storage
+from tests.ingest.test_bulk_new_series import _mixed_series
+from tests.storage.test_storage import NOW, batch, read_all
+
+
+def _picks(c: Catalog, matchers) -> list[int]:
+    return sorted(int(c.sids.a[g]) for t, rows in c.select(matchers, NOW - 5000, NOW + 5000)
+                  for g in t.gidx.view[rows])
+
+
+def test_checkpoint_round_trip_is_the_same_catalog(tmp_path):
+    series = _mixed_series(random.Random(7))
+    cat = Catalog()
+    added = cat.add_many(series)
+    sids = np.array([s for s, _ in added], np.int64)
+    cat.touch(sids[::2], np.full(len(sids[::2]), NOW, np.int64))
+    catalog_checkpoint.save(str(tmp_path), catalog_checkpoint.snapshot(cat), covered_seq=42)
+    back, covered = catalog_checkpoint.load(str(tmp_path))
+    assert covered == 42 and len(back) == len(cat)
+    for sid, lb in added:
+        assert back.labels(sid) == lb
+    for matchers in ([Matcher("__name__", "=", "up")], [Matcher("gpu", "=~", "1|2")], [Matcher("A", "=", "")],
+                     [Matcher("note", "!=", "")]):
+        assert _picks(back, matchers) == _picks(cat, matchers)
+    assert back.dense(sids).tolist() == cat.dense(sids).tolist()
+    late = [s for s in _mixed_series(random.Random(8)) if s[0] not in cat][:20]
+    assert back.add_many(late) == cat.add_many(late)  # it keeps growing like the original
+    assert back.labels(late[0][0]) == late[0][1]
+
+
+def test_restart_loads_checkpoint_then_newer_files_and_wal(tmp_path):
+    st = Storage(str(tmp_path))
+    st.open()
+    try:
+        asyncio.run(st.append(batch(range(50), [NOW] * 50, [1.0] * 50)))
+        st.flush()  # writes the checkpoint (the table grew from nothing)
+        assert os.path.exists(tmp_path / catalog_checkpoint.NAME)
+        asyncio.run(st.append(batch(range(50, 53), [NOW + 1000] * 3, [2.0] * 3)))
+        st.flush()  # a series file after the checkpoint (3 new series: under a tenth, no new checkpoint)
+        asyncio.run(st.append(batch(range(53, 55), [NOW + 2000] * 2, [3.0] * 2)))  # only in the WAL
+    finally:
+        st.close(flush=False)
+    _, covered = catalog_checkpoint.load(str(tmp_path))
+    st = Storage(str(tmp_path))
+    st.open()
+    try:
+        assert len(st.catalog) == 55 and catalog_checkpoint.covered_seq(st.fileset.current) > covered
+        assert sorted(int(i) for i, _, _ in read_all(st)) == list(range(55))
+        sel = st.select_series([Matcher("i", "=~", "5[0-4]")], NOW + 500, NOW + 5000, None)
+        assert sorted(dict(lb)["i"] for lb in sel.labels) == [str(i) for i in range(50, 55)]
+    finally:
+        st.close(flush=False)
+
+
+def test_unreadable_checkpoint_falls_back_to_the_series_files(tmp_path):
+    st = Storage(str(tmp_path))
+    st.open()
+    asyncio.run(st.append(batch(range(10), [NOW] * 10, [1.0] * 10)))
+    st.close()
+    (tmp_path / catalog_checkpoint.NAME).write_bytes(b"not a checkpoint")
+    st = Storage(str(tmp_path))
+    st.open()
+    try:
+        assert len(st.catalog) == 10 and len(read_all(st)) == 10
+    finally:
+        st.close(flush=False)
+
+
+def test_series_dropped_by_retention_do_not_come_back_from_the_checkpoint(tmp_path):
+    minute = 60_000
+    now = [NOW / 1000]
+
+    def opened() -> Storage:
+        st = Storage(str(tmp_path), partition_ms=minute, retention_ms=3 * minute, clock=lambda: now[0])
+        st.open()
+        return st
+
+    st = opened()
+    asyncio.run(st.append(batch(range(10), [NOW] * 10, [1.0] * 10)))
+    st.flush()
+    assert len(catalog_checkpoint.load(str(tmp_path))[0]) == 10
+    now[0] += 10 * minute / 1000
+    later = NOW + 10 * minute
+    asyncio.run(st.append(batch(range(10, 12), [later] * 2, [2.0] * 2)))
+    st.flush()
+    st.maintenance.run()  # the first 10 series' partition leaves retention: they are dropped
+    assert not st.maintenance.failing and len(st.catalog) == 2
+    assert catalog_checkpoint.load(str(tmp_path)) is None  # the stale checkpoint is gone at once
+    asyncio.run(st.append(batch(range(12, 13), [later + 1000], [3.0])))
+    st.flush()  # and the next flush writes a new one, without them
+    assert len(catalog_checkpoint.load(str(tmp_path))[0]) == 3
+    st.close(flush=False)
+    st = opened()
+    try:
+        assert len(st.catalog) == 3
+        assert sorted(int(i) for i, _, _ in read_all(st)) == [10, 11, 12]
+    finally:
+        st.close(flush=False)

@@ -1,0 +1,103 @@
+"""A full disk, for real (a small tmpfs): writes are refused while the WAL cannot be written,
+the storage says why, recovers by itself when space comes back, and a failed flush leaves
+nothing half-written and loses nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+
+import pytest
+
+from metricsgw.errors import Unavailable
+from metricsgw.storage.store import Storage
+from metricsgw.telemetry import Telemetry
+from tests.storage.test_storage import NOW, batch, read_all
+from tests.storage.tmpfs import fill, small_tmpfs
+
+
+def _wait_for(cond, what: str, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not cond():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for: {what}")
+        time.sleep(0.05)
+
+
+def _leftovers(root) -> list[str]:
+    return [os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs if f.endswith(".tmp")]
+
+
+@pytest.fixture
+def disk(tmp_path):
+    with small_tmpfs(tmp_path / "mnt", "4m") as where:
+        yield where
+
+
+def test_full_disk_refuses_writes_says_why_and_recovers(disk):
+    tel = Telemetry()
+    st = Storage(str(disk / "data"), telemetry=tel)
+    st.open()
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(st.append(batch(range(10), [NOW] * 10, [1.0] * 10)))
+        filler = disk / "filler"
+        fill(filler)
+        with pytest.raises(Unavailable):  # the write that finds the disk full (too big for the last page left)
+            loop.run_until_complete(st.append(batch(range(100, 5000), [NOW + 1000] * 4900, [2.0] * 4900)))
+        reason = st.not_ready_reason()
+        assert reason and "No space left" in reason, reason
+        with pytest.raises(Unavailable, match="WAL cannot be written"):  # refused at once now
+            loop.run_until_complete(st.append(batch(range(10), [NOW + 2000] * 10, [3.0] * 10, new=False)))
+        assert tel.storage_writable._value.get() == 0
+        assert tel.wal_write_failures._value.get() >= 1
+        filler.unlink()  # space comes back: the WAL's probe notices within a second or so
+        _wait_for(lambda: st.not_ready_reason() is None, "the WAL to be writable again")
+        assert tel.storage_writable._value.get() == 1
+        loop.run_until_complete(st.append(batch(range(10), [NOW + 3000] * 10, [4.0] * 10, new=False)))
+        st.flush()
+    finally:
+        st.close()
+        loop.close()
+    assert not _leftovers(disk)
+    st = Storage(str(disk / "data"))
+    st.open()
+    try:
+        got = sorted(read_all(st))
+    finally:
+        st.close(flush=False)
+    # the refused writes may be stored or not (they were answered 503); the acknowledged ones exactly once
+    acked = {(str(i), dt, v) for i in range(10) for dt, v in ((0, 1.0), (3000, 4.0))}
+    assert acked <= set(got) and len(got) == len(set(got))
+
+
+def test_failed_flush_leaves_no_partial_file_and_retries_whole(disk):
+    st = Storage(str(disk / "data"))
+    st.open()
+    loop = asyncio.new_event_loop()
+    try:
+        loop.run_until_complete(st.append(batch(range(300), [NOW] * 300, [float(i) for i in range(300)])))
+        st.flush()
+        loop.run_until_complete(st.append(batch(range(300, 600), [NOW + 1000] * 300, [1.0] * 300)))
+        before = sorted(os.listdir(disk / "data" / "samples" / f"hour={NOW // 3600_000 * 3600_000}"))
+        filler = disk / "filler"
+        fill(filler)
+        with pytest.raises(OSError):
+            st.flush()
+        assert not _leftovers(disk)
+        assert sorted(os.listdir(disk / "data" / "samples" / f"hour={NOW // 3600_000 * 3600_000}")) == before
+        assert len(read_all(st)) == 600  # the snapshot that failed to flush is still read from memory
+        filler.unlink()
+        st.flush()  # retries the snapshot left over
+        assert not st.flushing and len(read_all(st)) == 600
+    finally:
+        st.close()
+        loop.close()
+    st = Storage(str(disk / "data"))
+    st.open()
+    try:
+        got = read_all(st)
+        assert len(got) == 600 and len(set(got)) == 600
+    finally:
+        st.close(flush=False)
