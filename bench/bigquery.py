@@ -111,10 +111,7 @@ def main(argv: list[str] | None = None) -> dict:
     results: dict[str, dict] = {}
     try:
         for kind in [t.strip() for t in a.targets.split(",") if t.strip()]:
-            start = {"metricsgw": lambda d: procs.start_metricsgw(d, extra=a.metricsgw_flag),
-                     "prometheus": procs.start_prometheus,
-                     "victoria-metrics": procs.start_victoria_metrics}[kind]
-            server = start(work / kind)
+            server = procs.STARTERS[kind](work / kind, extra=a.metricsgw_flag if kind == "metricsgw" else None)
             try:
                 server.wait_ready()
                 r = {"load": backfill(server, wl, end_ms, scrapes, interval_ms)}

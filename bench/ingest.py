@@ -38,8 +38,7 @@ from bench.load import LoadResult, Plan, prepare, send_all
 from metricsgw.config import parse_duration
 
 RESULTS = Path(__file__).resolve().parent / "results"
-STARTERS = {"metricsgw": procs.start_metricsgw, "prometheus": procs.start_prometheus,
-            "victoria-metrics": procs.start_victoria_metrics}
+STARTERS = procs.STARTERS
 LABEL = {"prometheus": "Prometheus", "victoria-metrics": "VictoriaMetrics"}
 
 

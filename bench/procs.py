@@ -142,6 +142,11 @@ def start_metricsgw(work_dir: Path, port: int | None = None, extra: list[str] | 
     return _spawn("metricsgw", argv, work_dir / "data", port, cwd=REPO, env=env)
 
 
+# The servers the benches compare, by the names their --targets take; each starts as
+# STARTERS[kind](work_dir, port=None, extra=None) and answers 200 on server.ready_path once serving.
+STARTERS = {"metricsgw": start_metricsgw, "prometheus": start_prometheus, "victoria-metrics": start_victoria_metrics}
+
+
 @dataclass
 class Usage:
     cpu_s: float = 0.0

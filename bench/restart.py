@@ -33,9 +33,6 @@ from bench.load import Plan, prepare, send_all
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PROBE_METRIC = "DCGM_FI_DEV_GPU_UTIL"
-STARTERS = {"metricsgw": procs.start_metricsgw, "prometheus": procs.start_prometheus,
-            "victoriametrics": procs.start_victoria_metrics}
-READY_PATH = {"metricsgw": "/-/ready", "prometheus": "/-/ready", "victoriametrics": "/health"}
 
 
 def _count(server: procs.Server, t_s: float) -> int | None:
@@ -72,7 +69,7 @@ def _until(cond, timeout_s: float) -> float | None:
 
 
 def run_one(kind: str, shards, preamble, expect: int, last_t_s: float, work: Path, time_limit_s: float) -> dict:
-    start = STARTERS[kind]
+    start = procs.STARTERS[kind]
     server = start(work / kind)
     port = int(server.base_url.rsplit(":", 1)[1])
     out: dict = {"server": kind}
@@ -92,7 +89,7 @@ def run_one(kind: str, shards, preamble, expect: int, last_t_s: float, work: Pat
         server.proc.wait()
         t0 = time.perf_counter()
         server = start(work / kind, port=port)
-        ready = _until(lambda: procs.http_get(server.base_url + READY_PATH[kind], timeout=2)[0] == 200, 600)
+        ready = _until(lambda: procs.http_get(server.base_url + server.ready_path, timeout=2)[0] == 200, 600)
         out["ready_s"] = ready
         out["ready_cpu_s"] = _cpu_s(server.pid)  # steadier than wall time on a shared machine
         answered = _until(lambda: _count(server, last_t_s) is not None, 600)
@@ -125,7 +122,7 @@ def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--nodes", type=int, default=2670)
     ap.add_argument("--scrapes", type=int, default=3)
-    ap.add_argument("--targets", default="metricsgw,prometheus,victoriametrics")
+    ap.add_argument("--targets", default=",".join(procs.STARTERS))
     ap.add_argument("--time-limit", type=float, default=900.0, help="send phase limit per server, s")
     a = ap.parse_args(argv)
     # Prometheus and VictoriaMetrics are Go: a soft memory limit keeps their GC slack from pushing a

@@ -155,9 +155,7 @@ async def live_ingest(url: str, workload: Workload, start_ms: int, scrapes: int,
 
 
 def run_server(kind: str, a, workload: Workload, work: Path) -> dict:
-    start = {"metricsgw": lambda d: procs.start_metricsgw(d, extra=a.metricsgw_flag),
-             "prometheus": procs.start_prometheus, "victoria-metrics": procs.start_victoria_metrics}[kind]
-    server = start(work / kind)
+    server = procs.STARTERS[kind](work / kind, extra=a.metricsgw_flag if kind == "metricsgw" else None)
     interval_ms = int(a.interval * 1000)
     out: dict = {"server": kind}
     try:

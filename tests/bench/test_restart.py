@@ -12,9 +12,9 @@ from bench.load import Plan, prepare
 from bench.restart import PROBE_METRIC, run_one, table
 
 
-@pytest.mark.parametrize("kind", ["metricsgw", "prometheus", "victoriametrics"])
+@pytest.mark.parametrize("kind", ["metricsgw", "prometheus", "victoria-metrics"])
 def test_restart_bench_runs_and_metricsgw_loses_nothing(tmp_path, kind):
-    binary = {"prometheus": procs.PROMETHEUS, "victoriametrics": procs.VICTORIA_METRICS}.get(kind)
+    binary = {"prometheus": procs.PROMETHEUS, "victoria-metrics": procs.VICTORIA_METRICS}.get(kind)
     if binary and not procs.Path(binary).exists():
         pytest.skip(f"needs {binary}")
     end_ms = int(time.time()) // 15 * 15_000
