@@ -13,27 +13,15 @@ from metricsgw.ingest.pipeline import IngestPipeline, Rejection, cache_keys
 from metricsgw.model import STALE_NAN_BITS, series_id
 from metricsgw.remote import codec
 from metricsgw.remote.proto import remote_v1_pb2 as v1pb
-from metricsgw.storage.store import Storage
 from metricsgw.telemetry import Telemetry
+from tests.ingest.counters import discarded
 
 STALE = struct.unpack("<d", struct.pack("<Q", STALE_NAN_BITS))[0]
 
 
 @pytest.fixture
-def storage(tmp_path):
-    s = Storage(str(tmp_path / "data"))
-    s.open()
-    yield s
-    s.close(flush=False)
-
-
-@pytest.fixture
 def telemetry():
     return Telemetry()
-
-
-def discarded(tel: Telemetry, reason: str) -> float:
-    return tel.registry.get_sample_value("metricsgw_discarded_samples_total", {"reason": reason}) or 0.0
 
 
 def request(series, version=1):

@@ -20,6 +20,7 @@ from metricsgw.model import Matcher
 from metricsgw.remote import codec
 from metricsgw.storage.store import Storage
 from metricsgw.telemetry import Telemetry
+from tests.ingest.counters import discarded
 
 NOW_MS = 1_800_000_000_000
 MIN = 60_000
@@ -28,21 +29,9 @@ INT64_MAX, INT64_MIN = 2**63 - 1, -(2**63)
 WINDOW = SampleTimeWindow(grace_ms=10 * MIN, retention_ms=15 * DAY, clock=lambda: NOW_MS / 1000)
 
 
-@pytest.fixture
-def storage(tmp_path):
-    s = Storage(str(tmp_path / "data"))
-    s.open()
-    yield s
-    s.close(flush=False)
-
-
 def decode(series, version=1):
     enc = codec.encode_v1 if version == 1 else codec.encode_v2
     return (codec.decode_v1 if version == 1 else codec.decode_v2)(enc(series, compress=False))
-
-
-def discarded(tel: Telemetry, reason: str) -> float:
-    return tel.registry.get_sample_value("metricsgw_discarded_samples_total", {"reason": reason}) or 0.0
 
 
 def series(name, samples):
