@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> dict:
     work = Path(tempfile.mkdtemp(prefix="bench-bigquery-"))
     results: dict[str, dict] = {}
     try:
-        for kind in [t.strip() for t in a.targets.split(",") if t.strip()]:
+        for kind in procs.targets(a.targets):
             server = procs.STARTERS[kind](work / kind, extra=a.metricsgw_flag if kind == "metricsgw" else None)
             try:
                 server.wait_ready()

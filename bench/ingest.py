@@ -213,7 +213,7 @@ def main(argv: list[str] | None = None) -> None:
     work = Path(tempfile.mkdtemp(prefix="bench-ingest-"))
     results: dict[str, dict] = {}
     try:
-        for kind in [t.strip() for t in a.targets.split(",") if t.strip()]:
+        for kind in procs.targets(a.targets):
             print(f"running {kind} ...", flush=True)
             try:
                 results[kind] = run_one(kind, shards, preamble, workload.num_series,

@@ -147,6 +147,11 @@ def start_metricsgw(work_dir: Path, port: int | None = None, extra: list[str] | 
 STARTERS = {"metricsgw": start_metricsgw, "prometheus": start_prometheus, "victoria-metrics": start_victoria_metrics}
 
 
+def targets(text: str) -> list[str]:
+    """The server names of a --targets value ("metricsgw,prometheus"), in the order given."""
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
 @dataclass
 class Usage:
     cpu_s: float = 0.0

@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> None:
     work = Path(tempfile.mkdtemp(prefix="bench-restart-"))
     results: dict[str, dict] = {}
     try:
-        for kind in [t.strip() for t in a.targets.split(",") if t.strip()]:
+        for kind in procs.targets(a.targets):
             print(f"running {kind} ...", flush=True)
             results[kind] = run_one(kind, shards, preamble, expect, last_t_s, work, a.time_limit)
             print("  " + json.dumps({k: v for k, v in results[kind].items() if k != "log_tail"}), flush=True)

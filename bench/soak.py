@@ -272,7 +272,7 @@ def main(argv: list[str] | None = None) -> dict:
     work = Path(tempfile.mkdtemp(prefix="bench-soak-"))
     results: dict[str, dict] = {}
     try:
-        for kind in [t.strip() for t in a.targets.split(",") if t.strip()]:
+        for kind in procs.targets(a.targets):
             print(f"running {kind} ...", flush=True)
             results[kind] = run_server(kind, a, workload, work)
             r = {k: v for k, v in results[kind].items() if k != "log_tail"}
