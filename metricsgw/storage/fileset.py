@@ -3,6 +3,8 @@
     samples/hour=<partition start, unix ms>/part-<seq>.parquet   samples (flushes, partition compaction)
     series/series-<seq>.parquet                                   the series table (sid, labels)
     spans/spans-<seq>.parquet                                     each series' first and last sample time
+    histograms/hist-<seq>.parquet                                 native histogram samples (storage/native_files.py)
+    exemplars/exemplars-<seq>.parquet                             exemplars
 
 Every kind takes its number from ONE sequence, restarted at open above the highest number of every
 kind found on disk, so a new file is never named like a live one. (Before, start-up left spans
@@ -46,9 +48,9 @@ from .wal import fsync_dir
 
 log = logging.getLogger(__name__)
 
-SIDE_KINDS = ("series", "spans")
-_PREFIX = {"samples": "part", "series": "series", "spans": "spans"}
-_NAME_RE = re.compile(r"^(part|series|spans)-(\d+)\.parquet$")
+SIDE_KINDS = ("series", "spans", "histograms", "exemplars")
+_PREFIX = {"samples": "part", "series": "series", "spans": "spans", "histograms": "hist", "exemplars": "exemplars"}
+_NAME_RE = re.compile(r"^(part|series|spans|hist|exemplars)-(\d+)\.parquet$")
 _PARTITION_RE = re.compile(r"^hour=(-?\d+)$")
 
 
@@ -60,9 +62,12 @@ class Snapshot:
     samples: tuple[SampleFile, ...] = ()  # by (partition start, seq)
     series: tuple[str, ...] = ()  # by seq: write order
     spans: tuple[str, ...] = ()
+    histograms: tuple[str, ...] = ()  # by seq: write order (a kind of its own: a table in Delta terms)
+    exemplars: tuple[str, ...] = ()
 
     def paths(self) -> set[str]:
-        return {f.path for f in self.samples} | set(self.series) | set(self.spans)
+        return ({f.path for f in self.samples} | set(self.series) | set(self.spans) | set(self.histograms)
+                | set(self.exemplars))
 
 
 class Pin:

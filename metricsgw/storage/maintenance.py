@@ -58,6 +58,7 @@ class Maintenance:
         st = self.storage
         cutoff = int(st.clock() * 1000) - st.retention_ms
         old = [f.path for f in st.fileset.current.samples if f.partition_ms + st.partition_ms < cutoff]
+        old += st.expired_native_files(cutoff)  # histograms and exemplars of the same partitions
         if old:
             with st.fileset.transaction() as tx:
                 tx.retire(old)  # deleted once no running query holds them
@@ -65,7 +66,7 @@ class Maintenance:
             crashpoints.reached("retention.removed")
             log.info("retention: %d partition file(s) older than %d ms retired", len(old), st.retention_ms)
         files = st.fileset.current.samples
-        horizon = min(f.min_t for f in files) if files else int(np.iinfo(np.int64).max)
+        horizon = min([f.min_t for f in files] + [st.native_files_min_t()])
         dropped = st.drop_series_before(horizon)
         if len(dropped):
             self._purge = np.union1d(self._purge, dropped)

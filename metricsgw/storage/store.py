@@ -32,9 +32,10 @@ from .catalog import Catalog
 from .fileset import FileSet, Transaction
 from .head import Head
 from .maintenance import Maintenance
+from .native_store import NativeStore
+from .native_wal import NativeSegmentEncoder
 from .querier import StorageReader
 from .wal import WAL, fsync_dir
-from .walcodec import SegmentEncoder
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +66,7 @@ def release_free_memory() -> None:
         _MALLOC_TRIM(0)
 
 
-class Storage(StorageReader):
+class Storage(NativeStore, StorageReader):
     def __init__(self, path: str, *, flush_interval_s: float = 120.0, flush_max_samples: int = 5_000_000,
                  partition_ms: int = 3600_000, retention_ms: int = 15 * 86400_000,
                  wal_segment_size: int = 64 << 20, duckdb_memory_limit: int = 256 << 20, duckdb_threads: int = 2,
@@ -81,6 +82,7 @@ class Storage(StorageReader):
         self.catalog = Catalog()
         self.head = Head()
         self.flushing: list[Head] = []
+        self._init_native()
         self.fileset = FileSet(self.path)
         self.maintenance = Maintenance(self)
         self.metadata_by_metric: dict[str, dict[MetricMetadata, None]] = {}
@@ -114,7 +116,7 @@ class Storage(StorageReader):
         replayed = startup.replay_wal(self, wal_dir, self._read_marker())
         if self.telemetry:
             self.telemetry.head_samples.set(len(self.head))
-        self.wal = WAL(wal_dir, self.wal_segment_size, SegmentEncoder, on_fsync=self._observe_fsync,
+        self.wal = WAL(wal_dir, self.wal_segment_size, NativeSegmentEncoder, on_fsync=self._observe_fsync,
                        on_health=self._observe_wal_health)
         self._observe_wal_health(self.wal.error, write=False)
         elapsed = time.perf_counter() - t0
@@ -229,6 +231,8 @@ class Storage(StorageReader):
             if g.min() < 0:  # the sender's series cache predates a retention pass that dropped the series
                 raise Unavailable("a series of this write was dropped by retention while the write was on its way; "
                                   "retry", retry_after_s=1)
+        self._apply_native(batch)  # refuses (like the check above) before anything is applied
+        if len(batch.sid):
             self.head.append(batch.sid, batch.t, batch.v)
             self.catalog.touch_dense(g, batch.t)
         for m in batch.metadata:
@@ -292,7 +296,8 @@ class Storage(StorageReader):
         with self._flush_lock:
             t0 = time.perf_counter()
             with self._swap_lock:
-                if not len(self.head) and not self._unflushed_series and not self.flushing:
+                if not len(self.head) and not self._unflushed_series and not self.flushing \
+                        and not self._native_pending():
                     return
                 cut = self.wal.cut()
                 crashpoints.reached("flush.cut")
@@ -300,12 +305,14 @@ class Storage(StorageReader):
                     self.flushing.append(self.head)
                     self.head = Head()
                 snaps = list(self.flushing)  # older ones are flushes that failed: in write order
+                native_snaps = self._cut_native()
                 new_series, self._unflushed_series = self._unflushed_series, []
                 meta = {k: list(v) for k, v in self.metadata_by_metric.items()}
             try:
                 with self.fileset.transaction() as tx:
                     for snap in snaps:
                         self._write_snapshot(tx, snap)
+                    self._write_native(tx, native_snaps)
                     if new_series:
                         path, _ = tx.new_path("series")
                         parquet_io.write_series(path, new_series)
@@ -316,6 +323,7 @@ class Storage(StorageReader):
                     with self._swap_lock:
                         tx.commit()
                         self.flushing = [h for h in self.flushing if h not in snaps]
+                        self._native_committed(native_snaps)
             except BaseException:
                 with self._swap_lock:
                     self._unflushed_series[:0] = new_series
@@ -417,7 +425,7 @@ class Storage(StorageReader):
     def unflushed_min_t(self) -> int:
         """The oldest sample not yet in a committed file (int64 max when there is none)."""
         with self._swap_lock:
-            return min([h.min_t for h in self.flushing] + [self.head.min_t])
+            return min([h.min_t for h in self.flushing] + [self.head.min_t, self.native_min_t()])
 
     def drop_series_before(self, horizon_ms: int) -> np.ndarray:
         """Forget the series with no sample left: every sample on disk is at or after ``horizon_ms``
@@ -464,8 +472,9 @@ class Storage(StorageReader):
             held = np.zeros(len(at), bool)
             for h in self.flushing + [self.head]:
                 held[order] |= h.holding(sids[order])
+            held[order] |= self.native_holding(sids[order])
             dead[at[held]] = False
         if clamp:
-            floor = min([horizon_ms, self.head.min_t] + [h.min_t for h in self.flushing])
+            floor = min([horizon_ms, self.head.min_t, self.native_min_t()] + [h.min_t for h in self.flushing])
             np.maximum(first, floor, out=first, where=spanned & ~dead)
         return dead

@@ -1,0 +1,64 @@
+"""Parquet files of native histograms and exemplars (file set kinds ``histograms``, ``exemplars``).
+
+    histograms: sid int64, t int64, h binary (the remote-write Histogram bytes as sent)
+    exemplars:  sid int64, t int64, v float64, labels binary (model.series_key)
+
+Each file is sorted by (sid, t) and holds each (sid, t) once (exemplars: each (sid, t, labels,
+v) once), written atomically (tmp, fsync, rename) like the sample files. A flush writes one file of
+each kind; they are not compacted yet. Retention retires a file once its newest row is older than
+the oldest partition kept (``t_range`` reads that from the footer's statistics, cached per path).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from .batch import ExemplarBlock, HistogramBlock
+from .parquet_io import write_atomic
+
+HIST_SCHEMA = pa.schema([("sid", pa.int64()), ("t", pa.int64()), ("h", pa.binary())])
+EXEMPLAR_SCHEMA = pa.schema([("sid", pa.int64()), ("t", pa.int64()), ("v", pa.float64()), ("labels", pa.binary())])
+
+
+def write_histograms(path: str, block: HistogramBlock) -> None:
+    write_atomic(pa.table([pa.array(block.sid), pa.array(block.t), block.blob], schema=HIST_SCHEMA), path)
+
+
+def write_exemplars(path: str, block: ExemplarBlock) -> None:
+    write_atomic(pa.table([pa.array(block.sid), pa.array(block.t), pa.array(block.v), block.labels],
+                          schema=EXEMPLAR_SCHEMA), path)
+
+
+def _read(path: str, ids_sorted: np.ndarray, start_ms: int, end_ms: int) -> pa.Table:
+    table = pq.read_table(path, filters=[("t", ">=", start_ms), ("t", "<=", end_ms)])
+    if table.num_rows:
+        table = table.filter(pc.is_in(table["sid"], value_set=pa.array(ids_sorted)))
+    return table
+
+
+def read_histograms(path: str, ids_sorted: np.ndarray, start_ms: int, end_ms: int) -> HistogramBlock:
+    t = _read(path, ids_sorted, start_ms, end_ms)
+    return HistogramBlock(t["sid"].to_numpy(), t["t"].to_numpy(), t["h"].combine_chunks())
+
+
+def read_exemplars(path: str, ids_sorted: np.ndarray, start_ms: int, end_ms: int) -> ExemplarBlock:
+    t = _read(path, ids_sorted, start_ms, end_ms)
+    return ExemplarBlock(t["sid"].to_numpy(), t["t"].to_numpy(), t["v"].to_numpy(), t["labels"].combine_chunks())
+
+
+@functools.lru_cache(maxsize=65536)
+def t_range(path: str) -> tuple[int, int]:
+    """(oldest, newest) t of a file, from its footer (files never change once written)."""
+    meta = pq.ParquetFile(path).metadata
+    col = meta.schema.names.index("t")
+    lo, hi = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+    for rg in range(meta.num_row_groups):
+        stats = meta.row_group(rg).column(col).statistics
+        if stats is not None and stats.has_min_max:
+            lo, hi = min(lo, stats.min), max(hi, stats.max)
+    return lo, hi

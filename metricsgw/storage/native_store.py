@@ -1,0 +1,147 @@
+"""Storage's share for native histograms and exemplars: head, flush, reads, retention.
+
+Mixed into ``Storage`` beside the float path, which it follows step for step (same lock, same
+WAL record, same flush transaction, same pins) without changing it:
+  append     ``_apply_native`` under the swap lock, before the float samples (a series dropped by
+             retention meanwhile refuses the whole write, 503, before anything is applied)
+  flush      ``_cut_native`` at the WAL cut, ``_write_native`` inside the flush's transaction
+             (a histograms file, an exemplars file, a spans file for the histograms' series)
+  read       ``read_histograms`` / ``read_exemplars``: pinned files + flushing heads + head, first
+             written wins; samples charged to the query as they load
+  retention  ``retire_native``: files whose newest row lies in a partition retention dropped
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import Unavailable
+from ..limits.context import QueryContext
+from . import native_files, parquet_io
+from .batch import AppendBatch, ExemplarBlock, HistogramBlock
+from .native_head import NativeHead, merge_exemplars, merge_histograms
+
+# What a histogram sample costs a query's memory budget: its decoded buckets dominate (a
+# typical exponential histogram has 10-40 buckets of 16 bytes plus spans); an exemplar is small.
+HISTOGRAM_BYTES = 512
+EXEMPLAR_BYTES = 128
+
+
+class NativeStore:
+    def _init_native(self) -> None:
+        self.native_head = NativeHead()
+        self.native_flushing: list[NativeHead] = []
+
+    # ---------------------------------------------------------------- write side
+    def _apply_native(self, batch: AppendBatch) -> None:
+        nat = batch.native
+        if not nat:
+            return
+        g = self.catalog.lookup(nat.hist_sid)
+        ge = self.catalog.lookup(nat.ex_sid)
+        if (len(g) and g.min() < 0) or (len(ge) and ge.min() < 0):
+            raise Unavailable("a series of this write was dropped by retention while the write was on its way; "
+                              "retry", retry_after_s=1)
+        self.native_head.append(nat)
+        if len(g):
+            self.catalog.touch_dense(g, nat.hist_t)
+
+    def _native_pending(self) -> bool:
+        return bool(len(self.native_head) or self.native_flushing)
+
+    def _cut_native(self) -> list[NativeHead]:
+        """At the WAL cut (swap lock held): the heads the flush writes, in write order."""
+        if len(self.native_head):
+            self.native_flushing.append(self.native_head)
+            self.native_head = NativeHead()
+        return list(self.native_flushing)
+
+    def _write_native(self, tx, heads: list[NativeHead]) -> None:
+        if not heads:
+            return
+        merged = [h.merged() for h in heads]
+        hist = merge_histograms([m[0] for m in merged])
+        ex = merge_exemplars([m[1] for m in merged])
+        if len(hist):
+            path, _ = tx.new_path("histograms")
+            native_files.write_histograms(path, hist)
+            tx.add_side("histograms", path)
+            path, _ = tx.new_path("spans")
+            parquet_io.write_spans(path, hist.sid, hist.t)
+            tx.add_side("spans", path)
+        if len(ex):
+            path, _ = tx.new_path("exemplars")
+            native_files.write_exemplars(path, ex)
+            tx.add_side("exemplars", path)
+
+    def _native_committed(self, heads: list[NativeHead]) -> None:
+        """After the commit (swap lock held): the written heads leave memory."""
+        self.native_flushing = [h for h in self.native_flushing if h not in heads]
+
+    def native_min_t(self) -> int:
+        """The oldest histogram or exemplar held in memory (int64 max when none)."""
+        return min([h.min_t for h in self.native_flushing] + [self.native_head.min_t])
+
+    def native_holding(self, ids_sorted: np.ndarray) -> np.ndarray:
+        held = np.zeros(len(ids_sorted), bool)
+        for h in self.native_flushing + [self.native_head]:
+            if len(h):
+                held |= h.holding(ids_sorted)
+        return held
+
+    # ---------------------------------------------------------------- read side
+    def _native_view(self):
+        with self._swap_lock:  # a consistent view: files + heads being flushed + head
+            return self.fileset.pin(), list(self.native_flushing) + [self.native_head]
+
+    def read_histograms(self, ids: np.ndarray, start_ms: int, end_ms: int, ctx: QueryContext) -> HistogramBlock:
+        """Histogram samples of these series in [start_ms, end_ms], sorted by (sid, t), bit-exact blobs."""
+        ids_sorted = np.unique(np.asarray(ids, np.int64))
+        pin, heads = self._native_view()
+        parts: list[HistogramBlock] = []
+        with pin as snap:
+            for path in snap.histograms:
+                lo, hi = native_files.t_range(path)
+                if hi < start_ms or lo > end_ms:
+                    continue
+                ctx.check("reading histograms")
+                block = native_files.read_histograms(path, ids_sorted, start_ms, end_ms)
+                ctx.charge_samples(len(block), "reading histograms", HISTOGRAM_BYTES)
+                parts.append(block)
+        for h in heads:
+            block = h.histograms(ids_sorted, start_ms, end_ms)
+            ctx.charge_samples(len(block), "reading histograms", HISTOGRAM_BYTES)
+            parts.append(block)
+        return merge_histograms(parts)
+
+    def read_exemplars(self, ids: np.ndarray, start_ms: int, end_ms: int, ctx: QueryContext) -> ExemplarBlock:
+        ids_sorted = np.unique(np.asarray(ids, np.int64))
+        pin, heads = self._native_view()
+        parts: list[ExemplarBlock] = []
+        with pin as snap:
+            for path in snap.exemplars:
+                lo, hi = native_files.t_range(path)
+                if hi < start_ms or lo > end_ms:
+                    continue
+                ctx.check("reading exemplars")
+                block = native_files.read_exemplars(path, ids_sorted, start_ms, end_ms)
+                ctx.charge_samples(len(block), "reading exemplars", EXEMPLAR_BYTES)
+                parts.append(block)
+        for h in heads:
+            block = h.exemplars(ids_sorted, start_ms, end_ms)
+            ctx.charge_samples(len(block), "reading exemplars", EXEMPLAR_BYTES)
+            parts.append(block)
+        return merge_exemplars(parts)
+
+    # ---------------------------------------------------------------- retention
+    def native_files_min_t(self) -> int:
+        files = self.fileset.current.histograms
+        return min((native_files.t_range(p)[0] for p in files), default=int(np.iinfo(np.int64).max))
+
+    def expired_native_files(self, cutoff_ms: int) -> list[str]:
+        """Files whose every row lies in a partition that ended before ``cutoff_ms`` (the partitions
+        retention retires for the float samples)."""
+        snap = self.fileset.current
+        p = self.partition_ms
+        return [path for path in (*snap.histograms, *snap.exemplars)
+                if (native_files.t_range(path)[1] // p) * p + p < cutoff_ms]
