@@ -14,7 +14,7 @@ import promql_parser as pp
 
 from ..errors import BadData, NotSupported
 from ..limits.context import QueryContext
-from . import batching, binary, parser, selectors
+from . import batching, binary, native_eval, parser, selectors
 from .aggregations import aggregate
 from .calls import call
 from .value import Matrix, Ranges, Scalar, ScalarSteps, Series, String, StringValue, Value, Vector, drop_name
@@ -50,7 +50,11 @@ class Engine:
         ts = t / 1000.0
         if isinstance(res, Series):
             rows = np.flatnonzero(res.mask[:, 0])
-            return Vector(ts, [res.labels[i] for i in rows], res.values[rows, 0].copy())
+            out = Vector(ts, [res.labels[i] for i in rows], res.values[rows, 0].copy())
+            hist = native_eval.top_level(self, node, env)
+            if hist is not None:
+                out.hist_labels, out.hists = native_eval.vector_points(hist)
+            return out
         if isinstance(res, ScalarSteps):
             return Scalar(ts, float(res.values[0]))
         if isinstance(res, StringValue):
@@ -78,7 +82,11 @@ class Engine:
         if not isinstance(res, Series):
             kind = "range vector" if isinstance(res, Ranges) else "string"
             raise BadData(f'invalid expression type "{kind}" for range query, must be Scalar or instant Vector')
-        return series_matrix(res, steps)
+        out = series_matrix(res, steps)
+        hist = native_eval.top_level(self, node, env)
+        if hist is not None:
+            out.hist_rows = native_eval.matrix_rows(hist, steps)
+        return out
 
     # ---- evaluation -------------------------------------------------------------------
 

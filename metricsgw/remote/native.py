@@ -70,14 +70,26 @@ def _rows(counts: np.ndarray, series: np.ndarray) -> np.ndarray:
 
 def histogram_problem(h: v1pb.Histogram) -> str | None:
     """Why Prometheus's appender would refuse this histogram (ValidateHistogram), or None."""
+    in_buckets = 0.0
     for side, spans, deltas, counts in (("positive", h.positive_spans, h.positive_deltas, h.positive_counts),
                                         ("negative", h.negative_spans, h.negative_deltas, h.negative_counts)):
         if len(deltas) and len(counts):
-            return f"{side} buckets given both as deltas and as counts"
+            return f"{side} side: buckets given both as deltas and as counts"
+        for n, span in enumerate(spans):
+            if n > 0 and span.offset < 0:
+                return f"{side} side: span number {n + 1} with offset {span.offset}"
         want = sum(s.length for s in spans)
         got = len(deltas) + len(counts)
         if want != got:
-            return f"{side} spans need {want} buckets, but {got} are given"
+            return f"{side} side: spans need {want} buckets, have {got} buckets"
+        absolute = np.cumsum(np.array(deltas, np.int64)) if len(deltas) else np.array(counts, np.float64)
+        if len(absolute) and absolute.min() < 0:
+            at = int(np.argmax(absolute < 0))
+            return f"{side} side: bucket number {at + 1} has observation count of {absolute[at]}"
+        in_buckets += float(absolute.sum())
+    count = h.count_int if h.WhichOneof("count") != "count_float" else h.count_float
+    if in_buckets > count:
+        return f"{in_buckets:g} observations found in buckets, but the Count field is {count:g}"
     if h.schema == -53:
         if h.negative_spans or h.zero_count_int or h.zero_count_float:
             return "custom-bucket histograms (schema -53) have no negative or zero buckets"

@@ -154,7 +154,7 @@ def test_v2_written_headers_on_success_and_partial_write(tmp_path):
     assert h1["X-Prometheus-Remote-Write-Exemplars-Written"] == "0"
     assert s2 == 400 and h2["X-Prometheus-Remote-Write-Samples-Written"] == "2"
     assert s3 == 204 and h3["X-Prometheus-Remote-Write-Samples-Written"] == "0"
-    assert h3["X-Prometheus-Remote-Write-Histograms-Written"] == "0"
+    assert h3["X-Prometheus-Remote-Write-Histograms-Written"] == "1"
     assert s4 == 204 and "X-Prometheus-Remote-Write-Samples-Written" not in h4  # a 1.0 sender gets none
 
 

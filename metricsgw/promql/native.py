@@ -1,0 +1,198 @@
+"""Native histograms as PromQL sees them: the stored protobuf bytes decoded to a float histogram,
+its buckets, and the functions Prometheus 2.42 evaluates on one (promql/quantile.go,
+model/histogram/float_histogram.go at v2.42.0).
+
+Decoding is per histogram (a protobuf parse); everything a query does to a histogram works on the
+small bucket arrays of that one histogram. An integer histogram becomes a float one as Prometheus's
+``ToFloat`` does (deltas summed up). Custom-bucket histograms (schema -53, not known to 2.42) take
+their bounds from ``custom_values``: bucket i is (custom_values[i-1], custom_values[i]], the first
+from -Inf, the last to +Inf, as later Prometheus versions define them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..model import is_stale
+from ..remote.proto import remote_v1_pb2 as v1pb
+from .format import format_json
+from .native_bounds import EXPONENTIAL_BOUNDS
+
+CUSTOM_BUCKETS_SCHEMA = -53
+MAX_FLOAT = 1.7976931348623157e308
+
+
+@dataclass
+class FloatHistogram:
+    schema: int
+    zero_threshold: float
+    zero_count: float
+    count: float
+    sum: float
+    pos_spans: list[tuple[int, int]]  # (offset, length)
+    pos: np.ndarray  # absolute float counts
+    neg_spans: list[tuple[int, int]]
+    neg: np.ndarray
+    custom_values: tuple[float, ...] = ()
+    reset_hint: int = 0  # 0 unknown, 1 yes, 2 no, 3 gauge
+
+    @property
+    def stale(self) -> bool:
+        return bool(is_stale(np.array([self.sum]))[0])
+
+
+def decode(blob: bytes) -> FloatHistogram:
+    h = v1pb.Histogram.FromString(blob)
+    is_float = h.WhichOneof("count") == "count_float"
+    zero = h.zero_count_float if h.WhichOneof("zero_count") == "zero_count_float" else float(h.zero_count_int)
+
+    def absolute(deltas, counts) -> np.ndarray:
+        if len(counts):
+            return np.array(counts, np.float64)
+        return np.cumsum(np.array(deltas, np.int64)).astype(np.float64)
+
+    return FloatHistogram(h.schema, h.zero_threshold, zero, h.count_float if is_float else float(h.count_int),
+                          h.sum, [(s.offset, s.length) for s in h.positive_spans],
+                          absolute(h.positive_deltas, h.positive_counts),
+                          [(s.offset, s.length) for s in h.negative_spans],
+                          absolute(h.negative_deltas, h.negative_counts), tuple(h.custom_values), h.reset_hint)
+
+
+def bound(idx: int, schema: int) -> float:
+    """Upper bound of exponential bucket ``idx`` (getBound in generic.go)."""
+    if schema < 0:
+        exp = idx << -schema
+        if exp == 1024:
+            return MAX_FLOAT
+        return math.ldexp(1.0, exp)
+    frac = EXPONENTIAL_BOUNDS[schema][idx & ((1 << schema) - 1)]
+    exp = (idx >> schema) + 1
+    if frac == 0.5 and exp == 1025:
+        return MAX_FLOAT
+    try:
+        return math.ldexp(frac, exp)
+    except OverflowError:
+        return math.inf
+
+
+def _indexes(spans: list[tuple[int, int]]) -> list[int]:
+    out, idx = [], 0
+    for n, (offset, length) in enumerate(spans):
+        idx += offset
+        for _ in range(length):
+            out.append(idx)
+            idx += 1
+    return out
+
+
+def _custom_bound(idx: int, values: tuple[float, ...]) -> float:
+    if idx < 0:
+        return -math.inf
+    return values[idx] if idx < len(values) else math.inf
+
+
+# A bucket: (lower, upper, lower inclusive, upper inclusive, count)
+Bucket = tuple[float, float, bool, bool, float]
+
+
+def all_buckets(h: FloatHistogram) -> list[Bucket]:
+    """Every bucket in ascending order, as AllBucketIterator yields them: negative buckets from the
+    lowest, the zero bucket (only when its count is > 0), positive buckets; bounds clipped to
+    the zero bucket's threshold."""
+    out: list[Bucket] = []
+    if h.schema == CUSTOM_BUCKETS_SCHEMA:
+        for idx, c in zip(_indexes(h.pos_spans), h.pos.tolist()):
+            out.append((_custom_bound(idx - 1, h.custom_values), _custom_bound(idx, h.custom_values), False, True, c))
+        return out
+    zt = h.zero_threshold
+    for idx, c in reversed(list(zip(_indexes(h.neg_spans), h.neg.tolist()))):
+        lower, upper = -bound(idx, h.schema), -bound(idx - 1, h.schema)
+        out.append((lower, min(upper, -zt), lower < 0, upper > 0, c))  # inclusive: from the unclipped bounds
+    if h.zero_count > 0:
+        out.append((-zt, zt, True, True, h.zero_count))
+    for idx, c in zip(_indexes(h.pos_spans), h.pos.tolist()):
+        lower, upper = bound(idx - 1, h.schema), bound(idx, h.schema)
+        out.append((max(lower, zt), upper, lower < 0, upper > 0, c))
+    return out
+
+
+def to_json(h: FloatHistogram) -> dict:
+    """The histogram object of Prometheus 2.42's query API (marshalHistogram): buckets with a
+    count of 0 left out; boundaries 0 = (a, b], 1 = [a, b), 2 = (a, b), 3 = [a, b]."""
+    out: dict = {"count": format_json(h.count), "sum": format_json(h.sum)}
+    buckets = []
+    for lower, upper, lower_in, upper_in, c in all_buckets(h):
+        if c == 0:
+            continue
+        kind = (3 if upper_in else 1) if lower_in else (0 if upper_in else 2)
+        buckets.append([kind, format_json(lower), format_json(upper), format_json(c)])
+    if buckets:
+        out["buckets"] = buckets
+    return out
+
+
+def _zero_straddle(h: FloatHistogram, lower: float, upper: float) -> tuple[float, float]:
+    if lower < 0 < upper:
+        if not len(h.neg) and len(h.pos):
+            lower = 0.0
+        elif not len(h.pos) and len(h.neg):
+            upper = 0.0
+    return lower, upper
+
+
+def quantile(q: float, h: FloatHistogram) -> float:
+    """histogramQuantile of Prometheus 2.42."""
+    if q < 0:
+        return -math.inf
+    if q > 1:
+        return math.inf
+    if h.count == 0 or math.isnan(q):
+        return math.nan
+    rank = q * h.count
+    count = 0.0
+    bucket: Bucket = (0.0, 0.0, False, False, 0.0)
+    for bucket in all_buckets(h):
+        count += bucket[4]
+        if count >= rank:
+            break
+    lower, upper = _zero_straddle(h, bucket[0], bucket[1])
+    if count > h.count:
+        count = h.count
+    if count < rank:
+        return upper
+    rank -= count - bucket[4]
+    return lower + (upper - lower) * (rank / bucket[4])
+
+
+def fraction(lower: float, upper: float, h: FloatHistogram) -> float:
+    """histogramFraction of Prometheus 2.42."""
+    if h.count == 0 or math.isnan(lower) or math.isnan(upper):
+        return math.nan
+    if lower >= upper:
+        return 0.0
+    rank = lower_rank = upper_rank = 0.0
+    lower_set = upper_set = False
+    for b in all_buckets(h):
+        b_lo, b_hi = _zero_straddle(h, b[0], b[1])
+        c = b[4]
+        if not lower_set and b_lo >= lower:
+            lower_rank, lower_set = rank, True
+        if not upper_set and b_lo >= upper:
+            upper_rank, upper_set = rank, True
+        if lower_set and upper_set:
+            break
+        if not lower_set and b_lo < lower < b_hi:
+            lower_rank, lower_set = rank + c * (lower - b_lo) / (b_hi - b_lo), True
+        if not upper_set and b_lo < upper < b_hi:
+            upper_rank, upper_set = rank + c * (upper - b_lo) / (b_hi - b_lo), True
+        if lower_set and upper_set:
+            break
+        rank += c
+    if not lower_set or lower_rank > h.count:
+        lower_rank = h.count
+    if not upper_set or upper_rank > h.count:
+        upper_rank = h.count
+    return (upper_rank - lower_rank) / h.count
