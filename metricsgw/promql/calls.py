@@ -132,7 +132,7 @@ def call(engine, node: "pp.Call", env):
     if name == "histogram_quantile":
         q = scalar_arg(0)
         classic = histogram_quantile(ScalarSteps(q), vector_arg(1))
-        hist = _native_arg(engine, args[1], env)
+        hist = native_eval.evaluate(engine, args[1], env)
         if hist is None:
             return classic
         return dedupe(_concat(classic, native_eval.quantile(q, hist)))
@@ -144,13 +144,12 @@ def call(engine, node: "pp.Call", env):
 
 
 def _native_arg(engine, node, env):
-    """The native histograms of a function's vector argument (a selector), or None."""
-    sel = native_eval.selector_of(node)
-    if sel is None:
-        if not isinstance(engine.eval(node, env), Series):
-            raise BadData("expected instant vector argument to a histogram function")
-        return None
-    return native_eval.select(engine, sel, env)
+    """The native histograms of a function's vector argument, or None (the argument is still
+    evaluated as floats then, so a wrong type is refused as before)."""
+    hist = native_eval.evaluate(engine, node, env)
+    if hist is None and not isinstance(engine.eval(node, env), Series):
+        raise BadData("expected instant vector argument to a histogram function")
+    return hist
 
 
 def _concat(a: Series, b: Series) -> Series:

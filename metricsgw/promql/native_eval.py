@@ -1,18 +1,22 @@
-"""Native histograms in the engine: selection, and the functions Prometheus 2.42 applies to them.
+"""Native histograms in the engine: selection, rate/increase/delta, sum, and the histogram
+functions, as Prometheus 2.42 evaluates them on histogram samples.
 
 Floats keep their own fast path. A histogram selection reuses it: the histograms of the selected
 series are loaded (``source.read_histograms``), decoded once, and the float selection machinery
-(selectors.instant: lookback, staleness, all steps at once) runs on their *indexes* as values, a
-stale histogram (sum = stale NaN) carrying the stale marker instead. The result is a ``HistSeries``:
-a Series whose values index ``hists``. Functions then read counts and sums as numpy arrays over
-those indexes; quantiles and fractions walk the buckets of each selected histogram.
+(selectors.instant / selectors.ranges: lookback, staleness, windows, all steps at once) runs on
+their *indexes* as values, a stale histogram (sum = stale NaN) carrying the stale marker instead.
+The result is a ``HistSeries``: a Series whose values index ``hists``. Counts and sums are then
+numpy arrays over those indexes; quantiles, fractions, rates and sums work histogram by histogram
+on their few buckets (native_math.py), a Python loop per selected point.
 
-Supported shapes (what 2.42 evaluates on histograms and we match): a vector selector at the top
-of a query (the JSON ``histogram`` / ``histograms`` fields), and ``histogram_count``,
-``histogram_sum``, ``histogram_fraction``, ``histogram_quantile`` of a vector selector.
-Not yet: ``rate``/``increase``/``sum`` over histograms (2.42 adds and subtracts histograms of
-different schemas; that needs bucket-merging arithmetic we have not written), histograms through
-binary operators, subqueries and range-vector instant queries.
+``evaluate`` is a second, narrow evaluator beside the float one: it answers for the shapes 2.42
+evaluates on histograms -- a vector selector, rate/increase/delta of a matrix selector, sum
+(by/without) of those -- and None for anything else, which then has no histogram part. The float
+evaluator runs as before; a result shows both (a series' float points and histogram points, as
+Prometheus renders a series holding both).
+Not done: histograms through binary operators, subqueries, other aggregations, functions other
+than those here, range-vector (``x[5m]``) instant queries, and a group mixing float and histogram
+samples (2.42 drops it; here the float and the histogram result both appear).
 """
 
 from __future__ import annotations
@@ -22,8 +26,11 @@ from dataclasses import dataclass
 import numpy as np
 import promql_parser as pp
 
+from ..errors import ExecError
 from ..model import STALE_NAN
-from . import native, selectors
+from . import native, native_math, parser, selectors
+from . import rangefuncs as R
+from .aggregations import group_labels
 from .binary import dedupe
 from .value import Series, drop_name
 
@@ -40,20 +47,22 @@ class HistSeries:
         return np.array([h.sum for h in self.hists], np.float64)
 
 
-def selector_of(node):
-    """The vector selector a native-histogram evaluation can start from, or None."""
+def _unwrap(node):
     while isinstance(node, pp.ParenExpr):
         node = node.expr
+    return node
+
+
+def selector_of(node):
+    """The vector selector a native-histogram evaluation can start from, or None."""
+    node = _unwrap(node)
     return node if isinstance(node, pp.VectorSelector) else None
 
 
-def select(engine, node: "pp.VectorSelector", env) -> HistSeries | None:
-    """Histograms of the selector at every step, or None when the source holds none there."""
+def _load(engine, ms, start: int, end: int, env) -> tuple[selectors.Loaded, list] | None:
     source = engine.source
-    if not hasattr(source, "read_histograms"):
-        return None
-    ref = engine.ref_times(node, env)
-    ms, start, end = engine.selector_window(node, env)
+    if not getattr(source, "holds_histograms", lambda: False)():
+        return None  # no histogram anywhere: float-only stores pay one call, no series selection
     ss = source.select_series(ms, start, end, env.ctx)
     if not len(ss):
         return None
@@ -68,11 +77,100 @@ def select(engine, node: "pp.VectorSelector", env) -> HistSeries | None:
     offsets = np.concatenate([starts, [len(block)]]).astype(np.int64)
     by_sid = np.argsort(ss.ids, kind="stable")
     pos = by_sid[np.searchsorted(ss.ids, block.sid[starts], sorter=by_sid)]
-    loaded = selectors.Loaded([ss.labels[i] for i in pos.tolist()], block.t, values, offsets,
-                              np.argsort(pos, kind="stable"))
-    env.ctx.charge_points(max(0, len(loaded.labels) * len(ref) - len(block.t)), "histogram selection")
+    return selectors.Loaded([ss.labels[i] for i in pos.tolist()], block.t, values, offsets,
+                            np.argsort(pos, kind="stable")), hists
+
+
+def select(engine, node: "pp.VectorSelector", env) -> HistSeries | None:
+    """Histograms of the selector at every step, or None when the source holds none there."""
+    ref = engine.ref_times(node, env)
+    ms, start, end = engine.selector_window(node, env)
+    got = _load(engine, ms, start, end, env)
+    if got is None:
+        return None
+    loaded, hists = got
+    env.ctx.charge_points(max(0, len(loaded.labels) * len(ref) - len(loaded.t)), "histogram selection")
     series = selectors.instant(loaded, ref, engine.lookback_ms)
     return HistSeries(series, hists) if len(series) else None
+
+
+RATES = {"rate": (True, True), "increase": (True, False), "delta": (False, False)}
+
+
+def rate(engine, node: "pp.Call", env) -> HistSeries | None:
+    """rate/increase/delta over histograms: histogramRate of each window, extrapolated as floats
+    are (extrapolatedRate, without the stop at zero, which 2.42 skips for histograms)."""
+    is_counter, is_rate = RATES[node.func.name]
+    msel = _unwrap(node.args[0])
+    if not isinstance(msel, pp.MatrixSelector):
+        return None
+    ref = engine.ref_times(msel.vector_selector, env)
+    ms, start, end = engine.selector_window(msel, env)
+    got = _load(engine, ms, start, end, env)
+    if got is None:
+        return None
+    loaded, hists = got
+    r = selectors.ranges(loaded.without_stale(), ref, parser.duration_ms(msel.range))
+    n = r.hi - r.lo
+    ok = n >= 2
+    last = max(len(r.t) - 1, 0)
+    factor = R.extrapolation_factor(r, n, r.t[np.minimum(r.lo, last)], r.t[np.clip(r.hi - 1, 0, last)], is_rate)
+    arith: dict[int, native_math.Hist] = {}
+
+    def hist(j: int) -> native_math.Hist:
+        h = arith.get(j)
+        if h is None:
+            h = arith[j] = native_math.Hist.of(hists[j])
+        return h
+
+    out: list[native.FloatHistogram] = []
+    values = np.zeros(n.shape)
+    for i, k in zip(*np.nonzero(ok)):
+        window = r.v[r.lo[i, k]:r.hi[i, k]].astype(np.int64).tolist()
+        h = native_math.histogram_rate([hist(j) for j in window], is_counter)
+        values[i, k] = len(out)
+        out.append(native_math.scale(h, float(factor[i, k])).to_float_histogram())
+    env.ctx.check("histogram rate")
+    series = Series([drop_name(lb) for lb in r.labels], values, ok).compact()
+    if len(set(series.labels)) != len(series.labels):
+        raise ExecError("vector cannot contain metrics with the same labelset")
+    return HistSeries(series, out) if len(series) else None
+
+
+def total_by_group(engine, node: "pp.AggregateExpr", env) -> HistSeries | None:
+    """sum (by/without) over histograms: added in series order, as 2.42's aggregation does."""
+    inner = evaluate(engine, node.expr, env)
+    if inner is None:
+        return None
+    without, names = parser.grouping(node)
+    s = inner.series
+    keys: dict = {}
+    gid = np.array([keys.setdefault(group_labels(lb, without, names), len(keys)) for lb in s.labels], np.int64)
+    steps = s.values.shape[1]
+    values = np.zeros((len(keys), steps))
+    mask = np.zeros((len(keys), steps), bool)
+    out: list[native.FloatHistogram] = []
+    for k in range(steps):
+        acc: dict[int, native_math.Hist] = {}
+        for i in np.flatnonzero(s.mask[:, k]).tolist():
+            g = int(gid[i])
+            acc[g] = native_math.sum_into(acc.get(g), native_math.Hist.of(inner.hists[int(s.values[i, k])]))
+        for g, h in acc.items():
+            values[g, k], mask[g, k] = len(out), True
+            out.append(h.to_float_histogram())
+    return HistSeries(Series(list(keys), values, mask).compact(), out) if out else None
+
+
+def evaluate(engine, node, env) -> HistSeries | None:
+    """The histogram part of ``node``'s value, or None (no histograms, or a shape we leave to floats)."""
+    node = _unwrap(node)
+    if isinstance(node, pp.VectorSelector):
+        return select(engine, node, env)
+    if isinstance(node, pp.Call) and node.func.name in RATES:
+        return rate(engine, node, env)
+    if isinstance(node, pp.AggregateExpr) and parser.op_name(node).lower() == "sum":
+        return total_by_group(engine, node, env)
+    return None
 
 
 def _per_point(h: HistSeries, fn) -> Series:
@@ -107,9 +205,8 @@ def fraction(lower: np.ndarray, upper: np.ndarray, h: HistSeries) -> Series:
 
 
 def top_level(engine, node, env) -> HistSeries | None:
-    """Histograms a query's result shows: only when the whole query is a vector selector."""
-    sel = selector_of(node)
-    return select(engine, sel, env) if sel is not None else None
+    """The histograms a query's result shows beside its floats."""
+    return evaluate(engine, node, env)
 
 
 def vector_points(h: HistSeries) -> tuple[list, list]:

@@ -90,6 +90,12 @@ class NativeStore:
         return held
 
     # ---------------------------------------------------------------- read side
+    def holds_histograms(self) -> bool:
+        """Whether any histogram is stored (PromQL skips its histogram lookups when none is)."""
+        snap = self.fileset.current
+        return bool(snap.histograms or len(self.native_head.merged()[0])
+                    or any(len(h.merged()[0]) for h in list(self.native_flushing)))
+
     def _native_view(self):
         with self._swap_lock:  # a consistent view: files + heads being flushed + head
             return self.fileset.pin(), list(self.native_flushing) + [self.native_head]

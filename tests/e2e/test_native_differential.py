@@ -37,6 +37,12 @@ QUERIES = [
     "histogram_fraction(0, 4, nh)", "histogram_fraction(-1, 1, nh)", "histogram_fraction(-Inf, 0.5, nh_float)",
     "histogram_fraction(0.001, +Inf, nh_float)", "histogram_fraction(2, 1, nh)",
     "ex_requests_total",  # a float series beside them: unchanged
+    "rate(nh[5m])", "increase(nh[2m])", "rate(nh_float[1m])", "delta(nh_float[3m])", 'rate(nh{kind="reset"}[10m])',
+    'increase(nh{kind="stale"}[7m])', "rate(nh[5m] offset 3m)",
+    "sum(nh)", "sum by (kind) (nh)", "sum without (schema) (rate(nh[5m]))", "sum(nh_float)",
+    "histogram_quantile(0.9, rate(nh[5m]))", "histogram_quantile(0.5, sum by (proto) (rate(nh[5m])))",
+    "histogram_count(rate(nh[5m]))", "histogram_sum(increase(nh_float[5m]))",
+    "histogram_fraction(0, 1, sum(rate(nh_float[5m])))", "histogram_quantile(0, rate(nh[5m]))",
 ]
 
 
@@ -145,6 +151,11 @@ def test_the_oracle_holds_histograms(pair):
     assert body["data"]["result"] == []  # the marker hides the series
     _, body = api(prom_url, "/api/v1/query", {"query": 'nh{kind="stale"}', "time": marker_s - 1})
     assert len(body["data"]["result"]) == 2
+    for query, n in (("rate(nh[5m])", 8), ("sum by (kind) (nh)", 3), ("histogram_quantile(0.9, rate(nh[5m]))", 8)):
+        _, body = api(prom_url, "/api/v1/query", {"query": query, "time": end_s})
+        assert len(body["data"]["result"]) == n, query
+        if not query.startswith("histogram_"):
+            assert all(len(r["histogram"][1]["buckets"]) > 3 for r in body["data"]["result"]), query
 
 
 def _status_and_body(url: str) -> tuple[int, bytes]:
