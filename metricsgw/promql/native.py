@@ -6,7 +6,9 @@ Decoding is per histogram (a protobuf parse); everything a query does to a histo
 small bucket arrays of that one histogram. An integer histogram becomes a float one as Prometheus's
 ``ToFloat`` does (deltas summed up). Custom-bucket histograms (schema -53, not known to 2.42) take
 their bounds from ``custom_values``: bucket i is (custom_values[i-1], custom_values[i]], the first
-from -Inf, the last to +Inf, as later Prometheus versions define them.
+from -Inf, the last to +Inf, as later Prometheus versions define them; they are stored and shown
+exactly, and quantiles and fractions walk those buckets with 2.42's algorithm (not the special
+cases Prometheus 3 added for them); rate and sum refuse them (native_math.py).
 """
 
 from __future__ import annotations
@@ -105,7 +107,8 @@ def all_buckets(h: FloatHistogram) -> list[Bucket]:
     out: list[Bucket] = []
     if h.schema == CUSTOM_BUCKETS_SCHEMA:
         for idx, c in zip(_indexes(h.pos_spans), h.pos.tolist()):
-            out.append((_custom_bound(idx - 1, h.custom_values), _custom_bound(idx, h.custom_values), False, True, c))
+            lower, upper = _custom_bound(idx - 1, h.custom_values), _custom_bound(idx, h.custom_values)
+            out.append((lower, upper, lower < 0, upper > 0, c))
         return out
     zt = h.zero_threshold
     for idx, c in reversed(list(zip(_indexes(h.neg_spans), h.neg.tolist()))):

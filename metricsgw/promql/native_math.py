@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .native import FloatHistogram, _indexes, bound
+from ..errors import NotSupported
+from .native import CUSTOM_BUCKETS_SCHEMA, FloatHistogram, _indexes, bound
 
 
 @dataclass
@@ -29,6 +30,8 @@ class Hist:
 
     @classmethod
     def of(cls, h: FloatHistogram) -> "Hist":
+        if h.schema == CUSTOM_BUCKETS_SCHEMA:
+            raise NotSupported("rate, increase, delta and sum of custom-bucket native histograms (schema -53)")
         return cls(h.schema, h.zero_threshold, h.zero_count, h.count, h.sum,
                    dict(zip(_indexes(h.pos_spans), h.pos.tolist())), dict(zip(_indexes(h.neg_spans), h.neg.tolist())))
 
