@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .batch import ExemplarBlock, HistogramBlock
+from . import parquet_io
 from .parquet_io import write_atomic
 
 HIST_SCHEMA = pa.schema([("sid", pa.int64()), ("t", pa.int64()), ("h", pa.binary())])
@@ -54,11 +55,4 @@ def read_exemplars(path: str, ids_sorted: np.ndarray, start_ms: int, end_ms: int
 @functools.lru_cache(maxsize=65536)
 def t_range(path: str) -> tuple[int, int]:
     """(oldest, newest) t of a file, from its footer (files never change once written)."""
-    meta = pq.ParquetFile(path).metadata
-    col = meta.schema.names.index("t")
-    lo, hi = np.iinfo(np.int64).max, np.iinfo(np.int64).min
-    for rg in range(meta.num_row_groups):
-        stats = meta.row_group(rg).column(col).statistics
-        if stats is not None and stats.has_min_max:
-            lo, hi = min(lo, stats.min), max(hi, stats.max)
-    return lo, hi
+    return parquet_io.t_range(pq.ParquetFile(path).metadata)

@@ -12,6 +12,7 @@ series' newest timestamp).
 from __future__ import annotations
 
 import threading
+from dataclasses import fields
 
 import numpy as np
 import pyarrow as pa
@@ -38,26 +39,32 @@ def first_written(order_key: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
     return order[first]
 
 
-def merge_histograms(blocks: list[HistogramBlock]) -> HistogramBlock:
+def _concat(parts: list):
+    return pa.concat_arrays(parts) if isinstance(parts[0], pa.Array) else np.concatenate(parts)
+
+
+def take(block, rows: np.ndarray):
+    """The block's rows at these positions (numpy and Arrow columns alike)."""
+    arrow_rows = pa.array(rows, pa.int64())
+    return type(block)(**{f.name: (col.take(arrow_rows) if isinstance(col, pa.Array) else col[rows])
+                          for f in fields(block) for col in [getattr(block, f.name)]})
+
+
+def _merge(blocks: list, empty):
+    """Blocks in write order -> one, sorted by (sid, t), each (sid, t) once (the first written)."""
     blocks = [b for b in blocks if len(b)]
     if not blocks:
-        return empty_histograms()
-    sid = np.concatenate([b.sid for b in blocks])
-    t = np.concatenate([b.t for b in blocks])
-    keep = first_written((sid, t))
-    blob = pa.concat_arrays([b.blob for b in blocks]).take(pa.array(keep))
-    return HistogramBlock(sid[keep], t[keep], blob)
+        return empty()
+    merged = type(blocks[0])(**{f.name: _concat([getattr(b, f.name) for b in blocks]) for f in fields(blocks[0])})
+    return take(merged, first_written((merged.sid, merged.t)))
+
+
+def merge_histograms(blocks: list[HistogramBlock]) -> HistogramBlock:
+    return _merge(blocks, empty_histograms)
 
 
 def merge_exemplars(blocks: list[ExemplarBlock]) -> ExemplarBlock:
-    blocks = [b for b in blocks if len(b)]
-    if not blocks:
-        return empty_exemplars()
-    sid = np.concatenate([b.sid for b in blocks])
-    t = np.concatenate([b.t for b in blocks])
-    keep = first_written((sid, t))
-    labels = pa.concat_arrays([b.labels for b in blocks]).take(pa.array(keep))
-    return ExemplarBlock(sid[keep], t[keep], np.concatenate([b.v for b in blocks])[keep], labels)
+    return _merge(blocks, empty_exemplars)
 
 
 def _select(sid: np.ndarray, t: np.ndarray, ids_sorted: np.ndarray, start_ms: int, end_ms: int) -> np.ndarray:
@@ -103,13 +110,11 @@ class NativeHead:
 
     def histograms(self, ids_sorted: np.ndarray, start_ms: int, end_ms: int) -> HistogramBlock:
         h = self.merged()[0]
-        rows = _select(h.sid, h.t, ids_sorted, start_ms, end_ms)
-        return HistogramBlock(h.sid[rows], h.t[rows], h.blob.take(pa.array(rows)))
+        return take(h, _select(h.sid, h.t, ids_sorted, start_ms, end_ms))
 
     def exemplars(self, ids_sorted: np.ndarray, start_ms: int, end_ms: int) -> ExemplarBlock:
         e = self.merged()[1]
-        rows = _select(e.sid, e.t, ids_sorted, start_ms, end_ms)
-        return ExemplarBlock(e.sid[rows], e.t[rows], e.v[rows], e.labels.take(pa.array(rows)))
+        return take(e, _select(e.sid, e.t, ids_sorted, start_ms, end_ms))
 
     def holding(self, ids_sorted: np.ndarray) -> np.ndarray:
         h, e = self.merged()

@@ -13,6 +13,9 @@ WAL record, same flush transaction, same pins) without changing it:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Callable
+
 import numpy as np
 
 from ..errors import Unavailable
@@ -25,6 +28,18 @@ from .native_head import NativeHead, merge_exemplars, merge_histograms
 # typical exponential histogram has 10-40 buckets of 16 bytes plus spans); an exemplar is small.
 HISTOGRAM_BYTES = 512
 EXEMPLAR_BYTES = 128
+
+
+@dataclass(frozen=True)
+class _Kind:
+    name: str  # the file set kind, the NativeHead method, the stage named in errors
+    read_file: Callable
+    merge: Callable
+    bytes_each: int
+
+
+_HISTOGRAMS = _Kind("histograms", native_files.read_histograms, merge_histograms, HISTOGRAM_BYTES)
+_EXEMPLARS = _Kind("exemplars", native_files.read_exemplars, merge_exemplars, EXEMPLAR_BYTES)
 
 
 class NativeStore:
@@ -102,42 +117,29 @@ class NativeStore:
 
     def read_histograms(self, ids: np.ndarray, start_ms: int, end_ms: int, ctx: QueryContext) -> HistogramBlock:
         """Histogram samples of these series in [start_ms, end_ms], sorted by (sid, t), bit-exact blobs."""
-        ids_sorted = np.unique(np.asarray(ids, np.int64))
-        pin, heads = self._native_view()
-        parts: list[HistogramBlock] = []
-        with pin as snap:
-            for path in snap.histograms:
-                lo, hi = native_files.t_range(path)
-                if hi < start_ms or lo > end_ms:
-                    continue
-                ctx.check("reading histograms")
-                block = native_files.read_histograms(path, ids_sorted, start_ms, end_ms)
-                ctx.charge_samples(len(block), "reading histograms", HISTOGRAM_BYTES)
-                parts.append(block)
-        for h in heads:
-            block = h.histograms(ids_sorted, start_ms, end_ms)
-            ctx.charge_samples(len(block), "reading histograms", HISTOGRAM_BYTES)
-            parts.append(block)
-        return merge_histograms(parts)
+        return self._read_native(_HISTOGRAMS, ids, start_ms, end_ms, ctx)
 
     def read_exemplars(self, ids: np.ndarray, start_ms: int, end_ms: int, ctx: QueryContext) -> ExemplarBlock:
+        """Exemplars of these series in [start_ms, end_ms], sorted by (sid, t)."""
+        return self._read_native(_EXEMPLARS, ids, start_ms, end_ms, ctx)
+
+    def _read_native(self, kind: "_Kind", ids: np.ndarray, start_ms: int, end_ms: int, ctx: QueryContext):
         ids_sorted = np.unique(np.asarray(ids, np.int64))
+        stage = f"reading {kind.name}"
         pin, heads = self._native_view()
-        parts: list[ExemplarBlock] = []
+        parts = []
         with pin as snap:
-            for path in snap.exemplars:
+            for path in getattr(snap, kind.name):
                 lo, hi = native_files.t_range(path)
                 if hi < start_ms or lo > end_ms:
                     continue
-                ctx.check("reading exemplars")
-                block = native_files.read_exemplars(path, ids_sorted, start_ms, end_ms)
-                ctx.charge_samples(len(block), "reading exemplars", EXEMPLAR_BYTES)
-                parts.append(block)
+                ctx.check(stage)
+                parts.append(kind.read_file(path, ids_sorted, start_ms, end_ms))
+                ctx.charge_samples(len(parts[-1]), stage, kind.bytes_each)
         for h in heads:
-            block = h.exemplars(ids_sorted, start_ms, end_ms)
-            ctx.charge_samples(len(block), "reading exemplars", EXEMPLAR_BYTES)
-            parts.append(block)
-        return merge_exemplars(parts)
+            parts.append(getattr(h, kind.name)(ids_sorted, start_ms, end_ms))
+            ctx.charge_samples(len(parts[-1]), stage, kind.bytes_each)
+        return kind.merge(parts)
 
     # ---------------------------------------------------------------- retention
     def native_files_min_t(self) -> int:
