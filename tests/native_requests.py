@@ -35,50 +35,47 @@ def histogram_bytes(fields: dict) -> bytes:
     return h.SerializeToString()
 
 
+def _add_series(req, s: dict, set_labels) -> None:
+    """One series of either protocol; ``set_labels(message, pairs)`` writes labels the protocol's way."""
+    ts = req.timeseries.add()
+    set_labels(ts, s["labels"])
+    for t, v in s.get("samples", ()):
+        ts.samples.add(timestamp=t, value=v)
+    for fields in s.get("histograms", ()):
+        _fill(ts.histograms.add(), fields)
+    for labels, value, t in s.get("exemplars", ()):
+        set_labels(ts.exemplars.add(value=value, timestamp=t), labels)
+
+
+def _finish(req, compress: bool) -> bytes:
+    raw = req.SerializeToString()
+    return snappy.compress(raw) if compress else raw
+
+
 def v1_request(series: list[dict], compress: bool = True) -> bytes:
     """series: [{"labels": [(n, v)...], "samples": [(t, v)], "histograms": [fields...],
     "exemplars": [(labels, value, t)]}]"""
+    def set_labels(msg, pairs) -> None:
+        for n, v in pairs:
+            msg.labels.add(name=n, value=v)
+
     req = v1pb.WriteRequest()
     for s in series:
-        ts = req.timeseries.add()
-        for n, v in s["labels"]:
-            ts.labels.add(name=n, value=v)
-        for t, v in s.get("samples", ()):
-            ts.samples.add(timestamp=t, value=v)
-        for fields in s.get("histograms", ()):
-            _fill(ts.histograms.add(), fields)
-        for labels, value, t in s.get("exemplars", ()):
-            e = ts.exemplars.add(value=value, timestamp=t)
-            for n, v in labels:
-                e.labels.add(name=n, value=v)
-    raw = req.SerializeToString()
-    return snappy.compress(raw) if compress else raw
+        _add_series(req, s, set_labels)
+    return _finish(req, compress)
 
 
 def v2_request(series: list[dict], compress: bool = True) -> bytes:
     symbols: dict[str, int] = {"": 0}
 
-    def refs(pairs) -> list[int]:
-        out = []
-        for n, v in pairs:
-            for s in (n, v):
-                out.append(symbols.setdefault(s, len(symbols)))
-        return out
+    def set_labels(msg, pairs) -> None:
+        msg.labels_refs.extend(symbols.setdefault(x, len(symbols)) for pair in pairs for x in pair)
 
     req = v2pb.Request()
     for s in series:
-        ts = req.timeseries.add()
-        ts.labels_refs.extend(refs(s["labels"]))
-        for t, v in s.get("samples", ()):
-            ts.samples.add(timestamp=t, value=v)
-        for fields in s.get("histograms", ()):
-            _fill(ts.histograms.add(), fields)
-        for labels, value, t in s.get("exemplars", ()):
-            e = ts.exemplars.add(value=value, timestamp=t)
-            e.labels_refs.extend(refs(labels))
+        _add_series(req, s, set_labels)
     req.symbols.extend(symbols)
-    raw = req.SerializeToString()
-    return snappy.compress(raw) if compress else raw
+    return _finish(req, compress)
 
 
 def int_histogram(t: int, scale: int = 1) -> dict:
