@@ -123,7 +123,10 @@ class IngestPipeline:
         decoded, refused = self.time_window.apply(decoded)
         batch, rejections = self._process(decoded)
         for r in refused:
-            self.telemetry.samples_discarded.labels(r.reason).inc(r.samples)
+            if r.samples:
+                self.telemetry.samples_discarded.labels(r.reason).inc(r.samples)
+            if r.histograms:
+                self.telemetry.histograms_discarded.labels(r.reason).inc(r.histograms)
         return batch, [Rejection(r.reason, r.message, r.samples) for r in refused] + rejections
 
     def _process(self, decoded: DecodedWrite) -> tuple[AppendBatch, list[Rejection]]:

@@ -61,6 +61,18 @@ class NativeParts:
                            {at[i]: p for i, p in self.invalid.items() if i in at})
 
 
+    def keep(self, hist_rows: np.ndarray, ex_rows: np.ndarray) -> "NativeParts":
+        """Only the histograms and exemplars where these (bool, per row) are True."""
+        n = len(self.hist_counts)
+        hist_series = np.repeat(np.arange(n), self.hist_counts)[hist_rows]
+        ex_series = np.repeat(np.arange(n), self.ex_counts)[ex_rows]
+        return NativeParts(np.bincount(hist_series, minlength=n).astype(np.int64), self.hist_t[hist_rows],
+                           [b for b, k in zip(self.hist_blobs, hist_rows.tolist()) if k],
+                           np.bincount(ex_series, minlength=n).astype(np.int64), self.ex_t[ex_rows],
+                           self.ex_v[ex_rows], [lb for lb, k in zip(self.ex_labels, ex_rows.tolist()) if k],
+                           self.invalid)
+
+
 def _rows(counts: np.ndarray, series: np.ndarray) -> np.ndarray:
     starts = np.zeros(len(counts) + 1, np.int64)
     np.cumsum(counts, out=starts[1:])
