@@ -13,6 +13,8 @@ cases Prometheus 3 added for them); rate and sum refuse them (native_math.py).
 
 from __future__ import annotations
 
+import functools
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -35,9 +37,9 @@ class FloatHistogram:
     count: float
     sum: float
     pos_spans: list[tuple[int, int]]  # (offset, length)
-    pos: np.ndarray  # absolute float counts
+    pos: list[float]  # absolute counts
     neg_spans: list[tuple[int, int]]
-    neg: np.ndarray
+    neg: list[float]
     custom_values: tuple[float, ...] = ()
     reset_hint: int = 0  # 0 unknown, 1 yes, 2 no, 3 gauge
 
@@ -51,10 +53,10 @@ def decode(blob: bytes) -> FloatHistogram:
     is_float = h.WhichOneof("count") == "count_float"
     zero = h.zero_count_float if h.WhichOneof("zero_count") == "zero_count_float" else float(h.zero_count_int)
 
-    def absolute(deltas, counts) -> np.ndarray:
+    def absolute(deltas, counts) -> list[float]:
         if len(counts):
-            return np.array(counts, np.float64)
-        return np.cumsum(np.array(deltas, np.int64)).astype(np.float64)
+            return list(counts)
+        return [float(c) for c in itertools.accumulate(deltas)]  # int64 -> float64, as Go's ToFloat
 
     return FloatHistogram(h.schema, h.zero_threshold, zero, h.count_float if is_float else float(h.count_int),
                           h.sum, [(s.offset, s.length) for s in h.positive_spans],
@@ -63,6 +65,7 @@ def decode(blob: bytes) -> FloatHistogram:
                           absolute(h.negative_deltas, h.negative_counts), tuple(h.custom_values), h.reset_hint)
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def bound(idx: int, schema: int) -> float:
     """Upper bound of exponential bucket ``idx`` (getBound in generic.go)."""
     if schema < 0:
@@ -106,17 +109,17 @@ def all_buckets(h: FloatHistogram) -> list[Bucket]:
     the zero bucket's threshold."""
     out: list[Bucket] = []
     if h.schema == CUSTOM_BUCKETS_SCHEMA:
-        for idx, c in zip(_indexes(h.pos_spans), h.pos.tolist()):
+        for idx, c in zip(_indexes(h.pos_spans), h.pos):
             lower, upper = _custom_bound(idx - 1, h.custom_values), _custom_bound(idx, h.custom_values)
             out.append((lower, upper, lower < 0, upper > 0, c))
         return out
     zt = h.zero_threshold
-    for idx, c in reversed(list(zip(_indexes(h.neg_spans), h.neg.tolist()))):
+    for idx, c in reversed(list(zip(_indexes(h.neg_spans), h.neg))):
         lower, upper = -bound(idx, h.schema), -bound(idx - 1, h.schema)
         out.append((lower, min(upper, -zt), lower < 0, upper > 0, c))  # inclusive: from the unclipped bounds
     if h.zero_count > 0:
         out.append((-zt, zt, True, True, h.zero_count))
-    for idx, c in zip(_indexes(h.pos_spans), h.pos.tolist()):
+    for idx, c in zip(_indexes(h.pos_spans), h.pos):
         lower, upper = bound(idx - 1, h.schema), bound(idx, h.schema)
         out.append((max(lower, zt), upper, lower < 0, upper > 0, c))
     return out

@@ -123,11 +123,23 @@ def rate(engine, node: "pp.Call", env) -> HistSeries | None:
             h = arith[j] = native_math.Hist.of(hists[j])
         return h
 
+    reset_at: dict[int, bool] = {}  # sample position p -> a reset between samples p - 1 and p
+
+    def resets(lo: int, hi: int) -> list[bool]:
+        out = []
+        for p in range(lo + 1, hi):
+            got = reset_at.get(p)
+            if got is None:
+                got = reset_at[p] = native_math.detect_reset(hist(int(r.v[p])), hist(int(r.v[p - 1])))
+            out.append(got)
+        return out
+
     out: list[native.FloatHistogram] = []
     values = np.zeros(n.shape)
     for i, k in zip(*np.nonzero(ok)):
-        window = r.v[r.lo[i, k]:r.hi[i, k]].astype(np.int64).tolist()
-        h = native_math.histogram_rate([hist(j) for j in window], is_counter)
+        lo, hi = int(r.lo[i, k]), int(r.hi[i, k])
+        window = r.v[lo:hi].astype(np.int64).tolist()
+        h = native_math.histogram_rate([hist(j) for j in window], is_counter, resets(lo, hi) if is_counter else None)
         values[i, k] = len(out)
         out.append(native_math.scale(h, float(factor[i, k])).to_float_histogram())
     env.ctx.check("histogram rate")

@@ -10,9 +10,9 @@ buckets are kept until ``compact`` (quantiles see them, as in Go).
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
-import numpy as np
 
 from ..errors import NotSupported
 from .native import CUSTOM_BUCKETS_SCHEMA, FloatHistogram, _indexes, bound
@@ -33,14 +33,14 @@ class Hist:
         if h.schema == CUSTOM_BUCKETS_SCHEMA:
             raise NotSupported("rate, increase, delta and sum of custom-bucket native histograms (schema -53)")
         return cls(h.schema, h.zero_threshold, h.zero_count, h.count, h.sum,
-                   dict(zip(_indexes(h.pos_spans), h.pos.tolist())), dict(zip(_indexes(h.neg_spans), h.neg.tolist())))
+                   dict(zip(_indexes(h.pos_spans), h.pos)), dict(zip(_indexes(h.neg_spans), h.neg)))
 
     def copy(self) -> "Hist":
         return Hist(self.schema, self.zero_threshold, self.zero_count, self.count, self.sum, dict(self.pos),
                     dict(self.neg))
 
     def to_float_histogram(self) -> FloatHistogram:
-        def spans(d: dict[int, float]) -> tuple[list[tuple[int, int]], np.ndarray]:
+        def spans(d: dict[int, float]) -> tuple[list[tuple[int, int]], list[float]]:
             out: list[list[int]] = []
             prev = None
             for idx in d:
@@ -49,7 +49,7 @@ class Hist:
                 else:
                     out.append([idx - (prev + 1 if prev is not None else 0), 1])
                 prev = idx
-            return [(o, n) for o, n in out], np.array(list(d.values()), np.float64)
+            return [(o, n) for o, n in out], list(d.values())
 
         ps, pb = spans(self.pos)
         ns, nb = spans(self.neg)
@@ -213,9 +213,29 @@ def _detect_bucket_reset(curr: list[tuple[int, float]], prev: list[tuple[int, fl
     return False
 
 
+def _above(keys: list[int], schema: int, threshold: float) -> int:
+    """How many of these ascending bucket indexes lie inside the zero bucket (bound <= threshold)."""
+    k = 0
+    while k < len(keys) and bound(keys[k], schema) <= threshold:
+        k += 1
+    return k
+
+
+def _same_layout_reset(curr: Hist, prev: Hist) -> bool:
+    """detect_reset when both have the same buckets (the usual case): a bucket that shrank."""
+    for side_c, side_p in ((curr.pos, prev.pos), (curr.neg, prev.neg)):
+        start = _above(list(side_p), curr.schema, curr.zero_threshold)
+        if any(c < p for c, p in itertools.islice(zip(side_c.values(), side_p.values()), start, None)):
+            return True
+    return False
+
+
 def detect_reset(curr: Hist, prev: Hist) -> bool:
     if curr.count < prev.count or curr.schema > prev.schema or curr.zero_threshold < prev.zero_threshold:
         return True
+    if curr.schema == prev.schema and curr.zero_threshold == prev.zero_threshold \
+            and curr.pos.keys() == prev.pos.keys() and curr.neg.keys() == prev.neg.keys():
+        return curr.zero_count < prev.zero_count or _same_layout_reset(curr, prev)
     prev_zero, threshold = zero_count_for_larger_threshold(prev, curr.zero_threshold)
     if threshold != curr.zero_threshold or curr.zero_count < prev_zero:
         return True
@@ -226,8 +246,10 @@ def detect_reset(curr: Hist, prev: Hist) -> bool:
     return False
 
 
-def histogram_rate(points: list[Hist], is_counter: bool) -> Hist:
-    """The increase over ``points`` (histogramRate of 2.42), not yet extrapolated."""
+def histogram_rate(points: list[Hist], is_counter: bool, resets: list[bool] | None = None) -> Hist:
+    """The increase over ``points`` (histogramRate of 2.42), not yet extrapolated. ``resets[j]``,
+    when given, is ``detect_reset(points[j + 1], points[j])`` (windows over the same samples share
+    them, so callers work each pair out once)."""
     prev, last = points[0], points[-1]
     min_schema = min(prev.schema, last.schema)
     if is_counter:
@@ -236,8 +258,8 @@ def histogram_rate(points: list[Hist], is_counter: bool) -> Hist:
     h = copy_to_schema(last, min_schema)
     add(h, prev, -1.0)
     if is_counter:
-        for curr in points[1:]:
-            if detect_reset(curr, prev):
+        for j, curr in enumerate(points[1:]):
+            if resets[j] if resets is not None else detect_reset(curr, prev):
                 add(h, prev)
             prev = curr
     return compact(h)

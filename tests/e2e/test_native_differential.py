@@ -43,6 +43,8 @@ QUERIES = [
     "histogram_quantile(0.9, rate(nh[5m]))", "histogram_quantile(0.5, sum by (proto) (rate(nh[5m])))",
     "histogram_count(rate(nh[5m]))", "histogram_sum(increase(nh_float[5m]))",
     "histogram_fraction(0, 1, sum(rate(nh_float[5m])))", "histogram_quantile(0, rate(nh[5m]))",
+    "nh_change", "rate(nh_change[5m])", "increase(nh_change[10m])", "sum by (kind) (rate(nh_change[5m]))",
+    "sum(rate(nh_change[5m]))", "histogram_quantile(0.8, rate(nh_change[5m]))", "histogram_count(nh_change)",
 ]
 
 
@@ -66,6 +68,36 @@ def _float_histogram(k: int, t: int) -> dict:
             "positive_counts": pos, "negative_spans": [(1, 1)], "negative_counts": [0.2 * k], "timestamp": t}
 
 
+def _changing(k: int, t: int) -> dict[str, dict]:
+    """Histograms whose layout changes on the way, so rates cross the change: a bucket that appears
+    (k >= 60), a zero threshold that grows over a bucket (k >= 70), a schema reduced from 3 to 2
+    (k >= 90, adjacent buckets merged as a sender reducing resolution does)."""
+    a, b, c = k + 1, 2 * k + 1, 3 * k
+    layout = {"schema": 0, "zero_threshold": 0.001, "zero_count_int": 1, "positive_spans": [(0, 3)],
+              "positive_deltas": [a, b - a, c - b], "timestamp": t}
+    layout["count_int"] = 1 + a + b + c
+    if k >= 60:
+        layout["positive_spans"] = [(0, 3), (2, 1)]
+        layout["positive_deltas"] = [a, b - a, c - b, (k - 59) - c]
+        layout["count_int"] += k - 59
+    layout["sum"] = 1.5 * layout["count_int"]
+    if k < 70:
+        zt = {"zero_threshold": 0.001, "zero_count_int": k, "positive_spans": [(-1, 3)],
+              "positive_deltas": [a, b - a, c - b]}
+    else:
+        zt = {"zero_threshold": 0.5, "zero_count_int": k + a, "positive_spans": [(0, 2)], "positive_deltas": [b, c - b]}
+    zt |= {"schema": 0, "count_int": k + a + b + c, "sum": 0.75 * k, "timestamp": t}
+    fine = [k + 1 + (i * 3) % 5 * k for i in range(8)]  # schema 3, buckets 1..8
+    if k < 90:
+        schema, counts = 3, fine
+    else:
+        schema, counts = 2, [fine[i] + fine[i + 1] for i in range(0, 8, 2)]
+    reduced = {"schema": schema, "zero_threshold": 0.001, "zero_count_int": 0, "positive_spans": [(1, len(counts))],
+               "positive_deltas": [counts[0]] + [y - x for x, y in zip(counts, counts[1:])],
+               "count_int": sum(counts), "sum": 2.0 * k, "timestamp": t}
+    return {"layout": layout, "zt": zt, "schema_change": reduced}
+
+
 def series_at(k: int, t: int, proto: str) -> list[dict]:
     out = [{"labels": [("__name__", "nh"), ("kind", "int"), ("proto", proto), ("schema", "0")],
             "histograms": [_int_histogram(k, t, 0, 1)]},
@@ -81,6 +113,8 @@ def series_at(k: int, t: int, proto: str) -> list[dict]:
         if k == 100:
             h["sum"] = STALE_NAN
         out.append({"labels": [("__name__", "nh"), ("kind", "stale"), ("proto", proto)], "histograms": [h]})
+    for kind, h in _changing(k, t).items():
+        out.append({"labels": [("__name__", "nh_change"), ("kind", kind), ("proto", proto)], "histograms": [h]})
     out.append({"labels": [("__name__", "ex_requests_total"), ("job", "ex"), ("proto", proto)],
                 "samples": [(t, float(10 * k))],
                 "exemplars": [([("trace_id", f"{proto}-{k:04x}")], 0.5 + k % 5, t)] if k % 3 else []})
@@ -151,11 +185,13 @@ def test_the_oracle_holds_histograms(pair):
     assert body["data"]["result"] == []  # the marker hides the series
     _, body = api(prom_url, "/api/v1/query", {"query": 'nh{kind="stale"}', "time": marker_s - 1})
     assert len(body["data"]["result"]) == 2
-    for query, n in (("rate(nh[5m])", 8), ("sum by (kind) (nh)", 3), ("histogram_quantile(0.9, rate(nh[5m]))", 8)):
-        _, body = api(prom_url, "/api/v1/query", {"query": query, "time": end_s})
+    after_changes_s = end_s - (SCRAPES - 1 - 92) * INTERVAL_MS / 1000  # windows that cross all three changes
+    for query, n, t in (("rate(nh[5m])", 8, end_s), ("sum by (kind) (nh)", 3, end_s),
+                        ("histogram_quantile(0.9, rate(nh[5m]))", 8, end_s), ("rate(nh_change[10m])", 6, after_changes_s)):
+        _, body = api(prom_url, "/api/v1/query", {"query": query, "time": t})
         assert len(body["data"]["result"]) == n, query
         if not query.startswith("histogram_"):
-            assert all(len(r["histogram"][1]["buckets"]) > 3 for r in body["data"]["result"]), query
+            assert all(len(r["histogram"][1]["buckets"]) >= 2 for r in body["data"]["result"]), query
 
 
 def _status_and_body(url: str) -> tuple[int, bytes]:
