@@ -203,7 +203,7 @@ class Storage(NativeStore, StorageReader):
             raise Unavailable("storage is not ready (WAL replay in progress)")
         if self.wal.error is not None:  # refuse before touching the head; the WAL probes the disk meanwhile
             raise Unavailable(f"the WAL cannot be written: {self.wal.error}", retry_after_s=5)
-        if len(self.head) + sum(len(h) for h in self.flushing) > 4 * self.flush_max_samples:
+        if self._held_in_memory() > 4 * self.flush_max_samples:
             raise Unavailable("head is full: flushing to Parquet is behind; retry later", retry_after_s=5)
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
@@ -220,6 +220,11 @@ class Storage(NativeStore, StorageReader):
         err = await fut
         if err is not None:
             raise Unavailable(f"WAL write failed: {err}")
+
+    def _held_in_memory(self) -> int:
+        """Samples, histograms and exemplars not yet in a committed file (what ``append`` bounds)."""
+        return (len(self.head) + sum(len(h) for h in self.flushing) + len(self.native_head)
+                + sum(len(h) for h in self.native_flushing))
 
     def _apply(self, batch: AppendBatch) -> None:
         if batch.new_series:
@@ -257,7 +262,7 @@ class Storage(NativeStore, StorageReader):
         while not self._stop.wait(1.0):
             self._observe_free_bytes()
             due = time.monotonic() - last >= self.flush_interval_s
-            if due or len(self.head) >= self.flush_max_samples:
+            if due or len(self.head) + len(self.native_head) >= self.flush_max_samples:
                 if self._flush_step():
                     last = time.monotonic()
                 else:  # retry soon (space may come back any moment), not a whole interval later
