@@ -51,7 +51,7 @@ class Engine:
         if isinstance(res, Series):
             rows = np.flatnonzero(res.mask[:, 0])
             out = Vector(ts, [res.labels[i] for i in rows], res.values[rows, 0].copy())
-            hist = native_eval.top_level(self, node, env)
+            hist = native_eval.evaluate(self, node, env)  # the histograms shown beside the floats
             if hist is not None:
                 out.hist_labels, out.hists = native_eval.vector_points(hist)
             return out
@@ -83,7 +83,7 @@ class Engine:
             kind = "range vector" if isinstance(res, Ranges) else "string"
             raise BadData(f'invalid expression type "{kind}" for range query, must be Scalar or instant Vector')
         out = series_matrix(res, steps)
-        hist = native_eval.top_level(self, node, env)
+        hist = native_eval.evaluate(self, node, env)  # the histograms shown beside the floats
         if hist is not None:
             out.hist_rows = native_eval.matrix_rows(hist, steps)
         return out

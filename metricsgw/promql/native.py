@@ -83,9 +83,10 @@ def bound(idx: int, schema: int) -> float:
         return math.inf
 
 
-def _indexes(spans: list[tuple[int, int]]) -> list[int]:
+def bucket_indexes(spans: list[tuple[int, int]]) -> list[int]:
+    """The bucket index of each bucket the spans describe (offsets are gaps after the previous span)."""
     out, idx = [], 0
-    for n, (offset, length) in enumerate(spans):
+    for offset, length in spans:
         idx += offset
         for _ in range(length):
             out.append(idx)
@@ -109,17 +110,17 @@ def all_buckets(h: FloatHistogram) -> list[Bucket]:
     the zero bucket's threshold."""
     out: list[Bucket] = []
     if h.schema == CUSTOM_BUCKETS_SCHEMA:
-        for idx, c in zip(_indexes(h.pos_spans), h.pos):
+        for idx, c in zip(bucket_indexes(h.pos_spans), h.pos):
             lower, upper = _custom_bound(idx - 1, h.custom_values), _custom_bound(idx, h.custom_values)
             out.append((lower, upper, lower < 0, upper > 0, c))
         return out
     zt = h.zero_threshold
-    for idx, c in reversed(list(zip(_indexes(h.neg_spans), h.neg))):
+    for idx, c in reversed(list(zip(bucket_indexes(h.neg_spans), h.neg))):
         lower, upper = -bound(idx, h.schema), -bound(idx - 1, h.schema)
         out.append((lower, min(upper, -zt), lower < 0, upper > 0, c))  # inclusive: from the unclipped bounds
     if h.zero_count > 0:
         out.append((-zt, zt, True, True, h.zero_count))
-    for idx, c in zip(_indexes(h.pos_spans), h.pos):
+    for idx, c in zip(bucket_indexes(h.pos_spans), h.pos):
         lower, upper = bound(idx - 1, h.schema), bound(idx, h.schema)
         out.append((max(lower, zt), upper, lower < 0, upper > 0, c))
     return out

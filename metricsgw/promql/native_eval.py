@@ -53,12 +53,6 @@ def _unwrap(node):
     return node
 
 
-def selector_of(node):
-    """The vector selector a native-histogram evaluation can start from, or None."""
-    node = _unwrap(node)
-    return node if isinstance(node, pp.VectorSelector) else None
-
-
 def _load(engine, ms, start: int, end: int, env) -> tuple[selectors.Loaded, list] | None:
     source = engine.source
     if not getattr(source, "holds_histograms", lambda: False)():
@@ -214,11 +208,6 @@ def fraction(lower: np.ndarray, upper: np.ndarray, h: HistSeries) -> Series:
     hists = h.hists
     return _per_point(h, lambda idx, cols: [native.fraction(float(lower[c]), float(upper[c]), hists[i])
                                             for i, c in zip(idx.tolist(), cols.tolist())])
-
-
-def top_level(engine, node, env) -> HistSeries | None:
-    """The histograms a query's result shows beside its floats."""
-    return evaluate(engine, node, env)
 
 
 def vector_points(h: HistSeries) -> tuple[list, list]:

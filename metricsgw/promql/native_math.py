@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 
 from ..errors import NotSupported
-from .native import CUSTOM_BUCKETS_SCHEMA, FloatHistogram, _indexes, bound
+from .native import CUSTOM_BUCKETS_SCHEMA, FloatHistogram, bucket_indexes, bound
 
 
 @dataclass
@@ -33,7 +33,7 @@ class Hist:
         if h.schema == CUSTOM_BUCKETS_SCHEMA:
             raise NotSupported("rate, increase, delta and sum of custom-bucket native histograms (schema -53)")
         return cls(h.schema, h.zero_threshold, h.zero_count, h.count, h.sum,
-                   dict(zip(_indexes(h.pos_spans), h.pos)), dict(zip(_indexes(h.neg_spans), h.neg)))
+                   dict(zip(bucket_indexes(h.pos_spans), h.pos)), dict(zip(bucket_indexes(h.neg_spans), h.neg)))
 
     def copy(self) -> "Hist":
         return Hist(self.schema, self.zero_threshold, self.zero_count, self.count, self.sum, dict(self.pos),

@@ -24,6 +24,7 @@ from google.protobuf.message import DecodeError
 from ..errors import BadData
 from ..model import canonical, series_key
 from .proto import remote_v1_pb2 as v1pb
+from .proto import remote_v2_pb2 as v2pb
 
 INVALID_HISTOGRAM = "invalid_histogram"
 INVALID_EXEMPLAR = "invalid_exemplar"
@@ -158,8 +159,6 @@ def v1_exemplar(i: int, raw: bytes):
 
 
 def v2_exemplar_decoder(symbols: list[bytes]):
-    from .proto import remote_v2_pb2 as v2pb
-
     def decode(i: int, raw: bytes):
         try:
             e = v2pb.Exemplar.FromString(raw)

@@ -34,6 +34,7 @@ class Maintenance:
         # Retention first: no point compacting partitions it is about to delete.
         for step, fn in (("retention", self.apply_retention),
                          ("compaction", lambda: compact_partitions(self.storage)),
+                         ("histogram compaction", self.storage.compact_native),
                          ("side-table compaction", lambda: compact_side_tables(self.storage))):
             if self.storage.stopping.is_set():
                 return

@@ -5,8 +5,9 @@
 
 Each file is sorted by (sid, t) and holds each (sid, t) once (exemplars: each (sid, t, labels,
 v) once), written atomically (tmp, fsync, rename) like the sample files. A flush writes one file of
-each kind; they are not compacted yet. Retention retires a file once its newest row is older than
-the oldest partition kept (``t_range`` reads that from the footer's statistics, cached per path).
+each kind per partition its rows fall in; compaction merges a closed partition's files; retention
+retires a file with its partition (``t_range`` reads a file's times from the footer's statistics,
+cached per path).
 """
 
 from __future__ import annotations
@@ -35,9 +36,10 @@ def write_exemplars(path: str, block: ExemplarBlock) -> None:
                           schema=EXEMPLAR_SCHEMA), path)
 
 
-def _read(path: str, ids_sorted: np.ndarray, start_ms: int, end_ms: int) -> pa.Table:
+def _read(path: str, ids_sorted: np.ndarray | None, start_ms: int, end_ms: int) -> pa.Table:
+    """Rows in [start_ms, end_ms] of these series (None: of every series)."""
     table = pq.read_table(path, filters=[("t", ">=", start_ms), ("t", "<=", end_ms)])
-    if table.num_rows:
+    if table.num_rows and ids_sorted is not None:
         table = table.filter(pc.is_in(table["sid"], value_set=pa.array(ids_sorted)))
     return table
 

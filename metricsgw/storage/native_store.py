@@ -5,10 +5,12 @@ WAL record, same flush transaction, same pins) without changing it:
   append     ``_apply_native`` under the swap lock, before the float samples (a series dropped by
              retention meanwhile refuses the whole write, 503, before anything is applied)
   flush      ``_cut_native`` at the WAL cut, ``_write_native`` inside the flush's transaction
-             (a histograms file, an exemplars file, a spans file for the histograms' series)
+             (histograms and exemplars files, one per partition, and a spans file for the histograms' series)
   read       ``read_histograms`` / ``read_exemplars``: pinned files + flushing heads + head, first
              written wins; samples charged to the query as they load
-  retention  ``retire_native``: files whose newest row lies in a partition retention dropped
+  retention  ``expired_native_files``: files of the partitions retention drops (a flush writes one
+             file per partition and kind)
+  compaction ``compact_native``: a closed partition's files of one kind merged into one
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from ..errors import Unavailable
 from ..limits.context import QueryContext
 from . import native_files, parquet_io
 from .batch import AppendBatch, ExemplarBlock, HistogramBlock
-from .native_head import NativeHead, merge_exemplars, merge_histograms
+from .native_head import NativeHead, merge_exemplars, merge_histograms, take
 
 # What a histogram sample costs a query's memory budget: its decoded buckets dominate (a
 # typical exponential histogram has 10-40 buckets of 16 bytes plus spans); an exemplar is small.
@@ -34,12 +36,15 @@ EXEMPLAR_BYTES = 128
 class _Kind:
     name: str  # the file set kind, the NativeHead method, the stage named in errors
     read_file: Callable
+    write_file: Callable
     merge: Callable
     bytes_each: int
 
 
-_HISTOGRAMS = _Kind("histograms", native_files.read_histograms, merge_histograms, HISTOGRAM_BYTES)
-_EXEMPLARS = _Kind("exemplars", native_files.read_exemplars, merge_exemplars, EXEMPLAR_BYTES)
+_HISTOGRAMS = _Kind("histograms", native_files.read_histograms, native_files.write_histograms, merge_histograms,
+                    HISTOGRAM_BYTES)
+_EXEMPLARS = _Kind("exemplars", native_files.read_exemplars, native_files.write_exemplars, merge_exemplars,
+                   EXEMPLAR_BYTES)
 
 
 class NativeStore:
@@ -72,22 +77,33 @@ class NativeStore:
         return list(self.native_flushing)
 
     def _write_native(self, tx, heads: list[NativeHead]) -> None:
+        """One histograms file and one exemplars file per partition the heads' rows fall in, so
+        retention retires them with that partition and compaction merges a partition's files."""
         if not heads:
             return
         merged = [h.merged() for h in heads]
         hist = merge_histograms([m[0] for m in merged])
-        ex = merge_exemplars([m[1] for m in merged])
-        if len(hist):
+        for part in self._by_partition(hist):
             path, _ = tx.new_path("histograms")
-            native_files.write_histograms(path, hist)
+            native_files.write_histograms(path, part)
             tx.add_side("histograms", path)
+        for part in self._by_partition(merge_exemplars([m[1] for m in merged])):
+            path, _ = tx.new_path("exemplars")
+            native_files.write_exemplars(path, part)
+            tx.add_side("exemplars", path)
+        if len(hist):
             path, _ = tx.new_path("spans")
             parquet_io.write_spans(path, hist.sid, hist.t)
             tx.add_side("spans", path)
-        if len(ex):
-            path, _ = tx.new_path("exemplars")
-            native_files.write_exemplars(path, ex)
-            tx.add_side("exemplars", path)
+
+    def _by_partition(self, block) -> list:
+        """The block's rows per partition (each still sorted by (sid, t))."""
+        if not len(block):
+            return []
+        part = block.t // self.partition_ms
+        if part.min() == part.max():
+            return [block]
+        return [take(block, np.flatnonzero(part == p)) for p in np.unique(part)]
 
     def _native_committed(self, heads: list[NativeHead]) -> None:
         """After the commit (swap lock held): the written heads leave memory."""
@@ -147,9 +163,35 @@ class NativeStore:
         return min((native_files.t_range(p)[0] for p in files), default=int(np.iinfo(np.int64).max))
 
     def expired_native_files(self, cutoff_ms: int) -> list[str]:
-        """Files whose every row lies in a partition that ended before ``cutoff_ms`` (the partitions
-        retention retires for the float samples)."""
+        """Files of partitions that ended before ``cutoff_ms`` (the partitions retention retires for
+        the float samples; a file is of the partition of its newest row)."""
         snap = self.fileset.current
-        p = self.partition_ms
-        return [path for path in (*snap.histograms, *snap.exemplars)
-                if (native_files.t_range(path)[1] // p) * p + p < cutoff_ms]
+        return [path for path in (*snap.histograms, *snap.exemplars) if self._partition_of(path) + self.partition_ms
+                < cutoff_ms]
+
+    def _partition_of(self, path: str) -> int:
+        return native_files.t_range(path)[1] // self.partition_ms * self.partition_ms
+
+    def compact_native(self, min_files: int = 4) -> int:
+        """Merge the histogram (and exemplar) files of each closed partition into one, in write order
+        (first written wins, as for reads), through the file set's transaction. Returns files merged."""
+        snap = self.fileset.current
+        head_min = self.unflushed_min_t()
+        done = 0
+        for kind in (_HISTOGRAMS, _EXEMPLARS):
+            by_part: dict[int, list[str]] = {}
+            for path in getattr(snap, kind.name):  # in write (seq) order
+                by_part.setdefault(self._partition_of(path), []).append(path)
+            for part_ms, paths in sorted(by_part.items()):
+                if len(paths) < min_files or part_ms + self.partition_ms > head_min or self.stopping.is_set():
+                    continue
+                everything = np.iinfo(np.int64)
+                blocks = [kind.read_file(p, None, everything.min, everything.max) for p in paths]
+                with self.fileset.transaction() as tx:
+                    out, _ = tx.new_path(kind.name)
+                    kind.write_file(out, kind.merge(blocks))
+                    tx.add_side(kind.name, out)
+                    tx.retire(paths)  # deleted once no running query holds them
+                    tx.commit()
+                done += len(paths)
+        return done

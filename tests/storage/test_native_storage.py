@@ -47,8 +47,8 @@ def _batch(blobs: list[bytes], t0: int, new: bool = True, exemplar: bytes = b"")
 
 
 def _read(st: Storage):
-    h = st.read_histograms(np.array(SIDS), NOW - HOUR, NOW + HOUR, QueryContext())
-    e = st.read_exemplars(np.array(SIDS), NOW - HOUR, NOW + HOUR, QueryContext())
+    h = st.read_histograms(np.array(SIDS), NOW - 24 * HOUR, NOW + HOUR, QueryContext())
+    e = st.read_exemplars(np.array(SIDS), NOW - 24 * HOUR, NOW + HOUR, QueryContext())
     return (list(zip(h.sid.tolist(), h.t.tolist(), h.blob.to_pylist())),
             list(zip(e.sid.tolist(), e.t.tolist(), e.v.view(np.uint64).tolist(), e.labels.to_pylist())))
 
@@ -169,5 +169,34 @@ def test_reading_histograms_charges_the_query_budget(tmp_path):
         asyncio.run(st.append(_batch(_odd_histograms(NOW), NOW)))
         with pytest.raises(LimitExceeded):
             st.read_histograms(np.array(SIDS), NOW - HOUR, NOW + HOUR, QueryContext(max_samples=2))
+    finally:
+        st.close(flush=False)
+
+
+def test_a_flush_writes_a_file_per_partition_and_compaction_merges_a_closed_partition(tmp_path):
+    st = _opened(tmp_path, partition_ms=HOUR)
+    base = (NOW - 5 * HOUR) // HOUR * HOUR
+    firsts = []
+    for k in range(4):  # four flushes, each with a row in partition `base` and one in the next
+        blobs = [histogram_bytes(int_histogram(base + 1000, scale=k + 1)), histogram_bytes(int_histogram(base + k))]
+        if k == 0:
+            firsts = blobs
+        nat = NativeSamples(np.array([SIDS[0], SIDS[1]], np.int64), np.array([base + 1000, base + HOUR + k], np.int64),
+                            blobs, np.array([SIDS[0]], np.int64), np.array([base + 1000]), np.array([float(k)]),
+                            [series_key(canonical([("k", str(k))]))])
+        asyncio.run(st.append(AppendBatch(new_series=list(zip(SIDS, LABELS)) if k == 0 else [], native=nat)))
+        st.flush()
+    assert len(st.fileset.current.histograms) == 8 and len(st.fileset.current.exemplars) == 4
+    before = _read(st)
+    assert [b for s, t, b in before[0] if t == base + 1000] == firsts[:1], "the first written of (sid, t) wins"
+    st.maintenance.run()
+    assert not st.maintenance.failing
+    snap = st.fileset.current
+    assert len(snap.histograms) == 2 and len(snap.exemplars) == 1  # both partitions closed: one file each
+    assert _read(st) == before
+    st.close(flush=False)
+    st = _opened(tmp_path, partition_ms=HOUR)
+    try:
+        assert _read(st) == before
     finally:
         st.close(flush=False)
