@@ -27,7 +27,7 @@ import numpy as np
 import promql_parser as pp
 
 from ..errors import ExecError
-from ..model import STALE_NAN
+from ..model import METRIC_NAME, STALE_NAN
 from . import native, native_math, parser, selectors
 from . import rangefuncs as R
 from .aggregations import group_labels
@@ -55,8 +55,11 @@ def _unwrap(node):
 
 def _load(engine, ms, start: int, end: int, env) -> tuple[selectors.Loaded, list] | None:
     source = engine.source
-    if not getattr(source, "holds_histograms", lambda: False)():
-        return None  # no histogram anywhere: float-only stores pay one call, no series selection
+    if not hasattr(source, "histogram_metrics"):
+        return None
+    names = [m for m in ms if m.name == METRIC_NAME]
+    if not any(all(m.matches(name) for m in names) for name in source.histogram_metrics()):
+        return None  # no metric of the selector has histograms: no second series selection for floats
     ss = source.select_series(ms, start, end, env.ctx)
     if not len(ss):
         return None

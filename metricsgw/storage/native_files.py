@@ -13,6 +13,7 @@ cached per path).
 from __future__ import annotations
 
 import functools
+import json
 
 import numpy as np
 import pyarrow as pa
@@ -27,8 +28,19 @@ HIST_SCHEMA = pa.schema([("sid", pa.int64()), ("t", pa.int64()), ("h", pa.binary
 EXEMPLAR_SCHEMA = pa.schema([("sid", pa.int64()), ("t", pa.int64()), ("v", pa.float64()), ("labels", pa.binary())])
 
 
-def write_histograms(path: str, block: HistogramBlock) -> None:
-    write_atomic(pa.table([pa.array(block.sid), pa.array(block.t), block.blob], schema=HIST_SCHEMA), path)
+METRICS_KEY = b"metricsgw.metrics"  # footer metadata: the metric names a histograms file holds
+
+
+def write_histograms(path: str, block: HistogramBlock, metrics: set[str]) -> None:
+    schema = HIST_SCHEMA.with_metadata({METRICS_KEY: json.dumps(sorted(metrics)).encode()})
+    write_atomic(pa.table([pa.array(block.sid), pa.array(block.t), block.blob], schema=schema), path)
+
+
+@functools.lru_cache(maxsize=65536)
+def metrics_of(path: str) -> frozenset[str]:
+    """The metric names of a histograms file, from its footer (files never change once written)."""
+    meta = pq.read_schema(path).metadata or {}
+    return frozenset(json.loads(meta.get(METRICS_KEY, b"[]")))
 
 
 def write_exemplars(path: str, block: ExemplarBlock) -> None:

@@ -36,21 +36,23 @@ EXEMPLAR_BYTES = 128
 class _Kind:
     name: str  # the file set kind, the NativeHead method, the stage named in errors
     read_file: Callable
-    write_file: Callable
     merge: Callable
     bytes_each: int
 
 
-_HISTOGRAMS = _Kind("histograms", native_files.read_histograms, native_files.write_histograms, merge_histograms,
-                    HISTOGRAM_BYTES)
-_EXEMPLARS = _Kind("exemplars", native_files.read_exemplars, native_files.write_exemplars, merge_exemplars,
-                   EXEMPLAR_BYTES)
+_HISTOGRAMS = _Kind("histograms", native_files.read_histograms, merge_histograms, HISTOGRAM_BYTES)
+_EXEMPLARS = _Kind("exemplars", native_files.read_exemplars, merge_exemplars, EXEMPLAR_BYTES)
 
 
 class NativeStore:
     def _init_native(self) -> None:
         self.native_head = NativeHead()
         self.native_flushing: list[NativeHead] = []
+        # Metric names that have histograms: of the files (their footers), and of the sids appended
+        # since (resolved to names when asked, so appends do no label work).
+        self._head_metrics: set[str] = set()
+        self._unnamed_sids: list[np.ndarray] = []
+        self._file_metrics: tuple[int, frozenset[str]] = (-1, frozenset())
 
     # ---------------------------------------------------------------- write side
     def _apply_native(self, batch: AppendBatch) -> None:
@@ -65,6 +67,33 @@ class NativeStore:
         self.native_head.append(nat)
         if len(g):
             self.catalog.touch_dense(g, nat.hist_t)
+            self._unnamed_sids.append(nat.hist_sid)
+
+    def replay_native(self, nat) -> None:
+        """A WAL record's histograms and exemplars back into the head (start-up; series are known later)."""
+        self.native_head.append(nat)
+        if nat.histograms:
+            self._unnamed_sids.append(nat.hist_sid)
+
+    def _metric_names(self, sids: np.ndarray) -> set[str]:
+        g = self.catalog.lookup(np.unique(sids))
+        g = g[g >= 0]
+        if not len(g):
+            return set()
+        codes, names = self.catalog.metric_rank_codes(g)
+        return {names[c] for c in np.unique(codes).tolist()}
+
+    def histogram_metrics(self) -> frozenset[str]:
+        """Names of the metrics that hold native histograms (PromQL looks for histograms only there)."""
+        with self._swap_lock:
+            if self._unnamed_sids:
+                self._head_metrics |= self._metric_names(np.concatenate(self._unnamed_sids))
+                self._unnamed_sids = []
+            head = frozenset(self._head_metrics)
+        snap = self.fileset.current
+        if self._file_metrics[0] != snap.version:
+            self._file_metrics = (snap.version, frozenset().union(*map(native_files.metrics_of, snap.histograms)))
+        return head | self._file_metrics[1]
 
     def _native_pending(self) -> bool:
         return bool(len(self.native_head) or self.native_flushing)
@@ -85,7 +114,9 @@ class NativeStore:
         hist = merge_histograms([m[0] for m in merged])
         for part in self._by_partition(hist):
             path, _ = tx.new_path("histograms")
-            native_files.write_histograms(path, part)
+            with self._swap_lock:
+                metrics = self._metric_names(part.sid)
+            native_files.write_histograms(path, part, metrics)
             tx.add_side("histograms", path)
         for part in self._by_partition(merge_exemplars([m[1] for m in merged])):
             path, _ = tx.new_path("exemplars")
@@ -121,12 +152,6 @@ class NativeStore:
         return held
 
     # ---------------------------------------------------------------- read side
-    def holds_histograms(self) -> bool:
-        """Whether any histogram is stored (PromQL skips its histogram lookups when none is)."""
-        snap = self.fileset.current
-        return bool(snap.histograms or len(self.native_head.merged()[0])
-                    or any(len(h.merged()[0]) for h in list(self.native_flushing)))
-
     def _native_view(self):
         with self._swap_lock:  # a consistent view: files + heads being flushed + head
             return self.fileset.pin(), list(self.native_flushing) + [self.native_head]
@@ -189,7 +214,11 @@ class NativeStore:
                 blocks = [kind.read_file(p, None, everything.min, everything.max) for p in paths]
                 with self.fileset.transaction() as tx:
                     out, _ = tx.new_path(kind.name)
-                    kind.write_file(out, kind.merge(blocks))
+                    if kind is _HISTOGRAMS:
+                        native_files.write_histograms(out, kind.merge(blocks),
+                                                      set().union(*map(native_files.metrics_of, paths)))
+                    else:
+                        native_files.write_exemplars(out, kind.merge(blocks))
                     tx.add_side(kind.name, out)
                     tx.retire(paths)  # deleted once no running query holds them
                     tx.commit()

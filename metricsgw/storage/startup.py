@@ -63,7 +63,7 @@ def replay_wal(storage, wal_dir: str, flushed_upto: int) -> int:
                 sids.append(batch.sid)
                 times.append(batch.t)
             if batch.native:
-                storage.native_head.append(batch.native)
+                storage.replay_native(batch.native)
                 sids.append(batch.native.hist_sid)
                 times.append(batch.native.hist_t)
             replayed += 1

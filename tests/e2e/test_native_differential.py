@@ -11,6 +11,7 @@ metricsgw flushes to Parquet several times meanwhile, so answers come from files
 from __future__ import annotations
 
 import math
+import time
 import urllib.error
 import urllib.request
 
@@ -122,16 +123,23 @@ def series_at(k: int, t: int, proto: str) -> list[dict]:
 
 
 def _send(url: str, body: bytes, version: int) -> None:
-    status, text, _ = remote_write(url, body, version)
-    if status != 204:
-        raise RuntimeError(f"remote write {version} to {url}: {status} {text}")
+    """One request, retried on 503 as Prometheus's sender retries (metricsgw's small head, below,
+    refuses writes while a flush catches up)."""
+    deadline = time.monotonic() + 120
+    while True:
+        status, text, _ = remote_write(url, body, version)
+        if status == 204:
+            return
+        if status != 503 or time.monotonic() > deadline:
+            raise RuntimeError(f"remote write {version} to {url}: {status} {text}")
+        time.sleep(0.05)
 
 
 @pytest.fixture(scope="module")
 def pair(tmp_path_factory):
     work = tmp_path_factory.mktemp("native-differential")
     prom = start_prometheus(work / "prom", extra=["--enable-feature=native-histograms,exemplar-storage"])
-    gw = start_metricsgw(work / "gw", extra=["--storage.flush-max-samples=100"])
+    gw = start_metricsgw(work / "gw", extra=["--storage.flush-max-samples=200"])  # flushed every second or so
     try:
         prom.wait_ready()
         gw.wait_ready()

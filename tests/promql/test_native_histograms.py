@@ -68,3 +68,19 @@ def test_custom_bucket_histograms_are_selected_and_rate_refuses_them(storage_wit
     assert render(engine.instant("histogram_count(nhcb)", now / 1000, QueryContext()))["result"][0]["value"][1] == "3"
     with pytest.raises(NotSupported, match="custom-bucket"):
         engine.instant("rate(nhcb[5m])", now / 1000, QueryContext())
+
+
+def test_float_queries_do_not_select_their_series_twice_when_other_metrics_hold_histograms(
+        storage_with_custom_buckets):
+    st, now = storage_with_custom_buckets
+    labels = [canonical([("__name__", "floats"), ("i", str(i))]) for i in range(3)]
+    sids = [series_id(lb) for lb in labels]
+    asyncio.run(st.append(AppendBatch(new_series=list(zip(sids, labels)), sid=np.array(sids, np.int64),
+                                      t=np.full(3, now - 1000, np.int64), v=np.ones(3))))
+    assert st.histogram_metrics() == {"nhcb"}
+    engine = Engine(st)
+    for query in ("floats", "sum(rate(floats[5m]))", "histogram_count(floats)"):
+        # the 3 series selected once: within max_series=3 (a histogram lookup would select them again)
+        engine.instant(query, now / 1000, QueryContext(max_series=3))
+    st.flush()
+    assert st.histogram_metrics() == {"nhcb"}, "and from the file's footer once flushed"
