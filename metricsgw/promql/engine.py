@@ -202,6 +202,13 @@ class Engine:
         param = None
         if node.param is not None:
             param = self.eval(node.param, env)
+        if op in ("count", "group"):  # these count histogram samples too, as 2.42 does
+            hist = native_eval.evaluate(self, node.expr, env)
+            if hist is not None:
+                inner = self.eval(node.expr, env)
+                if not isinstance(inner, Series):
+                    raise BadData(f"expected instant vector in aggregation {op}")
+                return aggregate(op, native_eval.with_histogram_points(inner, hist), without, names, param)
         selector = batching.batchable_selector(node.expr)
         if selector is not None and _param_ok(op, param):
             return batching.evaluate_batched(self, op, node.expr, selector, without, names,

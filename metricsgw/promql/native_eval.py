@@ -14,8 +14,9 @@ evaluates on histograms -- a vector selector, rate/increase/delta of a matrix se
 (by/without) of those -- and None for anything else, which then has no histogram part. The float
 evaluator runs as before; a result shows both (a series' float points and histogram points, as
 Prometheus renders a series holding both).
+count and group (engine.aggregate) add the histogram points of their argument to the float ones.
 Not done: histograms through binary operators, subqueries, other aggregations, functions other
-than those here, range-vector (``x[5m]``) instant queries, and a group mixing float and histogram
+than those here, range-vector (``x[5m]``) instant queries, and a sum group mixing float and histogram
 samples (2.42 drops it; here the float and the histogram result both appear).
 """
 
@@ -211,6 +212,14 @@ def fraction(lower: np.ndarray, upper: np.ndarray, h: HistSeries) -> Series:
     hists = h.hists
     return _per_point(h, lambda idx, cols: [native.fraction(float(lower[c]), float(upper[c]), hists[i])
                                             for i, c in zip(idx.tolist(), cols.tolist())])
+
+
+def with_histogram_points(floats: Series, h: HistSeries) -> Series:
+    """A float vector with the histogram points added as present points of value 0 (for count and
+    group, which look at presence only)."""
+    s = h.series
+    return Series(floats.labels + s.labels, np.concatenate([floats.values, np.zeros(s.values.shape)]),
+                  np.concatenate([floats.mask, s.mask]))
 
 
 def vector_points(h: HistSeries) -> tuple[list, list]:

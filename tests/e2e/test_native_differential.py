@@ -46,6 +46,7 @@ QUERIES = [
     "histogram_fraction(0, 1, sum(rate(nh_float[5m])))", "histogram_quantile(0, rate(nh[5m]))",
     "nh_change", "rate(nh_change[5m])", "increase(nh_change[10m])", "sum by (kind) (rate(nh_change[5m]))",
     "sum(rate(nh_change[5m]))", "histogram_quantile(0.8, rate(nh_change[5m]))", "histogram_count(nh_change)",
+    "count(nh)", "count by (kind) (nh)", "group(nh_float)", "count(rate(nh[5m]))", 'count({__name__=~"nh.*|ex_.*"})',
 ]
 
 
