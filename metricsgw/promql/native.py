@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -42,14 +42,45 @@ class FloatHistogram:
     neg: list[float]
     custom_values: tuple[float, ...] = ()
     reset_hint: int = 0  # 0 unknown, 1 yes, 2 no, 3 gauge
-
-    @property
-    def stale(self) -> bool:
-        return bool(is_stale(np.array([self.sum]))[0])
+    # all_buckets' answer, once asked (a histogram is not changed after it is made)
+    buckets: list | None = field(default=None, repr=False, compare=False)
 
 
 def decode(blob: bytes) -> FloatHistogram:
-    h = v1pb.Histogram.FromString(blob)
+    return from_message(v1pb.Histogram.FromString(blob))
+
+
+class Decoded:
+    """Stored histograms, parsed at once (cheap: upb) and turned into FloatHistograms only when a
+    query touches one (that is the costly part, and a selection touches one sample per step)."""
+
+    def __init__(self, blobs: list[bytes]) -> None:
+        self._messages = [v1pb.Histogram.FromString(b) for b in blobs]
+        self._decoded: dict[int, FloatHistogram] = {}
+
+    def __len__(self) -> int:
+        return len(self._messages)
+
+    def __getitem__(self, i: int) -> FloatHistogram:
+        h = self._decoded.get(i)
+        if h is None:
+            h = self._decoded[i] = from_message(self._messages[i])
+        return h
+
+    def stale(self) -> np.ndarray:
+        return is_stale(np.array([m.sum for m in self._messages], np.float64))
+
+    def counts(self, idx: list[int]) -> np.ndarray:
+        msgs = self._messages
+        return np.array([m.count_float if m.WhichOneof("count") == "count_float" else float(m.count_int)
+                         for m in map(msgs.__getitem__, idx)], np.float64)
+
+    def sums(self, idx: list[int]) -> np.ndarray:
+        msgs = self._messages
+        return np.array([msgs[i].sum for i in idx], np.float64)
+
+
+def from_message(h: "v1pb.Histogram") -> FloatHistogram:
     is_float = h.WhichOneof("count") == "count_float"
     zero = h.zero_count_float if h.WhichOneof("zero_count") == "zero_count_float" else float(h.zero_count_int)
 
@@ -108,22 +139,37 @@ def all_buckets(h: FloatHistogram) -> list[Bucket]:
     """Every bucket in ascending order, as AllBucketIterator yields them: negative buckets from the
     lowest, the zero bucket (only when its count is > 0), positive buckets; bounds clipped to
     the zero bucket's threshold."""
-    out: list[Bucket] = []
-    if h.schema == CUSTOM_BUCKETS_SCHEMA:
-        for idx, c in zip(bucket_indexes(h.pos_spans), h.pos):
-            lower, upper = _custom_bound(idx - 1, h.custom_values), _custom_bound(idx, h.custom_values)
-            out.append((lower, upper, lower < 0, upper > 0, c))
-        return out
-    zt = h.zero_threshold
-    for idx, c in reversed(list(zip(bucket_indexes(h.neg_spans), h.neg))):
-        lower, upper = -bound(idx, h.schema), -bound(idx - 1, h.schema)
-        out.append((lower, min(upper, -zt), lower < 0, upper > 0, c))  # inclusive: from the unclipped bounds
-    if h.zero_count > 0:
-        out.append((-zt, zt, True, True, h.zero_count))
-    for idx, c in zip(bucket_indexes(h.pos_spans), h.pos):
-        lower, upper = bound(idx - 1, h.schema), bound(idx, h.schema)
-        out.append((max(lower, zt), upper, lower < 0, upper > 0, c))
+    if h.buckets is None:
+        h.buckets = _all_buckets(h)
+    return h.buckets
+
+
+def _all_buckets(h: FloatHistogram) -> list[Bucket]:
+    neg, pos = _layout(h.schema, h.zero_threshold, tuple(h.neg_spans), tuple(h.pos_spans), h.custom_values)
+    out: list[Bucket] = [(*b, c) for b, c in zip(neg, reversed(h.neg))]
+    if h.zero_count > 0 and h.schema != CUSTOM_BUCKETS_SCHEMA:
+        out.append((-h.zero_threshold, h.zero_threshold, True, True, h.zero_count))
+    out += [(*b, c) for b, c in zip(pos, h.pos)]
     return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _layout(schema: int, zt: float, neg_spans: tuple, pos_spans: tuple, custom_values: tuple):
+    """The bounds of a bucket layout, (negative buckets ascending, positive buckets), each bucket
+    (lower, upper, lower inclusive, upper inclusive): a series' histograms mostly share one."""
+    if schema == CUSTOM_BUCKETS_SCHEMA:
+        bounds = [(_custom_bound(i - 1, custom_values), _custom_bound(i, custom_values))
+                  for i in bucket_indexes(list(pos_spans))]
+        return (), tuple((lo, hi, lo < 0, hi > 0) for lo, hi in bounds)
+    neg = []
+    for idx in reversed(bucket_indexes(list(neg_spans))):
+        lower, upper = -bound(idx, schema), -bound(idx - 1, schema)
+        neg.append((lower, min(upper, -zt), lower < 0, upper > 0))  # inclusive: from the unclipped bounds
+    pos = []
+    for idx in bucket_indexes(list(pos_spans)):
+        lower, upper = bound(idx - 1, schema), bound(idx, schema)
+        pos.append((max(lower, zt), upper, lower < 0, upper > 0))
+    return tuple(neg), tuple(pos)
 
 
 def to_json(h: FloatHistogram) -> dict:
@@ -159,19 +205,45 @@ def quantile(q: float, h: FloatHistogram) -> float:
     if h.count == 0 or math.isnan(q):
         return math.nan
     rank = q * h.count
-    count = 0.0
-    bucket: Bucket = (0.0, 0.0, False, False, 0.0)
-    for bucket in all_buckets(h):
-        count += bucket[4]
-        if count >= rank:
+    # The buckets' counts in AllBucketIterator's order, without building the buckets: the walk stops
+    # at the first cumulative count >= rank (summed from 0.0 one by one, as Go does).
+    zero = [h.zero_count] if h.zero_count > 0 and h.schema != CUSTOM_BUCKETS_SCHEMA else []
+    counts = [*reversed(h.neg), *zero, *h.pos]
+    if not counts:
+        return _quantile_in(h, rank, (0.0, 0.0), 0.0, 0.0)
+    at, count = len(counts) - 1, 0.0
+    for i, count in enumerate(itertools.accumulate(counts, initial=0.0)):
+        if i and count >= rank:
+            at = i - 1
             break
-    lower, upper = _zero_straddle(h, bucket[0], bucket[1])
+    neg, pos = _layout(h.schema, h.zero_threshold, tuple(h.neg_spans), tuple(h.pos_spans), h.custom_values)
+    if at < len(neg):
+        bounds = neg[at][:2]
+    elif zero and at == len(neg):
+        bounds = (-h.zero_threshold, h.zero_threshold)
+    else:
+        bounds = pos[at - len(neg) - len(zero)][:2]
+    return _quantile_in(h, rank, bounds, count, counts[at])
+
+
+def _quantile_in(h: FloatHistogram, rank: float, bounds: tuple[float, float], count: float, in_bucket: float) -> float:
+    """The end of histogramQuantile, once the walk stopped in the bucket with these bounds."""
+    lower, upper = _zero_straddle(h, *bounds)
     if count > h.count:
         count = h.count
     if count < rank:
         return upper
-    rank -= count - bucket[4]
-    return lower + (upper - lower) * (rank / bucket[4])
+    rank -= count - in_bucket
+    return lower + (upper - lower) * _div(rank, in_bucket)
+
+
+def _div(a: float, b: float) -> float:
+    """a / b as Go computes it: IEEE division (x/0 is ±Inf or NaN, never an exception)."""
+    if b != 0:
+        return a / b
+    if a == 0 or math.isnan(a):
+        return math.nan
+    return math.copysign(math.inf, a) * math.copysign(1.0, b)
 
 
 def fraction(lower: float, upper: float, h: FloatHistogram) -> float:
@@ -192,9 +264,9 @@ def fraction(lower: float, upper: float, h: FloatHistogram) -> float:
         if lower_set and upper_set:
             break
         if not lower_set and b_lo < lower < b_hi:
-            lower_rank, lower_set = rank + c * (lower - b_lo) / (b_hi - b_lo), True
+            lower_rank, lower_set = rank + _div(c * (lower - b_lo), b_hi - b_lo), True
         if not upper_set and b_lo < upper < b_hi:
-            upper_rank, upper_set = rank + c * (upper - b_lo) / (b_hi - b_lo), True
+            upper_rank, upper_set = rank + _div(c * (upper - b_lo), b_hi - b_lo), True
         if lower_set and upper_set:
             break
         rank += c

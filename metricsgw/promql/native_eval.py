@@ -39,13 +39,17 @@ from .value import Series, drop_name
 @dataclass
 class HistSeries:
     series: Series  # values: indexes into hists (where mask)
-    hists: list[native.FloatHistogram]
+    hists: "native.Decoded | list[native.FloatHistogram]"  # stored ones, or computed ones
 
-    def counts(self) -> np.ndarray:
-        return np.array([h.count for h in self.hists], np.float64)
+    def counts(self, idx: np.ndarray) -> np.ndarray:
+        if isinstance(self.hists, native.Decoded):
+            return self.hists.counts(idx.tolist())
+        return np.array([self.hists[i].count for i in idx.tolist()], np.float64)
 
-    def sums(self) -> np.ndarray:
-        return np.array([h.sum for h in self.hists], np.float64)
+    def sums(self, idx: np.ndarray) -> np.ndarray:
+        if isinstance(self.hists, native.Decoded):
+            return self.hists.sums(idx.tolist())
+        return np.array([self.hists[i].sum for i in idx.tolist()], np.float64)
 
 
 def _unwrap(node):
@@ -67,10 +71,9 @@ def _load(engine, ms, start: int, end: int, env) -> tuple[selectors.Loaded, list
     block = source.read_histograms(ss.ids, start, end, env.ctx)
     if not len(block):
         return None
-    hists = [native.decode(b) for b in block.blob.to_pylist()]
+    hists = native.Decoded(block.blob.to_pylist())
     values = np.arange(len(hists), dtype=np.float64)
-    stale = np.array([h.stale for h in hists], bool)
-    values[stale] = STALE_NAN
+    values[hists.stale()] = STALE_NAN
     starts = np.concatenate([[0], np.flatnonzero(block.sid[1:] != block.sid[:-1]) + 1])
     offsets = np.concatenate([starts, [len(block)]]).astype(np.int64)
     by_sid = np.argsort(ss.ids, kind="stable")
@@ -193,13 +196,11 @@ def _per_point(h: HistSeries, fn) -> Series:
 
 
 def count(h: HistSeries) -> Series:
-    counts = h.counts()
-    return _per_point(h, lambda idx, _: counts[idx])
+    return _per_point(h, lambda idx, _: h.counts(idx))
 
 
 def total(h: HistSeries) -> Series:
-    sums = h.sums()
-    return _per_point(h, lambda idx, _: sums[idx])
+    return _per_point(h, lambda idx, _: h.sums(idx))
 
 
 def quantile(q: np.ndarray, h: HistSeries) -> Series:

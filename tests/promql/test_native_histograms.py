@@ -84,3 +84,12 @@ def test_float_queries_do_not_select_their_series_twice_when_other_metrics_hold_
         engine.instant(query, now / 1000, QueryContext(max_series=3))
     st.flush()
     assert st.histogram_metrics() == {"nhcb"}, "and from the file's footer once flushed"
+
+
+def test_quantile_zero_in_an_empty_first_bucket_is_nan_as_in_go():
+    """rank 0 stops in the first bucket; with a count of 0 there Go computes 0/0 = NaN (no error)."""
+    h = native.decode(histogram_bytes({"count_int": 3, "sum": 1.0, "schema": 0, "positive_spans": [(0, 2)],
+                                       "positive_deltas": [0, 3], "timestamp": 0}))
+    assert np.isnan(native.quantile(0.0, h))
+    assert native.quantile(0.5, h) == 1 + (2 - 1) * (1.5 / 3)
+    assert native.quantile(1.0, h) == 2.0
