@@ -1,0 +1,124 @@
+"""Every request Grafana's Prometheus data source sends (catalogue.py), sent to a real Prometheus 2.42 and to
+metricsgw holding the same data, both ways Grafana can be configured (httpMethod POST and GET), answered alike:
+same status, Content-Type, Content-Encoding (Grafana's Go client asks for gzip), envelope keys, status,
+errorType and warnings, and the same data (PromQL results compared as tests/e2e/compare.py does).
+
+Where metricsgw answers differently on purpose, the test names the difference and checks the documented
+behaviour instead (buildinfo's version strings, metadata kept from remote write).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.procs import start_metricsgw, start_prometheus
+from tests.dashboards.loading import SmallControlPlaneWorkload, aligned_now_ms, write_workload
+from tests.grafana.catalogue import Call, bad_calls, catalogue, instant_query
+from tests.grafana.exchange import differences, send
+
+SCRAPES = 41  # 10 minutes at 15 s
+FLUSH_EVERY_SAMPLES = 50_000  # several Parquet flushes plus the head: answers come from the merged read path
+# The dashboard's time range as Grafana's picker gives it: "Last 30 minutes", a few seconds after the last scrape
+NOW_AFTER_LAST_SAMPLE_MS = 7_321
+RANGE_MS = 1_800_000
+
+END_MS = aligned_now_ms()
+TO_MS = END_MS + NOW_AFTER_LAST_SAMPLE_MS
+FROM_MS = TO_MS - RANGE_MS
+CALLS = catalogue(FROM_MS, TO_MS)
+# Answered differently on purpose; each has its own test below.
+OWN_TESTS = {"buildinfo", "metadata"}
+COMPARED = [c for c in CALLS if c.name not in OWN_TESTS]
+METHODS = ("POST", "GET")
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory):
+    work = tmp_path_factory.mktemp("grafana")
+    prom = start_prometheus(work / "prom")
+    gw = start_metricsgw(work / "gw", extra=[f"--storage.flush-max-samples={FLUSH_EVERY_SAMPLES}"])
+    try:
+        prom.wait_ready()
+        gw.wait_ready()
+        workload = SmallControlPlaneWorkload(1, seed=3)
+        for server in (prom, gw):
+            write_workload(server.write_url, workload, END_MS, SCRAPES)
+        yield gw.base_url, prom.base_url
+    finally:
+        gw.stop()
+        prom.stop()
+
+
+def _check(pair, call: Call, method: str) -> None:
+    gw_url, prom_url = pair
+    want, got = send(prom_url, call, method), send(gw_url, call, method)
+    assert want.status == 200 or call in BAD, f"Prometheus refused {call.name}: {want.status} {want.raw[:300]!r}"
+    problems = differences(call, got, want)
+    assert not problems, f"{call.name} ({call.view}; {call.source}) via {method}:\n" + "\n".join(problems[:8])
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("call", COMPARED, ids=[c.name for c in COMPARED])
+def test_grafana_request_answered_as_prometheus(pair, call, method):
+    _check(pair, call, method)
+
+
+BAD = bad_calls(FROM_MS, TO_MS) + [
+    Call("query timeout", "panels: data source queryTimeout exceeded", "client.go QueryInstant + timeout -> 503 timeout",
+         "/api/v1/query", instant_query('count_over_time({__name__=~".+"}[30m])', TO_MS, timeout="0.000001"),
+         form=True),
+]
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("call", BAD, ids=[c.name for c in BAD])
+def test_grafana_error_answered_as_prometheus(pair, call, method):
+    """Grafana shows the ``error`` text of a 400, 422 or 503 (its backend reads status, errorType and error)."""
+    gw_url, prom_url = pair
+    want, got = send(prom_url, call, method), send(gw_url, call, method)
+    assert want.status in (400, 422, 503) and want.body["status"] == "error", want.raw[:300]
+    _check(pair, call, method)
+    assert isinstance(got.body.get("error"), str) and got.body["error"], got.raw[:300]
+
+
+def test_data_reaches_both_servers(pair):
+    """The catalogue's calls ask about data both servers hold (else equal empty answers would prove little)."""
+    gw_url, _ = pair
+    by_name = {c.name: c for c in CALLS}
+    for name, at_least in (("metric names", 40), ("label names", 20), ("validate selector", 2),
+                           ("label_values(selector, label)", 1), ("metric search with label filters", 3),
+                           ("values of a label for a selector", 8), ("all series, limited", 100)):
+        answer = send(gw_url, by_name[name], "POST")
+        assert answer.status == 200 and len(answer.body["data"]) >= at_least, (name, answer.raw[:300])
+    answer = send(gw_url, by_name["range query"], "POST")
+    assert answer.body["data"]["result"] and len(answer.body["data"]["result"][0]["values"]) > 20
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_buildinfo_as_grafana_reads_it(pair, method):
+    """pkg/promlib/heuristics.go: no ``features`` means Prometheus (Mimir otherwise, and Grafana would then call
+    a ruler API we do not have); the version picks the labels-with-match[] API (>= 2.24, datasource.ts
+    hasLabelsMatchAPISupport). Our version and revision are ours on purpose; the fields are Prometheus's."""
+    gw_url, prom_url = pair
+    call = next(c for c in CALLS if c.name == "buildinfo")
+    want, got = send(prom_url, call, method), send(gw_url, call, method)
+    assert (got.status, got.content_type, got.content_encoding) == (want.status, want.content_type, want.content_encoding)
+    assert set(got.body["data"]) == set(want.body["data"]) and "features" not in got.body["data"]
+    major, minor, *_ = (int(x) for x in got.body["data"]["version"].split("+")[0].split("."))
+    assert (major, minor) >= (2, 24)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_metadata_as_grafana_reads_it(pair, method):
+    """Prometheus serves /api/v1/metadata from its scrape targets, so the receiving Prometheus here has none;
+    metricsgw keeps the metadata remote write sends (README), which is what Grafana's metric picker shows.
+    The shape is Prometheus's: {metric: [{type, help, unit}]}."""
+    gw_url, prom_url = pair
+    call = next(c for c in CALLS if c.name == "metadata")
+    want, got = send(prom_url, call, method), send(gw_url, call, method)
+    assert (got.status, got.content_type, got.content_encoding) == (want.status, want.content_type, want.content_encoding)
+    assert want.body == {"status": "success", "data": {}}
+    data = got.body["data"]
+    assert data["DCGM_FI_DEV_GPU_UTIL"][0]["type"] == "gauge"
+    assert data["apiserver_request_total"][0]["type"] == "counter"
+    assert all(set(entry) == {"type", "help", "unit"} for entries in data.values() for entry in entries)
