@@ -57,17 +57,23 @@ class Request:
     headers: dict
 
 
-def transport(call: Call, http_method: str) -> Request:
-    """The HTTP request Grafana's backend sends for ``call`` when the data source uses ``http_method``."""
+def transport(call: Call, http_method: str, custom: tuple[tuple[str, str], ...] = ()) -> Request:
+    """The HTTP request Grafana's backend sends for ``call`` when the data source uses ``http_method``.
+
+    ``custom``: the data source's customQueryParameters (e.g. Thanos's ``max_source_resolution``), which
+    pkg/promlib/middleware/custom_query_params.go appends to the URL of every request, POSTs included."""
     headers = {"Accept-Encoding": "gzip", "User-Agent": "Grafana/11.5.0"}
-    query = urlencode(call.params)
     get_only = any(call.path.lstrip("/").startswith(p.lstrip("/")) for p in GET_ONLY_PREFIXES)
     if http_method == "GET" or get_only:
-        return Request("GET", f"{call.path}?{query}" if query else call.path, b"", headers)
+        return Request("GET", _url(call.path, call.params + custom), b"", headers)
     headers["Content-Type"] = "application/x-www-form-urlencoded"
     if call.form:
-        return Request("POST", call.path, query.encode(), headers)
-    return Request("POST", f"{call.path}?{query}" if query else call.path, b"", headers)
+        return Request("POST", _url(call.path, custom), urlencode(call.params).encode(), headers)
+    return Request("POST", _url(call.path, call.params + custom), b"", headers)
+
+
+def _url(path: str, params: tuple[tuple[str, str], ...]) -> str:
+    return f"{path}?{urlencode(params)}" if params else path
 
 
 # ------------------------------------------------------------------------------------------ times

@@ -21,8 +21,9 @@ class Answer:
     raw: bytes
 
 
-def send(base_url: str, call: Call, http_method: str, timeout: float = 60.0) -> Answer:
-    req = transport(call, http_method)
+def send(base_url: str, call: Call, http_method: str, custom: tuple[tuple[str, str], ...] = (),
+         timeout: float = 60.0) -> Answer:
+    req = transport(call, http_method, custom)
     r = urllib.request.Request(base_url + req.url, data=req.body if req.method == "POST" else None,
                                method=req.method, headers=req.headers)
     try:

@@ -122,3 +122,40 @@ def test_metadata_as_grafana_reads_it(pair, method):
     assert data["DCGM_FI_DEV_GPU_UTIL"][0]["type"] == "gauge"
     assert data["apiserver_request_total"][0]["type"] == "counter"
     assert all(set(entry) == {"type", "help", "unit"} for entries in data.values() for entry in entries)
+
+
+# pkg/promlib/middleware/custom_query_params.go puts the data source's customQueryParameters in the URL of every
+# request, POSTs with a form body included; Prometheus ignores the ones it does not know (Thanos's, here).
+CUSTOM = (("max_source_resolution", "auto"), ("partial_response", "true"), ("dedup", "true"))
+WITH_CUSTOM = [c for c in COMPARED if c.name in ("range query", "instant query", "label names", "validate selector",
+                                                  "label_values(selector, label)", "exemplars available?")]
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("call", WITH_CUSTOM, ids=[c.name for c in WITH_CUSTOM])
+def test_custom_query_parameters_ignored_as_prometheus(pair, call, method):
+    gw_url, prom_url = pair
+    want, got = send(prom_url, call, method, CUSTOM), send(gw_url, call, method, CUSTOM)
+    assert want.status == 200
+    problems = differences(call, got, want)
+    assert not problems, f"{call.name} with {CUSTOM} via {method}:\n" + "\n".join(problems)
+
+
+LIMITED = {"all series, limited": "unordered", "label names, limited": "exact",
+           "metric names, limited": "exact"}
+
+
+@pytest.mark.parametrize("name", sorted(LIMITED))
+def test_limit_truncates_as_documented(pair, name):
+    """Grafana 12 sends ``limit=40000``. Prometheus 2.42 ignores ``limit`` (it came in 2.51); metricsgw honours
+    it as later Prometheus versions do: at most ``limit`` items and the warning "results truncated due to limit".
+    With a limit below what matches, the two answers differ on purpose."""
+    gw_url, prom_url = pair
+    base = next(c for c in CALLS if c.name == name)
+    call = Call(base.name, base.view, base.source, base.path,
+                tuple((k, "5" if k == "limit" else v) for k, v in base.params), base.form, base.result)
+    want, got = send(prom_url, call, "POST"), send(gw_url, call, "POST")
+    assert want.status == got.status == 200
+    assert len(want.body["data"]) > 5 and "warnings" not in want.body  # 2.42: no limit
+    assert len(got.body["data"]) == 5 and got.body["warnings"] == ["results truncated due to limit"]
+    assert all(item in want.body["data"] for item in got.body["data"])
