@@ -230,12 +230,11 @@ def catalogue(from_ms: float, to_ms: float) -> list[Call]:
         Call("alert rule range query", "alerting: rule evaluation (range)", f"{client} QueryRange, step = interval 15s",
              "/api/v1/query_range", range_query("sum(rate(apiserver_request_total[5m]))", to_ms - 600_000, to_ms, 15),
              form=True, result="promql"),
-        Call("rules list", "alerting: data source rules", "features/alerting/unified/api/prometheus.ts (10.x-12.x)",
-             "/api/v1/rules", ()),
-        Call("rules list, alerting only", "alerting: data source rules", "prometheus.ts fetchRules with type filter",
-             "/api/v1/rules", (("type", "alert"),)),
-        Call("alerts", "alerting: state history / list", "public/app/features/alerting/unified (10.x-12.x)",
-             "/api/v1/alerts", ()),
+        Call("rules list", "alerting: data source rules",
+             "public/app/features/alerting/unified/api/prometheus.ts fetchRules (10.x-11.x)", "/api/v1/rules", ()),
+        Call("rules list, paged", "alerting: rule list view (12.x)",
+             "public/app/features/alerting/unified/api/prometheusApi.ts getGroups", "/api/v1/rules",
+             (("exclude_alerts", "true"), ("group_limit", "40"))),
     ]
     return calls
 
