@@ -106,16 +106,18 @@ def go_float(x: float) -> str:
     return text[:-2] if text.endswith(".0") else text
 
 
-def aligned(t_s: float, step: float) -> float:
-    """models/query.go AlignTimeRange with utcOffsetSec 0: floor to a multiple of the step (in ns)."""
-    step_ns = round(step * 1e9)
-    return math.floor(round(t_s * 1e9) / step_ns) * step_ns / 1e9
+def aligned(t_s: float, step: float, utc_offset_s: int = 0) -> float:
+    """models/query.go AlignTimeRange: floor to a multiple of the step (in ns) in the dashboard's time zone
+    (the frontend sends utcOffsetSec, e.g. 19800 for UTC+05:30)."""
+    step_ns, offset_ns = round(step * 1e9), utc_offset_s * 10**9
+    return (math.floor((round(t_s * 1e9) + offset_ns) / step_ns) * step_ns - offset_ns) / 1e9
 
 
-def range_query(expr: str, from_ms: float, to_ms: float, step: float, timeout: str | None = None):
+def range_query(expr: str, from_ms: float, to_ms: float, step: float, timeout: str | None = None,
+                utc_offset_s: int = 0):
     """client.go QueryRange: start/end aligned to the step, step in seconds."""
-    params = [("query", expr), ("start", go_float(aligned(from_ms / 1000, step))),
-              ("end", go_float(aligned(to_ms / 1000, step))), ("step", go_float(step))]
+    params = [("query", expr), ("start", go_float(aligned(from_ms / 1000, step, utc_offset_s))),
+              ("end", go_float(aligned(to_ms / 1000, step, utc_offset_s))), ("step", go_float(step))]
     return tuple(params + ([("timeout", timeout)] if timeout else []))
 
 
@@ -169,6 +171,9 @@ def catalogue(from_ms: float, to_ms: float) -> list[Call]:
         Call("values of a label for a selector", "metrics browser, query builder label value picker",
              f"{lp} fetchSeriesValuesWithMatch (10.x-12.x)", "/api/v1/label/gpu/values",
              snap + (("match[]", f'{{__name__="{METRIC}",Hostname="gpu-node-00000"}}'),)),
+        Call("label names for the queries' metrics", "ad hoc filters, label_names() in a dashboard",
+             f"{lp} fetchLabels(timeRange, queries): one match[] per metric of the panel queries (11.x)",
+             "/api/v1/labels", snap + (("match[]", METRIC), ("match[]", "DCGM_FI_DEV_POWER_USAGE")), form=True),
         Call("label names for a selector", "metrics browser, query builder label picker",
              f"{lp} fetchSeriesLabelsMatch (10.x-11.x)", "/api/v1/labels", snap + (("match[]", f'{{__name__="{METRIC}"}}'),),
              form=True),
@@ -204,6 +209,9 @@ def catalogue(from_ms: float, to_ms: float) -> list[Call]:
              (("query", f"topk(3, {METRIC})"), ("time", str(prometheus_time(to_ms)))), form=True, result="promql"),
         Call("query_result(scalar)", "variables", f"{mfq} queryResultQuery", "/api/v1/query",
              (("query", "scalar(count(up))"), ("time", str(prometheus_time(to_ms)))), form=True, result="promql"),
+        Call("query_result with $__range", "variables", f"{mfq} queryResultQuery, $__range from getRangeScopedVars",
+             "/api/v1/query", (("query", f"topk(3, max_over_time({METRIC}[{round((to_ms - from_ms) / 1000)}s]))"),
+                               ("time", str(prometheus_time(to_ms)))), form=True, result="promql"),
         Call("series selector variable", "variables", f"{mfq} metricNameAndLabelsQuery", "/api/v1/series",
              (("match[]", 'up{job="dcgm-exporter"}'),) + whole, form=True, result="unordered"),
         # --- ad hoc filters (datasource.ts getTagKeys/getTagValues)
@@ -221,6 +229,13 @@ def catalogue(from_ms: float, to_ms: float) -> list[Call]:
              "/api/v1/query_exemplars", range_query(f"rate({HISTOGRAM}[5m])", from_ms, to_ms, step)[:3], form=True),
         Call("annotation query", "annotations", f"{ds} annotationQuery (step 60s) -> QueryRange", "/api/v1/query_range",
              range_query("changes(up[5m]) > 0 or up == 0", from_ms, to_ms, 60), form=True, result="promql"),
+        Call("range query, dashboard in UTC+05:45", "panels (dashboard time zone)",
+             f"{ds} processTargetV2 utcOffsetSec -> AlignTimeRange", "/api/v1/query_range",
+             range_query(f"avg(rate({METRIC}[2m]))", from_ms, to_ms, 120, utc_offset_s=20700),
+             form=True, result="promql"),
+        Call("incremental refresh", "panels with incremental querying",
+             "querycache/QueryCache.ts: only the last overlap window (10m) is asked again", "/api/v1/query_range",
+             range_query(f"sum(rate({METRIC}[1m]))", to_ms - 600_000, to_ms, step), form=True, result="promql"),
         Call("fine step", "Explore (min step 1s)", f"{client} QueryRange", "/api/v1/query_range",
              range_query("up", to_ms - 300_000, to_ms, 1), form=True, result="promql"),
         # --- alerting (Grafana-managed rules query through the backend; data source rules listed read-only)
@@ -255,4 +270,8 @@ def bad_calls(from_ms: float, to_ms: float) -> list[Call]:
              unsnapped(from_ms, to_ms) + (("match[]", '{job="apiserver"'),), form=True),
         Call("empty matcher", "metrics browser: {} selector", "language_provider.ts -> 400", "/api/v1/series",
              unsnapped(from_ms, to_ms) + (("match[]", "{}"),), form=True),
+        # a timeout so short that it has passed before evaluation starts, in both servers: no race with the clock
+        Call("query timeout", "panels: the data source's queryTimeout exceeded", "client.go QueryInstant -> 503 timeout",
+             "/api/v1/query", instant_query('count_over_time({__name__=~".+"}[30m])', to_ms, timeout="0.000001"),
+             form=True),
     ]

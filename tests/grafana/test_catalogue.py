@@ -15,6 +15,7 @@ def test_times_as_grafana_rounds_them():
     assert snapped(1_700_000_040_000, 1_700_000_040_000) == (("start", "1700000040"), ("end", "1700000100"))
     # AlignTimeRange floors to the step; FormatFloat(x, 'f', -1, 64) writes no ".0" and no exponent
     assert aligned(1_700_000_013.7, 15) == 1_700_000_010 and aligned(7.25, 0.5) == 7.0
+    assert aligned(1000, 120, utc_offset_s=20700) == 900  # UTC+05:45: steps start at local multiples of 2m
     assert [go_float(x) for x in (15.0, 0.5, 1_700_001_812.345, 1e-06)] == ["15", "0.5", "1700001812.345", "0.000001"]
     assert range_query("up", FROM_MS, TO_MS, 30) == (("query", "up"), ("start", "1700000010"), ("end", "1700001810"),
                                                       ("step", "30"))
