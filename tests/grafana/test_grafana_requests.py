@@ -84,7 +84,8 @@ def test_data_reaches_both_servers(pair):
     by_name = {c.name: c for c in CALLS}
     for name, at_least in (("metric names", 40), ("label names", 20), ("validate selector", 2),
                            ("label_values(selector, label)", 1), ("metric search with label filters", 3),
-                           ("values of a label for a selector", 8), ("all series, limited", 100)):
+                           ("values of a label for a selector", 8), ("all series, limited", 100),
+                           ("label_values with an escaped multi-value", 8)):
         answer = send(gw_url, by_name[name], "POST")
         assert answer.status == 200 and len(answer.body["data"]) >= at_least, (name, answer.raw[:300])
     answer = send(gw_url, by_name["range query"], "POST")
