@@ -9,6 +9,11 @@ behaviour instead (buildinfo's version strings, metadata kept from remote write)
 
 from __future__ import annotations
 
+import gzip
+import json
+import urllib.request
+import zlib
+
 import pytest
 
 from bench.procs import start_metricsgw, start_prometheus
@@ -158,3 +163,17 @@ def test_limit_truncates_as_documented(pair, name):
     assert len(want.body["data"]) > 5 and "warnings" not in want.body  # 2.42: no limit
     assert len(got.body["data"]) == 5 and got.body["warnings"] == ["results truncated due to limit"]
     assert all(item in want.body["data"] for item in got.body["data"])
+
+
+@pytest.mark.parametrize("accept", ["gzip", "deflate", "deflate, gzip", "br, gzip", "identity", "gzip;q=0", ""])
+def test_content_coding_negotiated_as_prometheus(pair, accept):
+    """Prometheus (util/httputil/compression.go) takes the first of gzip/deflate listed, reading no q-values;
+    Grafana's backend sends ``gzip``, other clients other things."""
+    answers = []
+    for base in pair:
+        req = urllib.request.Request(base + "/api/v1/labels", headers={"Accept-Encoding": accept} if accept else {})
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            coding, data = resp.headers.get("Content-Encoding", ""), resp.read()
+        body = {"gzip": gzip.decompress, "deflate": zlib.decompress}.get(coding, bytes)(data)
+        answers.append((coding, json.loads(body)["data"]))
+    assert answers[0] == answers[1]
