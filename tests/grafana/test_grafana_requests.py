@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import gzip
 import json
+import urllib.error
 import urllib.request
 import zlib
+from urllib.parse import urlencode
 
 import pytest
 
@@ -177,3 +179,24 @@ def test_content_coding_negotiated_as_prometheus(pair, accept):
         body = {"gzip": gzip.decompress, "deflate": zlib.decompress}.get(coding, bytes)(data)
         answers.append((coding, json.loads(body)["data"]))
     assert answers[0] == answers[1]
+
+
+GET_ONLY = [c for c in CALLS if c.path.startswith(("/api/v1/label/", "/api/v1/metadata", "/api/v1/rules",
+                                                    "/api/v1/status/buildinfo"))]
+
+
+@pytest.mark.parametrize("call", GET_ONLY, ids=[c.name for c in GET_ONLY])
+def test_post_to_get_only_endpoint_refused_as_prometheus(pair, call):
+    """Grafana versions whose endpointsSupportOnlyGet entries carry a leading slash ("/api/v1/rules") never match
+    the resource path ("api/v1/rules") and POST these calls; client.go QueryResource then retries as a GET on
+    400 or 405. That works only if the POST is refused as Prometheus refuses it."""
+    answers = []
+    for base in pair:
+        req = urllib.request.Request(f"{base}{call.path}?{urlencode(call.params)}", data=b"", method="POST",
+                                     headers={"Content-Type": "application/x-www-form-urlencoded"})
+        try:
+            with urllib.request.urlopen(req, timeout=60) as resp:
+                answers.append(resp.status)
+        except urllib.error.HTTPError as err:
+            answers.append(err.code)
+    assert answers[0] == answers[1] and answers[1] in (400, 405), answers
