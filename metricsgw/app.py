@@ -13,6 +13,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from . import appkeys as K
 from .api import metadata, query, rules as rules_api
+from .api.compression import compress_api_answers
 from .api.middleware import prometheus_errors
 from .config import Config
 from .ingest.pipeline import IngestPipeline
@@ -36,7 +37,8 @@ log = logging.getLogger(__name__)
 
 def build_app(cfg: Config, telemetry: Telemetry | None = None) -> web.Application:
     tel = telemetry or Telemetry()
-    app = web.Application(middlewares=[prometheus_errors], client_max_size=cfg.remote_write_max_body_size)
+    app = web.Application(middlewares=[compress_api_answers, prometheus_errors],  # errors are compressed too
+                          client_max_size=cfg.remote_write_max_body_size)
     install_access_control(app, cfg, tel.registry)  # TLS/auth/lifecycle before every route (metricsgw/web/)
     memory = MemoryShares.of(cfg.query_max_memory)
     storage = Storage(
