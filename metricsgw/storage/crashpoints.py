@@ -13,7 +13,7 @@ import signal
 
 ENV = "METRICSGW_CRASH_AT"
 POINTS = ("flush.cut", "flush.files", "flush.marker", "compaction.merged", "compaction.swapped",
-          "retention.removed")
+          "retention.removed", "migrate.linked", "migrate.committed", "migrate.moved")
 
 
 def _armed() -> dict[str, int]:

@@ -57,14 +57,15 @@ class Maintenance:
     def apply_retention(self) -> None:
         st = self.storage
         cutoff = int(st.clock() * 1000) - st.retention_ms
-        old = [f.path for f in st.fileset.current.samples if f.partition_ms + st.partition_ms < cutoff]
+        own = [f for f in st.table.current.samples if f.writer == st.writer_id]  # others drop their own
+        old = [f.path for f in own if f.partition_ms + st.partition_ms < cutoff]
         if old:
-            with st.fileset.transaction() as tx:
+            with st.table.transaction() as tx:
                 tx.retire(old)  # deleted once no running query holds them
                 tx.commit()
             crashpoints.reached("retention.removed")
             log.info("retention: %d partition file(s) older than %d ms retired", len(old), st.retention_ms)
-        files = st.fileset.current.samples
+        files = [f for f in st.table.current.samples if f.writer == st.writer_id]
         horizon = min(f.min_t for f in files) if files else int(np.iinfo(np.int64).max)
         dropped = st.drop_series_before(horizon)
         if len(dropped):

@@ -282,7 +282,7 @@ class StorageReader:
             return SampleBlock.empty()
         parts: list[SampleBlock] = []  # in write order, so the first-written duplicate wins
         with self._swap_lock:  # a consistent view: files + snapshots being flushed + head
-            pin = self.fileset.pin()
+            pin = self.table.pin()
             heads = list(self.flushing) + [self.head]
             cat = self.catalog
         with pin as snap:
