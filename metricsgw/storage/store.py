@@ -117,8 +117,7 @@ class Storage(StorageReader):
     def open(self) -> None:
         """Load the series table and partitions, replay the WAL. Blocking; run off the event loop."""
         t0 = time.perf_counter()
-        os.makedirs(self.writer_dir, exist_ok=True)
-        self._lock_file.acquire()
+        self.claim_writer_id()
         migrate.old_layout(self.path, self.writer_id, self.writer_dir)
         removed = self.table.open()
         if removed:
@@ -141,6 +140,11 @@ class Storage(StorageReader):
         log.info("storage open: %d series, %d partition files, %d WAL records replayed (%d head samples) in %.2fs",
                  len(self.catalog), len(files.samples), replayed, len(self.head), elapsed)
         self.ready = True
+
+    def claim_writer_id(self) -> None:
+        """Take this writer id's lock (once); raises WriterIdInUse while another live process holds it."""
+        os.makedirs(self.writer_dir, exist_ok=True)
+        self._lock_file.acquire()
 
     def not_ready_reason(self) -> str | None:
         """Why /-/ready is 503, or None when it is 200."""

@@ -21,6 +21,8 @@ class WriterLock:
         self._fd: int | None = None
 
     def acquire(self) -> None:
+        if self._fd is not None:
+            return
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
