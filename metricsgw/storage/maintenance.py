@@ -65,7 +65,8 @@ class Maintenance:
                 tx.commit()
             crashpoints.reached("retention.removed")
             log.info("retention: %d partition file(s) older than %d ms retired", len(old), st.retention_ms)
-        files = [f for f in st.table.current.samples if f.writer == st.writer_id]
+        # Every writer's files: the catalog holds other writers' series too when it follows them.
+        files = st.table.current.samples
         horizon = min(f.min_t for f in files) if files else int(np.iinfo(np.int64).max)
         dropped = st.drop_series_before(horizon)
         if len(dropped):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 import time
 
@@ -17,7 +18,7 @@ from metricsgw.model import Matcher, canonical, series_id
 from metricsgw.storage.batch import AppendBatch
 from metricsgw.storage.compact import MAX_SIDE_FILES, compact_partitions, compact_side_tables
 from metricsgw.storage.table import Table
-from metricsgw.storage.parquet_io import read_series
+from metricsgw.storage.parquet_io import read_series, write_series
 from metricsgw.storage.store import Storage
 from metricsgw.telemetry import Telemetry
 
@@ -292,3 +293,27 @@ def test_a_failed_flush_leaves_no_file_and_the_next_flush_writes_its_samples(tmp
     assert set(st.select_series([Matcher("__name__", "=~", ".+")], None, None).labels) == {
         lb for _, lb in first + second}
     st.close()
+
+
+def test_a_removed_file_waits_for_the_vacuum_delay_and_for_local_pins(tmp_path):
+    """Readers in other processes hold no pin here: the delay since the remove is what protects them."""
+    now = [1000.0]
+    table = Table(str(tmp_path), vacuum_delay_s=300, clock=lambda: now[0])
+    table.open()
+    with table.transaction() as tx:
+        path, _ = tx.new_path("series")
+        write_series(path, [(1, b"m\xfe")])
+        tx.add_side("series", path)
+        tx.commit()
+    pin = table.pin()
+    with table.transaction() as tx:
+        tx.retire([path])
+        tx.commit()
+    assert path not in table.current.paths()
+    now[0] += 299
+    assert table.collect() == 0 and os.path.exists(path), "removed less than the delay ago"
+    now[0] += 1
+    assert table.collect() == 0 and os.path.exists(path), "a local reader still pins a version listing it"
+    pin.release()
+    assert table.collect() == 1 and not os.path.exists(path)
+    table.close()
