@@ -168,9 +168,12 @@ class Table:
                 self._tables[kind] = DeltaTable(path)
             else:
                 os.makedirs(path, exist_ok=True)
-                with contextlib.suppress(CommitFailedError, Exception):  # another writer created it first
+                try:
                     DeltaTable.create(path, spec.schema, mode="ignore", partition_by=[spec.partition],
                                       configuration=TABLE_CONFIG)
+                except Exception:
+                    if not DeltaTable.is_deltatable(path):  # not just another writer creating it first
+                        raise
                 self._tables[kind] = DeltaTable(path)
         snap = self._read_tables()
         listed = snap.paths()
