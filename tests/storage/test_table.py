@@ -1,6 +1,7 @@
-"""The file set on real files: one sequence for every kind of file (finding 1 of issue 9), files
-retired by compaction and retention deleted only once no running query holds them, and failures of
-compaction, retention and side-table merges that leave no partial file and are retried."""
+"""The table (storage/table.py) on real files: this writer's file sequence restarts above its files, files
+removed by compaction and retention are deleted only once no running query holds them and the vacuum
+delay has passed, failures of compaction, retention and side-table merges leave no partial file and are
+retried, a follower catches up to a table version, and the Delta log is checkpointed."""
 
 from __future__ import annotations
 
@@ -317,3 +318,47 @@ def test_a_removed_file_waits_for_the_vacuum_delay_and_for_local_pins(tmp_path):
     pin.release()
     assert table.collect() == 1 and not os.path.exists(path)
     table.close()
+
+
+def test_a_follower_catches_up_to_a_table_version_and_a_shard_keeps_only_its_own_series(tmp_path):
+    gw0, gw1 = opened(tmp_path, writer_id="gw0"), opened(tmp_path, writer_id="gw1")
+    shard = None
+    try:
+        mine, theirs = [one_series(i) for i in range(3)], [one_series(i, "other") for i in range(2)]
+        append(gw0, mine, NOW - 60_000, 1.0)
+        gw0.flush()
+        append(gw1, theirs, NOW - 60_000, 2.0)
+        gw1.flush()
+        v = gw1.table.current.table_version
+        assert gw0.table.current.table_version < v, "gw0 has not loaded gw1's commit yet"
+        gw0.ensure_version(v)
+        assert gw0.table.current.table_version >= v
+        assert sorted(read_all(gw0, 0, NOW)[2]) == [1.0] * 3 + [2.0] * 2, "gw1's series and samples joined"
+        version_before = gw0.table.current.version
+        gw0.ensure_version(v)  # already there: nothing reloaded
+        assert gw0.table.current.version == version_before
+        gw1.close()
+        gw1 = None
+        shard = opened(tmp_path, writer_id="gw1", follow_others=False)
+        assert len(shard.catalog) == 2, "a shard loads only the series its own commits wrote"
+        assert sorted(read_all(shard, 0, NOW)[2]) == [2.0] * 2
+    finally:
+        for st in (gw0, gw1, shard):
+            if st is not None:
+                st.close(flush=False)
+
+
+def test_the_log_is_checkpointed_so_opening_reads_few_entries(tmp_path):
+    st = opened(tmp_path)
+    series = [one_series()]
+    for k in range(55):
+        append(st, series, NOW - 3600_000 + k * 1000, float(k))
+        st.flush()
+    st.close()
+    log = tmp_path / "table" / "samples" / "_delta_log"
+    assert list(log.glob("*.checkpoint.parquet")) and (log / "_last_checkpoint").exists()
+    st = opened(tmp_path)
+    try:
+        assert len(read_all(st, 0, NOW)[1]) == 55
+    finally:
+        st.close(flush=False)
