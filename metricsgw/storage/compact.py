@@ -41,7 +41,7 @@ def _sql_path(path: str) -> str:
 
 
 def compact_partitions(storage, row_group_rows: int = parquet_io.SAMPLE_ROW_GROUP_ROWS) -> int:
-    """Returns the number of partitions rewritten. Runs in the flush thread (the file set's one writer).
+    """Returns the number of partitions rewritten. Runs in the flush thread (the only one of this process that commits).
 
     Uses the storage seam only: ``table``, ``writer_id``, ``unflushed_min_t()``, ``partition_ms``, ``stopping``.
     Only this writer's files are merged: another writer's are its own to compact (no two commits remove one file).

@@ -1,7 +1,7 @@
 """What the flusher does after each flush: retention, compaction, side-table merges.
 
 Each step ends in a defined state whatever fails (disk full, EIO, a corrupt input): its files are
-written in a file set transaction, so a failure leaves no partial file and changes nothing; the
+written in a table transaction, so a failure leaves no partial file and changes nothing; the
 step is retried at the next pass; every failure counts in ``metricsgw_compaction_failures_total``;
 the log says it once when a step starts failing (with the error) and once when it recovers, not at
 every retry. Steps are independent: a failing compaction does not stop retention.

@@ -347,11 +347,11 @@ class Storage(StorageReader):
                 pass
 
     def flush(self) -> None:
-        """Head -> Parquet partitions + series table, one file set commit; then drop the flushed WAL
-        segments. A failed flush leaves no file (the transaction deletes what it wrote): its snapshot
-        stays readable in ``flushing`` and its new series stay pending, and the next flush writes them
-        first, in the same commit as the head it cuts (its WAL cut covers theirs). So the ``flushed``
-        marker never passes a WAL segment whose samples are not committed. While flushes fail, the
+        """Head -> Parquet partitions + series table, committed to the table with the WAL cut; then drop
+        the flushed WAL segments. A failed flush leaves no file (the transaction deletes what it wrote):
+        its snapshot stays readable in ``flushing`` and its new series stay pending, and the next flush
+        writes them first, in the same commit as the head it cuts (its WAL cut covers theirs). So the
+        committed cut never passes a WAL segment whose samples are not committed. While flushes fail, the
         samples held in memory (head and failed snapshots) are bounded: ``append`` refuses past the limit."""
         with self._flush_lock:
             t0 = time.perf_counter()
@@ -399,8 +399,8 @@ class Storage(StorageReader):
             return
         with self._swap_lock:  # no series is added meanwhile (append registers them under it)
             snap = catalog_checkpoint.snapshot(self.catalog)
-        # Called in the flusher (the file set's one writer) after a commit: the side files listed now
-        # are exactly those whose series and spans the snapshot holds.
+        # Called in the flusher (the only thread of this process that commits) after a commit: this
+        # writer's side files listed now are exactly those whose series and spans the snapshot holds.
         covered = catalog_checkpoint.covered_seq(self.table.current, self.writer_id)
         try:
             catalog_checkpoint.save(self.writer_dir, snap, covered)
