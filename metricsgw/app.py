@@ -45,7 +45,8 @@ def build_app(cfg: Config, telemetry: Telemetry | None = None) -> web.Applicatio
         cfg.storage_path, flush_interval_s=cfg.storage_flush_interval, flush_max_samples=cfg.storage_flush_max_samples,
         partition_ms=int(cfg.storage_partition_duration * 1000), retention_ms=int(cfg.storage_retention_time * 1000),
         wal_segment_size=cfg.storage_wal_segment_size, duckdb_memory_limit=memory.duckdb,
-        sample_cache_bytes=memory.cache, duckdb_threads=cfg.storage_duckdb_threads, telemetry=tel)
+        sample_cache_bytes=memory.cache, duckdb_threads=cfg.storage_duckdb_threads, telemetry=tel,
+        writer_id=cfg.storage_writer_id, vacuum_delay_s=cfg.storage_vacuum_delay)
     rules = RuleHolder(cfg.rules_file, tel)
     app[K.CONFIG] = cfg
     app[K.TELEMETRY] = tel
@@ -111,6 +112,7 @@ def _lower_priority() -> None:
 async def _open_storage(app: web.Application) -> None:
     # Replay in the background so /-/healthy answers at once and /-/ready turns 200 when done.
     storage = app[K.STORAGE]
+    storage.claim_writer_id()  # a second live process with this writer id stops here, before serving
 
     async def replay() -> None:
         try:
