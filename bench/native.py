@@ -98,7 +98,7 @@ def run_one(kind: str, series: int, scrapes: int, end_ms: int, work: Path, repea
     finally:
         server.stop()  # a clean stop: metricsgw writes its head to Parquet
     out["disk_bytes_per_histogram"] = _du(server.data_dir) / out["histograms"]
-    native = server.data_dir / "histograms"
+    native = server.data_dir / "table" / "histograms"
     if native.exists():
         out["parquet_bytes_per_histogram"] = _du(native) / out["histograms"]
     server = _start(kind, work, port)

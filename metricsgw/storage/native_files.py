@@ -1,4 +1,4 @@
-"""Parquet files of native histograms and exemplars (file set kinds ``histograms``, ``exemplars``).
+"""Parquet files of native histograms and exemplars (table kinds ``histograms``, ``exemplars``: storage/table.py).
 
     histograms: sid int64, t int64, h binary (the remote-write Histogram bytes as sent)
     exemplars:  sid int64, t int64, v float64, labels binary (model.series_key)

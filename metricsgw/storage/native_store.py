@@ -34,7 +34,7 @@ EXEMPLAR_BYTES = 128
 
 @dataclass(frozen=True)
 class _Kind:
-    name: str  # the file set kind, the NativeHead method, the stage named in errors
+    name: str  # the table kind, the NativeHead method, the stage named in errors
     read_file: Callable
     merge: Callable
     bytes_each: int
@@ -90,7 +90,7 @@ class NativeStore:
                 self._head_metrics |= self._metric_names(np.concatenate(self._unnamed_sids))
                 self._unnamed_sids = []
             head = frozenset(self._head_metrics)
-        snap = self.fileset.current
+        snap = self.table.current
         if self._file_metrics[0] != snap.version:
             self._file_metrics = (snap.version, frozenset().union(*map(native_files.metrics_of, snap.histograms)))
         return head | self._file_metrics[1]
@@ -113,19 +113,22 @@ class NativeStore:
         merged = [h.merged() for h in heads]
         hist = merge_histograms([m[0] for m in merged])
         for part in self._by_partition(hist):
-            path, _ = tx.new_path("histograms")
+            path, _ = tx.new_path("histograms", self._partition_start(part))
             with self._swap_lock:
                 metrics = self._metric_names(part.sid)
             native_files.write_histograms(path, part, metrics)
             tx.add_side("histograms", path)
         for part in self._by_partition(merge_exemplars([m[1] for m in merged])):
-            path, _ = tx.new_path("exemplars")
+            path, _ = tx.new_path("exemplars", self._partition_start(part))
             native_files.write_exemplars(path, part)
             tx.add_side("exemplars", path)
         if len(hist):
             path, _ = tx.new_path("spans")
             parquet_io.write_spans(path, hist.sid, hist.t)
             tx.add_side("spans", path)
+
+    def _partition_start(self, block) -> int:
+        return int(block.t[0]) // self.partition_ms * self.partition_ms
 
     def _by_partition(self, block) -> list:
         """The block's rows per partition (each still sorted by (sid, t))."""
@@ -154,7 +157,7 @@ class NativeStore:
     # ---------------------------------------------------------------- read side
     def _native_view(self):
         with self._swap_lock:  # a consistent view: files + heads being flushed + head
-            return self.fileset.pin(), list(self.native_flushing) + [self.native_head]
+            return self.table.pin(), list(self.native_flushing) + [self.native_head]
 
     def read_histograms(self, ids: np.ndarray, start_ms: int, end_ms: int, ctx: QueryContext) -> HistogramBlock:
         """Histogram samples of these series in [start_ms, end_ms], sorted by (sid, t), bit-exact blobs."""
@@ -184,36 +187,36 @@ class NativeStore:
 
     # ---------------------------------------------------------------- retention
     def native_files_min_t(self) -> int:
-        files = self.fileset.current.histograms
+        files = self.table.current.histograms
         return min((native_files.t_range(p)[0] for p in files), default=int(np.iinfo(np.int64).max))
 
     def expired_native_files(self, cutoff_ms: int) -> list[str]:
         """Files of partitions that ended before ``cutoff_ms`` (the partitions retention retires for
         the float samples; a file is of the partition of its newest row)."""
-        snap = self.fileset.current
-        return [path for path in (*snap.histograms, *snap.exemplars) if self._partition_of(path) + self.partition_ms
-                < cutoff_ms]
+        snap = self.table.current
+        own = (*snap.own("histograms", self.writer_id), *snap.own("exemplars", self.writer_id))  # others drop theirs
+        return [path for path in own if self._partition_of(path) + self.partition_ms < cutoff_ms]
 
     def _partition_of(self, path: str) -> int:
         return native_files.t_range(path)[1] // self.partition_ms * self.partition_ms
 
     def compact_native(self, min_files: int = 4) -> int:
         """Merge the histogram (and exemplar) files of each closed partition into one, in write order
-        (first written wins, as for reads), through the file set's transaction. Returns files merged."""
-        snap = self.fileset.current
+        (first written wins, as for reads), through the table's transaction (this writer's files only). Returns files merged."""
+        snap = self.table.current
         head_min = self.unflushed_min_t()
         done = 0
         for kind in (_HISTOGRAMS, _EXEMPLARS):
             by_part: dict[int, list[str]] = {}
-            for path in getattr(snap, kind.name):  # in write (seq) order
+            for path in snap.own(kind.name, self.writer_id):  # in write (seq) order; others compact theirs
                 by_part.setdefault(self._partition_of(path), []).append(path)
             for part_ms, paths in sorted(by_part.items()):
                 if len(paths) < min_files or part_ms + self.partition_ms > head_min or self.stopping.is_set():
                     continue
                 everything = np.iinfo(np.int64)
                 blocks = [kind.read_file(p, None, everything.min, everything.max) for p in paths]
-                with self.fileset.transaction() as tx:
-                    out, _ = tx.new_path(kind.name)
+                with self.table.transaction() as tx:
+                    out, _ = tx.new_path(kind.name, part_ms)
                     if kind is _HISTOGRAMS:
                         native_files.write_histograms(out, kind.merge(blocks),
                                                       set().union(*map(native_files.metrics_of, paths)))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import struct
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -74,7 +75,7 @@ def test_histograms_and_exemplars_are_bit_exact_through_head_wal_and_parquet(tmp
     assert head[1] == [(SIDS[0], NOW, np.float64(-0.0).view(np.uint64), series_key(canonical([("trace_id", "abc")])))]
     if flush_before_reopen:
         st.flush()
-        assert len(st.fileset.current.histograms) == 1 and len(st.fileset.current.exemplars) == 1
+        assert len(st.table.current.histograms) == 1 and len(st.table.current.exemplars) == 1
         assert _read(st) == head
     st.close(flush=False)  # as after kill -9: whatever is not flushed comes back from the WAL
     st = _opened(tmp_path)
@@ -87,7 +88,7 @@ def test_histograms_and_exemplars_are_bit_exact_through_head_wal_and_parquet(tmp
     st = _opened(tmp_path)
     try:
         assert _read(st) == head, "read back from Parquet only"
-        assert not list_segments(str(tmp_path / "wal")) or not st._native_pending()
+        assert not list_segments(st.writer_dir) or not st._native_pending()
     finally:
         st.close(flush=False)
 
@@ -112,7 +113,7 @@ def test_float_only_records_stay_a3_and_native_ones_are_n1(tmp_path):
     asyncio.run(st.append(AppendBatch(sid=np.array(SIDS[:1], np.int64), t=np.array([NOW], np.int64),
                                       v=np.array([1.0]))))
     st.close(flush=False)
-    wal = tmp_path / "wal"
+    wal = Path(st.writer_dir)
     records = [p for seg in list_segments(str(wal)) for p in read_segment(str(wal / segment_name(seg)))]
     assert [r[:2] for r in records] == [NATIVE_MAGIC, FLOAT_MAGIC]
 
@@ -125,21 +126,21 @@ def test_retention_retires_histogram_and_exemplar_files_with_their_partitions(tm
     st.flush()
     asyncio.run(st.append(_batch([histogram_bytes(int_histogram(recent))], recent, new=False)))
     st.flush()
-    snap = st.fileset.current
+    snap = st.table.current
     assert len(snap.histograms) == 2 and len(snap.exemplars) == 2
     old_files = [snap.histograms[0], snap.exemplars[0]]
     st.maintenance.run()
     assert not st.maintenance.failing
-    snap = st.fileset.current
+    snap = st.table.current
     assert len(snap.histograms) == 1 and len(snap.exemplars) == 1 and not set(old_files) & snap.paths()
     assert [t for _, t, _ in _read(st)[0]] == [recent]
-    st.fileset.collect()
+    st.table.collect()
     assert not any(tmp_path.joinpath(p).exists() for p in old_files)
     assert st.has_series(SIDS[0]), "the series still has a histogram on disk: retention keeps it"
     st.close(flush=False)
     st = _opened(tmp_path)  # and the file set opens with the kinds it wrote
     try:
-        assert len(st.fileset.current.histograms) == 1 and [t for _, t, _ in _read(st)[0]] == [recent]
+        assert len(st.table.current.histograms) == 1 and [t for _, t, _ in _read(st)[0]] == [recent]
     finally:
         st.close(flush=False)
 
@@ -186,12 +187,12 @@ def test_a_flush_writes_a_file_per_partition_and_compaction_merges_a_closed_part
                             [series_key(canonical([("k", str(k))]))])
         asyncio.run(st.append(AppendBatch(new_series=list(zip(SIDS, LABELS)) if k == 0 else [], native=nat)))
         st.flush()
-    assert len(st.fileset.current.histograms) == 8 and len(st.fileset.current.exemplars) == 4
+    assert len(st.table.current.histograms) == 8 and len(st.table.current.exemplars) == 4
     before = _read(st)
     assert [b for s, t, b in before[0] if t == base + 1000] == firsts[:1], "the first written of (sid, t) wins"
     st.maintenance.run()
     assert not st.maintenance.failing
-    snap = st.fileset.current
+    snap = st.table.current
     assert len(snap.histograms) == 2 and len(snap.exemplars) == 1  # both partitions closed: one file each
     assert _read(st) == before
     st.close(flush=False)
