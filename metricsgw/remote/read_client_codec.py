@@ -107,10 +107,7 @@ def _query_result(raw: bytes, buf: np.ndarray, lo: int, hi: int) -> PeerSeries:
     for k, ((r_lo, r_hi), s_lo) in enumerate(zip(regions, starts)):
         got = _samples_fast(buf, r_lo, r_hi)
         if got is None:  # not our layout: the generic decoder (one object per sample, but correct)
-            whole = pb.ReadTimeSeries.FromString(raw[s_lo:r_hi])
-            labels[k] = tuple(sorted((lb.name, lb.value) for lb in whole.labels))
-            got = (np.array([s.timestamp for s in whole.samples], np.int64),
-                   np.array([s.value for s in whole.samples], np.float64))
+            labels[k], *got = samples_by_protobuf(raw[s_lo:r_hi])
         counts.append(len(got[0]))
         ts_parts.append(got[0])
         vs_parts.append(got[1])
@@ -119,6 +116,14 @@ def _query_result(raw: bytes, buf: np.ndarray, lo: int, hi: int) -> PeerSeries:
         return PeerSeries([], np.empty(0, np.int64), SampleBlock.empty())
     block = SampleBlock(np.repeat(ids, counts), np.concatenate(ts_parts), np.concatenate(vs_parts))
     return PeerSeries(labels, ids, _dedup(sort_block(block)))
+
+
+def samples_by_protobuf(series: bytes) -> tuple[Labels, np.ndarray, np.ndarray]:
+    """(labels, t, v) of one encoded ``ReadTimeSeries``, whatever its layout."""
+    whole = pb.ReadTimeSeries.FromString(series)
+    return (tuple(sorted((lb.name, lb.value) for lb in whole.labels)),
+            np.array([s.timestamp for s in whole.samples], np.int64),
+            np.array([s.value for s in whole.samples], np.float64))
 
 
 def _samples_fast(buf: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray] | None:
