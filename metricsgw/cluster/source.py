@@ -22,7 +22,7 @@ from ..model import METRIC_NAME, Matcher
 from ..storage.batch import SampleBlock, SeriesSet
 from ..storage.head import select_sorted
 from ..storage.merge import merge_parts
-from .peers import PeerAnswer, PeerFailure, PeerFanout
+from .peers import PeerFailure, PeerFanout
 
 # What a label listing without match[] asks peers for (remote read needs a matcher).
 ANY_SERIES = [Matcher(METRIC_NAME, "=~", ".+")]
@@ -39,7 +39,6 @@ class ClusterSource:
         self._failed: set[str] = set()
         # (matchers, start, end) -> each answering peer's series (and samples) for that selection
         self._answers: dict[tuple, list] = {}
-        self.table_version: int | None = None  # the newest any peer reported (for the shared table)
 
     # ---------------------------------------------------------------- peers
     def _from_peers(self, matchers: list[Matcher], start_ms: int, end_ms: int, ctx: QueryContext) -> list:
@@ -52,7 +51,6 @@ class ClusterSource:
                     self._warn(answer)
                     continue
                 got.append(answer.results[0])
-                self._saw_version(answer)
             self._answers[key] = got
         return got
 
@@ -63,10 +61,6 @@ class ClusterSource:
         what = "samples" if self.samples else "series"
         self.warnings.append(f"partial answer: peer {failure.peer} did not answer ({failure.result}: "
                              f"{failure.reason}); its recent {what}, not yet in the shared table, are missing")
-
-    def _saw_version(self, answer: PeerAnswer) -> None:
-        if answer.table_version is not None:
-            self.table_version = max(self.table_version or 0, answer.table_version)
 
     # ---------------------------------------------------------------- the read seam
     def select_series(self, matchers: list[Matcher], start_ms: int | None, end_ms: int | None,

@@ -10,12 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import shutil
+import tempfile
 import time
 
 import aiohttp
 import pytest
 from aiohttp import web
 
+from metricsgw import appkeys
+from metricsgw.app import build_app
+from metricsgw.config import load
 from metricsgw.remote import read_codec
 from tests.web.certs import bcrypt_hash
 from tests.web.harness import WRITE_HEADERS, basic, fetch, serving, write_body
@@ -195,3 +201,33 @@ def test_a_client_that_leaves_stops_the_calls_to_its_peers(tmp_path):
                 await asyncio.wait_for(peer.cancelled.wait(), 60)  # the gateway dropped its call to the peer
 
     asyncio.run(main())
+
+
+def test_a_peer_on_a_unix_socket(tmp_path):
+    """unix:/path.sock: how a querier reaches the ingest shards of its own machine."""
+    sock_dir = tempfile.mkdtemp(prefix="mgw-", dir="/tmp")  # a socket path must stay under ~100 bytes
+    sock = os.path.join(sock_dir, "shard.sock")
+
+    async def main():
+        app = build_app(load({"storage.path": str(tmp_path / "shard")}))
+        runner = web.AppRunner(app, handler_cancellation=True)
+        await runner.setup()
+        await web.UnixSite(runner, sock).start()
+        try:
+            while not app[appkeys.STORAGE].ready:
+                await asyncio.sleep(0.01)
+            async with serving(tmp_path / "gw", settings={"cluster.peers": [f"unix:{sock}"]}) as gw, \
+                    aiohttp.ClientSession() as s, \
+                    aiohttp.ClientSession(connector=aiohttp.UnixConnector(path=sock)) as over_socket:
+                await _write(s, gw.url, "pm_local", 1.0)
+                await _write(over_socket, "http://shard", "pm_peer", 2.0)
+                status, body = await _get(s, gw.url, "/api/v1/query", query=SUM, time=str(T_S))
+                assert status == 200 and "warnings" not in body, body
+                assert body["data"]["result"][0]["value"][1] == "3"
+        finally:
+            await runner.cleanup()
+
+    try:
+        asyncio.run(main())
+    finally:
+        shutil.rmtree(sock_dir, ignore_errors=True)

@@ -18,7 +18,6 @@ answers are complete again.
 from __future__ import annotations
 
 import asyncio
-import threading
 import urllib.request
 
 import pytest
@@ -28,7 +27,7 @@ from bench.procs import Server, free_port, start_metricsgw
 from bench.queries import DASHBOARD_QUERIES
 from bench.wire import build_requests, metadata_request
 from tests.dashboards.grafana import interpolate, load_dashboards, resolve_variables, targets
-from tests.dashboards.loading import (INTERVAL_MS, SmallControlPlaneWorkload, aligned_now_ms,
+from tests.dashboards.loading import (INTERVAL_MS, SmallControlPlaneWorkload, aligned_now_ms, in_parallel,
                                       provoke_discard_and_guard_rejection, scrape_into, write_series)
 from tests.e2e import queries
 from tests.e2e.client import api
@@ -94,24 +93,13 @@ def cluster(tmp_path_factory):
         edges = edge_case_series(start_ms, end_ms)
         sends = [(c.reference, shards, edges)] + [(g, [shards[i]], edges[i::GATEWAYS])
                                                   for i, g in enumerate(c.gateways)]
-        errors: list[BaseException] = []
-
         def load(server: Server, requests, series) -> None:
-            try:
-                res = asyncio.run(send_all(server.write_url, requests, 300.0, [metadata_request(workload)]))
-                if res.requests_failed or res.requests_not_sent:
-                    raise RuntimeError(f"remote write to {server.write_url} failed: {res.summary()}")
-                write_series(server.base_url, series)
-            except BaseException as err:  # noqa: BLE001 (re-raised in the test thread)
-                errors.append(err)
+            res = asyncio.run(send_all(server.write_url, requests, 300.0, [metadata_request(workload)]))
+            if res.requests_failed or res.requests_not_sent:
+                raise RuntimeError(f"remote write to {server.write_url} failed: {res.summary()}")
+            write_series(server.base_url, series)
 
-        threads = [threading.Thread(target=load, args=a) for a in sends]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        if errors:
-            raise errors[0]
+        in_parallel([(load, *a) for a in sends])
         c.start_s, c.end_s = start_ms / 1000, end_ms / 1000
         c.series_of = [len(workload.series()[i::GATEWAYS]) + len(edges[i::GATEWAYS]) for i in range(GATEWAYS)]
         # a gateway's own metrics (for the metricsgw dashboard): scrapes of the reference, to it and to gateway 0

@@ -12,7 +12,6 @@ where Prometheus refuses a query, metricsgw must refuse it with the same status 
 
 from __future__ import annotations
 
-import threading
 
 import numpy as np
 import pytest
@@ -20,7 +19,7 @@ import pytest
 from bench.procs import start_metricsgw, start_prometheus
 from metricsgw.model import STALE_NAN
 from tests.dashboards.grafana import interpolate, load_dashboards, resolve_variables, targets
-from tests.dashboards.loading import (INTERVAL_MS, SmallControlPlaneWorkload, aligned_now_ms,
+from tests.dashboards.loading import (INTERVAL_MS, SmallControlPlaneWorkload, aligned_now_ms, in_parallel,
                                       provoke_discard_and_guard_rejection, scrape_into, write_series, write_workload)
 from tests.e2e import queries
 from tests.e2e.client import api
@@ -89,22 +88,11 @@ def pair(tmp_path_factory):
         workload = SmallControlPlaneWorkload(GPU_NODES, seed=3)
         end_ms = aligned_now_ms()
         start_ms = end_ms - (SCRAPES - 1) * INTERVAL_MS
-        errors: list[BaseException] = []
-
         def load(server) -> None:
-            try:
-                write_workload(server.write_url, workload, end_ms, SCRAPES, samples_per_series=10)
-                write_series(server.base_url, edge_case_series(start_ms, end_ms))
-            except BaseException as err:  # noqa: BLE001 (re-raised below, in the test thread)
-                errors.append(err)
+            write_workload(server.write_url, workload, end_ms, SCRAPES, samples_per_series=10)
+            write_series(server.base_url, edge_case_series(start_ms, end_ms))
 
-        threads = [threading.Thread(target=load, args=(s,)) for s in (prom, gw)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        if errors:
-            raise errors[0]
+        in_parallel([(load, prom), (load, gw)])
         # metricsgw's own metrics, scraped once per step and written identically to both servers
         provoke_discard_and_guard_rejection(gw.base_url)
         instance = gw.base_url.removeprefix("http://")
