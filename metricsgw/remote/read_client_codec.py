@@ -19,7 +19,7 @@ from google.protobuf.message import DecodeError
 from ..errors import BadData
 from ..model import Labels, Matcher, series_keys_and_ids
 from ..storage.batch import SampleBlock
-from ..storage.merge import sort_block
+from ..storage.merge import is_sorted_strict, sort_block
 from .codec import decompress
 from .proto import remote_read_pb2 as pb
 
@@ -92,8 +92,7 @@ def _fields(raw: bytes, lo: int, hi: int, tag: int) -> list[tuple[int, int]]:
 
 def _query_result(raw: bytes, buf: np.ndarray, lo: int, hi: int) -> PeerSeries:
     labels: list[Labels] = []
-    regions: list[tuple[int, int]] = []  # each series' samples fields, or (-1, series end) to parse whole
-    starts: list[int] = []
+    series_lo, samples_lo, series_hi = [], [], []  # per series: its start, its samples' start, its end
     for s_lo, s_hi in _fields(raw, lo, hi, _TAG_SERIES):
         i = s_lo
         while i < s_hi and raw[i] == _TAG_LABEL:  # the labels come first in what we write
@@ -101,21 +100,76 @@ def _query_result(raw: bytes, buf: np.ndarray, lo: int, hi: int) -> PeerSeries:
             i = j + n
         ts = pb.ReadTimeSeries.FromString(raw[s_lo:i])
         labels.append(tuple(sorted((lb.name, lb.value) for lb in ts.labels)))
-        starts.append(s_lo)
-        regions.append((i, s_hi))
-    counts, ts_parts, vs_parts = [], [], []
-    for k, ((r_lo, r_hi), s_lo) in enumerate(zip(regions, starts)):
-        got = _samples_fast(buf, r_lo, r_hi)
-        if got is None:  # not our layout: the generic decoder (one object per sample, but correct)
-            labels[k], *got = samples_by_protobuf(raw[s_lo:r_hi])
-        counts.append(len(got[0]))
-        ts_parts.append(got[0])
-        vs_parts.append(got[1])
-    _, ids = series_keys_and_ids(labels)
+        series_lo.append(s_lo)
+        samples_lo.append(i)
+        series_hi.append(s_hi)
     if not labels:
         return PeerSeries([], np.empty(0, np.int64), SampleBlock.empty())
-    block = SampleBlock(np.repeat(ids, counts), np.concatenate(ts_parts), np.concatenate(vs_parts))
-    return PeerSeries(labels, ids, _dedup(sort_block(block)))
+    counts, places = _uniform_records(buf, np.array(samples_lo, np.int64), np.array(series_hi, np.int64))
+    others: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for k in np.flatnonzero(counts < 0).tolist():  # not one record length: series by series
+        got = _samples_fast(buf, samples_lo[k], series_hi[k])
+        if got is None:  # not our layout: the generic decoder (one object per sample, but correct)
+            labels[k], *got = samples_by_protobuf(raw[series_lo[k]:series_hi[k]])
+        others[k] = got
+        counts[k] = len(got[0])
+    offsets = np.cumsum(counts) - counts
+    t, v = np.empty(int(counts.sum()), np.int64), np.empty(int(counts.sum()), np.float64)
+    for series, within, rt, rv in places:
+        t[offsets[series] + within], v[offsets[series] + within] = rt, rv
+    for k, (ot, ov) in others.items():
+        t[offsets[k]:offsets[k] + counts[k]], v[offsets[k]:offsets[k] + counts[k]] = ot, ov
+    _, ids = series_keys_and_ids(labels)
+    return PeerSeries(labels, ids, _by_sid(ids, counts, offsets, t, v))
+
+
+def _uniform_records(buf: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, list]:
+    """The samples of every series whose ``samples`` fields in buf[lo:hi] all have one record length
+    and read_codec's layout, decoded together: (records per series, -1 where not; and per record length
+    met, (series index, index within the series, t, v) of its records)."""
+    length = hi - lo
+    size = np.zeros(len(lo), np.int64)
+    has = length >= 2
+    size[has] = buf[lo[has] + 1].astype(np.int64) + 2
+    uniform = has & (size >= 13) & (size <= 22) & (buf[np.minimum(lo, len(buf) - 1)] == _TAG_SAMPLE)
+    uniform &= length % np.maximum(size, 1) == 0
+    counts = np.where(uniform, length // np.maximum(size, 1), np.where(length == 0, 0, -1))
+    places = []
+    for rec in np.unique(size[uniform]).tolist():
+        regs = np.flatnonzero(uniform & (size == rec))
+        c = counts[regs]
+        within = np.arange(int(c.sum())) - np.repeat(np.cumsum(c) - c, c)
+        # each series' records are contiguous: a (records x length) view of each, copied once
+        grid = np.concatenate([buf[a:b].reshape(-1, rec) for a, b in zip(lo[regs].tolist(), hi[regs].tolist())])
+        varint = grid[:, 12:]
+        good = ((grid[:, 0] == _TAG_SAMPLE) & (grid[:, 1] == rec - 2) & (grid[:, 2] == 0x09)
+                & (grid[:, 11] == 0x10) & (varint[:, -1] < 0x80))
+        for k in range(rec - 13):  # column by column: cheaper than a row-wise all() here
+            good &= varint[:, k] >= 0x80
+        owner = np.repeat(np.arange(len(regs)), c)
+        bad = np.unique(owner[~good])
+        if len(bad):  # those series go the slow way; the rest stay
+            counts[regs[bad]] = -1
+            keep = ~np.isin(owner, bad)
+            grid, varint, owner, within = grid[keep], varint[keep], owner[keep], within[keep]
+        t = np.zeros(len(grid), np.uint64)
+        for k in range(rec - 12):
+            t |= (varint[:, k] & 0x7F).astype(np.uint64) << np.uint64(7 * k)
+        v = np.ascontiguousarray(grid[:, 3:11]).view("<f8").reshape(len(grid))
+        places.append((regs[owner], within, t.view(np.int64), v))
+    return counts, places
+
+
+def _by_sid(ids: np.ndarray, counts: np.ndarray, offsets: np.ndarray, t: np.ndarray, v: np.ndarray) -> SampleBlock:
+    """The series' samples (each series' run at its offset) as one block sorted by (sid, t): the runs
+    reordered by sid, no sort of the samples, when each run is in time order and sids are distinct."""
+    order = np.argsort(ids, kind="stable")
+    c = counts[order]
+    perm = np.repeat(offsets[order] - (np.cumsum(c) - c), c) + np.arange(int(c.sum()))
+    block = SampleBlock(np.repeat(ids[order], c), t[perm], v[perm])
+    if is_sorted_strict(block.sid, block.t):
+        return block
+    return _dedup(sort_block(block))
 
 
 def samples_by_protobuf(series: bytes) -> tuple[Labels, np.ndarray, np.ndarray]:
