@@ -83,7 +83,7 @@ async def series(request: web.Request) -> web.Response:
     limit, by_user = _cap(request, params, request.app[CONFIG].query_max_metadata_series)
     ctx = query_context(request, params.get("timeout"), metadata=True)
     ctx.max_series = max(ctx.max_series, limit + 1)  # the cap truncates; it does not fail
-    storage, warnings = read_source(request, samples=False)
+    storage, warnings = read_source(request, request.app[STORAGE], samples=False)
 
     def work():
         seen: dict = {}
@@ -153,7 +153,7 @@ async def _label_listing(request: web.Request, kind: str, fetch) -> web.Response
     start_ms, end_ms = _window(request, params)
     limit, by_user = _cap(request, params, request.app[CONFIG].query_max_label_values)
     ctx = query_context(request, params.get("timeout"), metadata=True)
-    storage, warnings = read_source(request, samples=False)
+    storage, warnings = read_source(request, request.app[STORAGE], samples=False)
 
     def work():
         found: set[str] = set()

@@ -44,8 +44,9 @@ async def instant_query(request: web.Request) -> web.Response:
     t = parse_time(params.get("time"), "time", default=now_s())
     ctx = query_context(request, params.get("timeout"))
     request.app[BLOCKED].check(query, None, None)
-    source, warnings = read_source(request)
-    engine = request.app[ENGINE].over(source)
+    engine = request.app[ENGINE]
+    source, warnings = read_source(request, engine.source)
+    engine = engine.over(source)
     t0 = time.perf_counter()
 
     def work():
@@ -76,8 +77,9 @@ async def range_query(request: web.Request) -> web.Response:
                       "Try decreasing the query resolution (?step=XX)")
     ctx = query_context(request, params.get("timeout"))
     request.app[BLOCKED].check(query, end - start, step)
-    source, warnings = read_source(request)
-    engine = request.app[ENGINE].over(source)
+    engine = request.app[ENGINE]
+    source, warnings = read_source(request, engine.source)
+    engine = engine.over(source)
     t0 = time.perf_counter()
 
     def work():

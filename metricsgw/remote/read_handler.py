@@ -59,6 +59,7 @@ async def handle_read(request: web.Request) -> web.StreamResponse:
                               "Prometheus's 32 MiB read request limit")
     queries, response_type = read_codec.decode_request(body)
     source, headers = _source(request)
+    head = isinstance(source, RecentView)
     ctx = QueryContext.for_request(None, cfg.query_timeout, max_samples=cfg.query_max_samples,
                                    max_series=cfg.query_max_series)
     try:
@@ -66,7 +67,11 @@ async def handle_read(request: web.Request) -> web.StreamResponse:
             gate = app[READ_GATE]
             if gate is not None:
                 await stack.enter_async_context(gate.slot("remote read"))
-            run = await stack.enter_async_context(guarded(request, "remote_read", ctx))
+            # A head read takes no query slot: the peer asking is a query holding one of its own slots
+            # while it waits, so with slots taken on both sides two gateways would each wait for the
+            # other until --cluster.peer-timeout. It is a read of memory, bounded by the remote-read
+            # gate, the deadline and the budgets.
+            run = await stack.enter_async_context(guarded(request, "remote_read", ctx, slot=not head))
             if response_type == read_codec.SAMPLES:
                 limit = cfg.storage_remote_read_sample_limit
                 results = [await run(lambda q=q: _sampled(source, q, ctx, limit)) for q in queries]
