@@ -35,6 +35,10 @@ log = logging.getLogger(__name__)
 TABLE_VERSION_HEADER = "X-Metricsgw-Table-Version"
 # The worker looks at its QueryContext this often while peers answer (disconnect, deadline).
 POLL_S = 0.05
+# Peers get at most this share of what is left of the query's deadline, so that a query whose
+# peer does not answer still answers in time, without it and with a warning, instead of timing out
+# (a metadata call's deadline, --query.metadata-timeout, is as long as --cluster.peer-timeout).
+DEADLINE_SHARE = 0.5
 # A decoded sample is ~18 bytes on the wire; a query may hold SAMPLE_BYTES per sample. The body
 # (compressed or not) is bounded by what the query has left, never more than this.
 MAX_RESPONSE_BYTES = 1 << 30
@@ -142,7 +146,7 @@ class PeerFanout:
             return []
         ctx.check("peer read")
         body = read_client_codec.encode_request(queries, series_only)
-        timeout = min(self.timeout_s, max(ctx.remaining(), 0.001))
+        timeout = min(self.timeout_s, max(ctx.remaining() * DEADLINE_SHARE, 0.001))
         max_bytes = max(0, min(MAX_RESPONSE_BYTES, ctx.max_bytes - ctx.bytes))
         futures = {asyncio.run_coroutine_threadsafe(self._call(p, body, timeout, max_bytes), self._loop): p
                    for p in self.peers}
