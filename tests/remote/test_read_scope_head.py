@@ -49,7 +49,7 @@ async def _reads(tmp_path, bodies: list[tuple[str, bytes]]) -> tuple[list, int]:
         for path, body in bodies:
             resp = await client.post(path, data=body, headers=HEADERS)
             out.append((resp.status, dict(resp.headers), await resp.read()))
-        return out, storage.fileset.current.version
+        return out, storage.table.current.table_version
 
 
 def _bits(samples):
@@ -100,7 +100,7 @@ def test_a_view_taken_before_a_flush_still_reads_what_the_flush_committed(tmp_pa
         view = RecentView(st)
         before = view.table_version
         st.flush()
-        assert st.fileset.current.version > before
+        assert st.table.current.table_version > before
         ctx = QueryContext()
         ss = view.select_series([Matcher("__name__", "=", "m")], T0 - 1, T0 + 1, ctx)
         assert len(ss) == 2
@@ -108,7 +108,7 @@ def test_a_view_taken_before_a_flush_still_reads_what_the_flush_committed(tmp_pa
         assert sorted(block.v.tolist()) == [1.0, 2.0]
         assert ctx.samples == 2  # charged as the storage charges them
         fresh = RecentView(st)  # after the flush: nothing in memory, the new version
-        assert fresh.table_version == st.fileset.current.version
+        assert fresh.table_version == st.table.current.table_version
         assert len(fresh.select_series([Matcher("__name__", "=", "m")], T0 - 1, T0 + 1, QueryContext())) == 0
     finally:
         st.close()
