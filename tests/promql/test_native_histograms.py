@@ -93,3 +93,16 @@ def test_quantile_zero_in_an_empty_first_bucket_is_nan_as_in_go():
     assert np.isnan(native.quantile(0.0, h))
     assert native.quantile(0.5, h) == 1 + (2 - 1) * (1.5 / 3)
     assert native.quantile(1.0, h) == 2.0
+
+
+def test_histograms_are_read_through_the_cluster_source(storage_with_custom_buckets):
+    """With --cluster.peers, queries read through ClusterSource: the histograms of the local storage
+    (and of the table) still answer (here with no peer to ask)."""
+    from metricsgw.cluster.peers import PeerFanout
+    from metricsgw.cluster.source import ClusterSource
+    from metricsgw.telemetry import Telemetry
+
+    st, now = storage_with_custom_buckets
+    engine = Engine(ClusterSource(st, PeerFanout([], 1.0, Telemetry())))
+    out = render(engine.instant("histogram_count(nhcb)", now / 1000, QueryContext()))
+    assert out["result"] == [{"metric": {}, "value": [now // 1000, "3"]}]
