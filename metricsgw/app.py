@@ -12,7 +12,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from . import appkeys as K
-from .api import metadata, query, rules as rules_api
+from .api import exemplars, metadata, query, rules as rules_api
 from .api.compression import compress_api_answers
 from .api.middleware import prometheus_errors
 from .cluster.peers import PeerFanout
@@ -85,8 +85,8 @@ def build_app(cfg: Config, telemetry: Telemetry | None = None) -> web.Applicatio
     r.add_get("/api/v1/metadata", metadata.metadata)
     r.add_get("/api/v1/status/buildinfo", metadata.buildinfo)
     r.add_get("/api/v1/status/tsdb", metadata.tsdb_status)
-    r.add_get("/api/v1/query_exemplars", metadata.query_exemplars)
-    r.add_post("/api/v1/query_exemplars", metadata.query_exemplars)
+    r.add_get("/api/v1/query_exemplars", exemplars.query_exemplars)
+    r.add_post("/api/v1/query_exemplars", exemplars.query_exemplars)
     r.add_get("/api/v1/rules", rules_api.rules)
     r.add_get("/api/v1/alerts", rules_api.alerts)
     r.add_get("/-/healthy", healthy)

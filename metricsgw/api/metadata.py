@@ -20,8 +20,8 @@ from ..errors import BadData
 from ..limits.query_text import QueryTextLimits
 from ..model import Matcher
 from ..promql import parser
-from .params import MAX_TIME_S, MIN_TIME_S, now_s, parse_limit, parse_time, read_params
-from .query import query_context, query_text
+from .params import now_s, parse_limit, parse_time, read_params
+from .query import query_context
 from .response import success
 from .running import run_guarded
 from .sources import read_source
@@ -181,17 +181,6 @@ async def buildinfo(request: web.Request) -> web.Response:
     # No "features" field: Grafana then treats us as Prometheus and picks APIs by version.
     return success({"version": "2.42.0", "revision": f"metricsgw-{__version__}", "branch": "metricsgw",
                     "buildUser": "metricsgw", "buildDate": "", "goVersion": "python"})
-
-
-async def query_exemplars(request: web.Request) -> web.Response:
-    """No exemplars are stored; the request is still checked the way Prometheus checks it."""
-    params = await read_params(request)
-    start = parse_time(params.get("start"), "start", default=MIN_TIME_S)
-    end = parse_time(params.get("end"), "end", default=MAX_TIME_S)
-    if end < start:
-        raise BadData("end timestamp must not be before start timestamp")  # Prometheus 2.42's text
-    parser.parse(query_text(request, params))
-    return success([])
 
 
 async def tsdb_status(request: web.Request) -> web.Response:

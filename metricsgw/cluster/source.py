@@ -40,6 +40,15 @@ class ClusterSource:
         # (matchers, start, end) -> each answering peer's series (and samples) for that selection
         self._answers: dict[tuple, list] = {}
 
+    # ---------------------------------------------------------------- native histograms
+    # The table's (every writer's flushed histograms) and this process's head; a peer's histograms not
+    # yet flushed are not read: remote read (?scope=head) carries no histograms yet.
+    def histogram_metrics(self) -> frozenset[str]:
+        return self.local.histogram_metrics()
+
+    def read_histograms(self, ids: np.ndarray, start_ms: int, end_ms: int, ctx: QueryContext):
+        return self.local.read_histograms(ids, start_ms, end_ms, ctx)
+
     # ---------------------------------------------------------------- peers
     def _from_peers(self, matchers: list[Matcher], start_ms: int, end_ms: int, ctx: QueryContext) -> list:
         key = (tuple(matchers), start_ms, end_ms)

@@ -36,7 +36,8 @@ from ..errors import BadData
 from ..model import Labels, series_keys_and_ids
 from ..remote.codec import DecodedWrite
 from ..remote.validate import LabelProblem, validate_labels
-from ..storage.batch import AppendBatch
+from ..remote.native import INVALID_HISTOGRAM
+from ..storage.batch import AppendBatch, NativeSamples
 from .bulk import validate_many
 from .time_window import SampleTimeWindow
 
@@ -46,8 +47,6 @@ RELABEL_INVALID = "relabel_invalid"
 # is a success (2xx) and its samples count as written. Everything else not stored is refused
 # (400): the sender must be told. relabel_invalid stays a refusal: the rules did not ask for it.
 CONFIGURED_DROPS = frozenset({RELABEL_DROP})
-HISTOGRAMS_UNSUPPORTED = "native_histograms_unsupported"
-EXEMPLARS_UNSUPPORTED = "exemplars_unsupported"
 UNDECODABLE_LABELS = "invalid_labels"
 
 
@@ -124,12 +123,14 @@ class IngestPipeline:
         decoded, refused = self.time_window.apply(decoded)
         batch, rejections = self._process(decoded)
         for r in refused:
-            self.telemetry.samples_discarded.labels(r.reason).inc(r.samples)
+            if r.samples:
+                self.telemetry.samples_discarded.labels(r.reason).inc(r.samples)
+            if r.histograms:
+                self.telemetry.histograms_discarded.labels(r.reason).inc(r.histograms)
         return batch, [Rejection(r.reason, r.message, r.samples) for r in refused] + rejections
 
     def _process(self, decoded: DecodedWrite) -> tuple[AppendBatch, list[Rejection]]:
         self._maybe_reset()
-        self._count_unsupported(decoded)
         n = len(decoded.keys)
         if n == 0:
             return AppendBatch(metadata=list(decoded.metadata)), []
@@ -140,8 +141,9 @@ class IngestPipeline:
             sids = np.array(found, dtype=np.int64)
         except (TypeError, ValueError, OverflowError):
             return self._process_with_drops(decoded, found, keys)
-        return AppendBatch(sid=np.repeat(sids, decoded.counts), t=decoded.t, v=decoded.v,
-                           metadata=list(decoded.metadata)), []
+        batch = AppendBatch(sid=np.repeat(sids, decoded.counts), t=decoded.t, v=decoded.v,
+                            metadata=list(decoded.metadata))
+        return batch, self._add_native(batch, decoded, sids, None)
 
     # ------------------------------------------------------------------ internals
 
@@ -168,11 +170,29 @@ class IngestPipeline:
         if self.limits is not None and hasattr(self.limits, "forget"):
             self.limits.forget(self.storage, gone)
 
-    def _count_unsupported(self, decoded: DecodedWrite) -> None:
-        if decoded.histograms:
-            self.telemetry.histograms_discarded.labels(HISTOGRAMS_UNSUPPORTED).inc(decoded.histograms)
-        if decoded.exemplars:
-            self.telemetry.exemplars_discarded.labels(EXEMPLARS_UNSUPPORTED).inc(decoded.exemplars)
+    def _add_native(self, batch: AppendBatch, decoded: DecodedWrite, kept_sids: np.ndarray,
+                    keep: np.ndarray | None, dropped: np.ndarray | None = None) -> list[Rejection]:
+        """Put the histograms and exemplars of the kept series (``keep``: per series, None: all;
+        ``kept_sids``: their ids in order) into the batch; ``dropped`` marks the series the relabel
+        rules dropped (their histograms and exemplars count as written). Returns the refusals of
+        invalid histograms of kept series."""
+        parts = decoded.native
+        if parts is None:
+            return []
+        if dropped is not None and dropped.any():
+            gone = parts.take(np.flatnonzero(dropped))
+            dropped_hist, dropped_ex = gone.histograms + sum(n for n, _ in gone.invalid.values()), gone.exemplars
+        else:
+            dropped_hist = dropped_ex = 0
+        if keep is not None:
+            parts = parts.take(np.flatnonzero(keep))
+        batch.native = NativeSamples(np.repeat(kept_sids, parts.hist_counts), parts.hist_t, parts.hist_blobs,
+                                     np.repeat(kept_sids, parts.ex_counts), parts.ex_t, parts.ex_v, parts.ex_labels,
+                                     dropped_hist, dropped_ex)
+        rejections = [Rejection(INVALID_HISTOGRAM, f"series #{i}: {why}", n) for i, (n, why) in parts.invalid.items()]
+        if rejections:
+            self.telemetry.histograms_discarded.labels(INVALID_HISTOGRAM).inc(sum(r.samples for r in rejections))
+        return rejections
 
     def _process_with_drops(self, decoded: DecodedWrite, found: list,
                             keys: list) -> tuple[AppendBatch, list[Rejection]]:
@@ -188,8 +208,9 @@ class IngestPipeline:
         dropped = _drop_rejection(int((~keep).sum()), int(counts[~keep].sum()))
         self._count_discarded([dropped])
         mask = np.repeat(keep, counts)
-        return AppendBatch(sid=np.repeat(sids, counts[keep]), t=decoded.t[mask], v=decoded.v[mask],
-                           metadata=list(decoded.metadata)), [dropped]
+        batch = AppendBatch(sid=np.repeat(sids, counts[keep]), t=decoded.t[mask], v=decoded.v[mask],
+                            metadata=list(decoded.metadata))
+        return batch, [dropped] + self._add_native(batch, decoded, sids, keep, ~keep)
 
     def _count_discarded(self, rejections: list[Rejection]) -> None:
         by_reason: dict[str, int] = {}
@@ -273,6 +294,8 @@ class IngestPipeline:
             mask = np.repeat(keep, counts)
             sid_col, t, v = np.repeat(sids[keep], counts[keep]), decoded.t[mask], decoded.v[mask]
         batch = AppendBatch(new_series=new_series, sid=sid_col, t=t, v=v, metadata=list(decoded.metadata))
+        configured = np.fromiter((entry is _DROPPED for entry in found), bool, n)
+        rejections += self._add_native(batch, decoded, sids[keep], keep, configured)
         if new_series:
             # The series keys were built for hashing; the WAL record (storage/records.py) stores
             # them, so hand them over instead of building them again.

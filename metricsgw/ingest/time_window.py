@@ -32,6 +32,7 @@ class Refused:
     reason: str
     message: str
     samples: int
+    histograms: int = 0
 
 
 @dataclass(frozen=True)
@@ -46,15 +47,13 @@ class SampleTimeWindow:
 
     def apply(self, decoded: DecodedWrite) -> tuple[DecodedWrite, list[Refused]]:
         """(the request without refused samples, one Refused per reason that fired)."""
-        t = decoded.t
-        if len(t) == 0:
-            return decoded, []
         now_ms = int(self.clock() * 1000)
         lo, hi = now_ms - self.retention_ms, now_ms + self.grace_ms
-        if t.min() >= lo and t.max() <= hi:
-            return decoded, []
+        refused = self._native(decoded, lo, hi)  # histograms and exemplars, first (they change decoded)
+        t = decoded.t
+        if len(t) == 0 or (t.min() >= lo and t.max() <= hi):
+            return (decoded.subset(np.ones(len(t), bool)) if refused else decoded), refused
         future, old = t > hi, t < lo
-        refused = []
         if future.any():
             refused.append(Refused(TOO_FAR_IN_FUTURE, _describe(
                 decoded, future, f"more than {format_duration(self.grace_ms / 1000)} ahead of the server's clock "
@@ -64,6 +63,26 @@ class SampleTimeWindow:
                 decoded, old, f"older than the retention window of {format_duration(self.retention_ms / 1000)} "
                               "(--storage.retention.time)"), int(old.sum())))
         return decoded.subset(~(future | old)), refused
+
+    def _native(self, decoded: DecodedWrite, lo: int, hi: int) -> list[Refused]:
+        """Histograms outside the window are refused like samples; exemplars outside it are dropped
+        quietly, as Prometheus drops exemplars it cannot store without failing the write."""
+        nat = decoded.native
+        if nat is None:
+            return []
+        hist_in = (nat.hist_t >= lo) & (nat.hist_t <= hi)
+        ex_in = (nat.ex_t >= lo) & (nat.ex_t <= hi)
+        if hist_in.all() and ex_in.all():
+            return []
+        decoded.native = nat.keep(hist_in, ex_in)
+        refused = []
+        for reason, mask, why in ((TOO_FAR_IN_FUTURE, nat.hist_t > hi, "ahead of the server's clock by more than "
+                                   f"{format_duration(self.grace_ms / 1000)} (--ingest.creation-grace-period)"),
+                                  (TOO_OLD, nat.hist_t < lo, "older than the retention window of "
+                                   f"{format_duration(self.retention_ms / 1000)} (--storage.retention.time)")):
+            if mask.any():
+                refused.append(Refused(reason, f"{int(mask.sum())} native histograms {why}", 0, int(mask.sum())))
+        return refused
 
 
 def _describe(decoded: DecodedWrite, mask: np.ndarray, why: str) -> str:

@@ -8,7 +8,8 @@ import promql_parser as pp
 
 from ..errors import BadData, NotSupported
 from . import functions as F
-from . import parser, rangefuncs as R
+from . import native_eval, parser, rangefuncs as R
+from .binary import dedupe
 from .histograms import histogram_quantile
 from .value import Ranges, ScalarSteps, Series, StringValue
 
@@ -79,11 +80,16 @@ def call(engine, node: "pp.Call", env):
         r = range_arg(0)
         return _dedupe_whole(R.holt_winters(r, scalar_arg(1), scalar_arg(2)))
     if name in ("histogram_count", "histogram_sum", "histogram_fraction"):
-        # Native-histogram functions: on float samples (all we store) Prometheus 2.42
-        # returns an empty vector, and so do we.
-        for i in range(len(args)):
-            ev(i)
-        return Series.empty(n_steps)
+        # On float samples Prometheus 2.42 returns nothing: only native histograms count.
+        scalars = [scalar_arg(i) for i in range(len(args) - 1)]
+        hist = _native_arg(engine, args[-1], env)
+        if hist is None:
+            return Series.empty(n_steps)
+        if name == "histogram_count":
+            return native_eval.count(hist)
+        if name == "histogram_sum":
+            return native_eval.total(hist)
+        return native_eval.fraction(scalars[0], scalars[1], hist)
     if name == "deriv":
         return _dedupe_whole(R.deriv(range_arg(0)))
     if name == "predict_linear":
@@ -124,12 +130,34 @@ def call(engine, node: "pp.Call", env):
     if name == "label_join":
         return F.label_join(vector_arg(0), string_arg(1), string_arg(2), [string_arg(i) for i in range(3, len(args))])
     if name == "histogram_quantile":
-        return histogram_quantile(ScalarSteps(scalar_arg(0)), vector_arg(1))
+        q = scalar_arg(0)
+        classic = histogram_quantile(ScalarSteps(q), vector_arg(1))
+        hist = native_eval.evaluate(engine, args[1], env)
+        if hist is None:
+            return classic
+        return dedupe(_concat(classic, native_eval.quantile(q, hist)))
     if name in F.DATE_FUNCS:
         if args:
             return F.date_fn(name, vector_arg(0))
         return F.date_fn(name, F.vector(ScalarSteps(env.steps / 1000.0)))
     raise NotSupported(f"function {name}()")
+
+
+def _native_arg(engine, node, env):
+    """The native histograms of a function's vector argument, or None (the argument is still
+    evaluated as floats then, so a wrong type is refused as before)."""
+    hist = native_eval.evaluate(engine, node, env)
+    if hist is None and not isinstance(engine.eval(node, env), Series):
+        raise BadData("expected instant vector argument to a histogram function")
+    return hist
+
+
+def _concat(a: Series, b: Series) -> Series:
+    if not len(a):
+        return b
+    if not len(b):
+        return a
+    return Series(a.labels + b.labels, np.concatenate([a.values, b.values]), np.concatenate([a.mask, b.mask]))
 
 
 def _selector_matchers(node):

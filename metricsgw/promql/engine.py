@@ -15,7 +15,7 @@ import promql_parser as pp
 
 from ..errors import BadData, NotSupported
 from ..limits.context import QueryContext
-from . import batching, binary, parser, selectors
+from . import batching, binary, native_eval, parser, selectors
 from .aggregations import aggregate
 from .calls import call
 from .value import Matrix, Ranges, Scalar, ScalarSteps, Series, String, StringValue, Value, Vector, drop_name
@@ -59,7 +59,11 @@ class Engine:
         ts = t / 1000.0
         if isinstance(res, Series):
             rows = np.flatnonzero(res.mask[:, 0])
-            return Vector(ts, [res.labels[i] for i in rows], res.values[rows, 0].copy())
+            out = Vector(ts, [res.labels[i] for i in rows], res.values[rows, 0].copy())
+            hist = native_eval.evaluate(self, node, env)  # the histograms shown beside the floats
+            if hist is not None:
+                out.hist_labels, out.hists = native_eval.vector_points(hist)
+            return out
         if isinstance(res, ScalarSteps):
             return Scalar(ts, float(res.values[0]))
         if isinstance(res, StringValue):
@@ -87,7 +91,11 @@ class Engine:
         if not isinstance(res, Series):
             kind = "range vector" if isinstance(res, Ranges) else "string"
             raise BadData(f'invalid expression type "{kind}" for range query, must be Scalar or instant Vector')
-        return series_matrix(res, steps)
+        out = series_matrix(res, steps)
+        hist = native_eval.evaluate(self, node, env)  # the histograms shown beside the floats
+        if hist is not None:
+            out.hist_rows = native_eval.matrix_rows(hist, steps)
+        return out
 
     # ---- evaluation -------------------------------------------------------------------
 
@@ -203,6 +211,13 @@ class Engine:
         param = None
         if node.param is not None:
             param = self.eval(node.param, env)
+        if op in ("count", "group"):  # these count histogram samples too, as 2.42 does
+            hist = native_eval.evaluate(self, node.expr, env)
+            if hist is not None:
+                inner = self.eval(node.expr, env)
+                if not isinstance(inner, Series):
+                    raise BadData(f"expected instant vector in aggregation {op}")
+                return aggregate(op, native_eval.with_histogram_points(inner, hist), without, names, param)
         selector = batching.batchable_selector(node.expr)
         if selector is not None and _param_ok(op, param):
             return batching.evaluate_batched(self, op, node.expr, selector, without, names,

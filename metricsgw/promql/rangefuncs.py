@@ -66,6 +66,17 @@ def extrapolated_rate(r: Ranges, is_counter: bool, is_rate: bool) -> Series:
     result = v1 - v0
     if is_counter and len(r.v):
         result = result + np.where(ok, _reset_corrections(r), 0.0)
+    factor = extrapolation_factor(r, n, t0, t1, is_rate, (v0, result) if is_counter else None)
+    with np.errstate(invalid="ignore"):
+        out = result * factor
+    return _series(r, out, ok)
+
+
+def extrapolation_factor(r: Ranges, n: np.ndarray, t0: np.ndarray, t1: np.ndarray, is_rate: bool,
+                         counter: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+    """What rate/increase/delta multiply a window's raw difference by (extrapolatedRate);
+    ``counter`` = (first value, difference) lets a counter's extrapolation stop at zero
+    (native histograms pass None: 2.42 does not do that for them)."""
     range_start = (r.range_end - r.range_ms)[None, :]
     range_end = r.range_end[None, :]
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -73,7 +84,8 @@ def extrapolated_rate(r: Ranges, is_counter: bool, is_rate: bool) -> Series:
         to_end = (range_end - t1) / 1000.0
         sampled = (t1 - t0) / 1000.0
         avg_gap = sampled / np.maximum(n - 1, 1)
-        if is_counter:
+        if counter is not None:
+            v0, result = counter
             to_zero = sampled * (v0 / result)
             clamp = (result > 0) & (v0 >= 0) & (to_zero < to_start)
             to_start = np.where(clamp, to_zero, to_start)
@@ -84,8 +96,7 @@ def extrapolated_rate(r: Ranges, is_counter: bool, is_rate: bool) -> Series:
         factor = interval / sampled
         if is_rate:
             factor = factor / (r.range_ms / 1000.0)
-        out = result * factor
-    return _series(r, out, ok)
+    return factor
 
 
 def instant_rate(r: Ranges, is_rate: bool) -> Series:

@@ -99,6 +99,9 @@ class Vector:
     t: float
     labels: list[Labels]
     values: np.ndarray  # float64 [n]
+    # Native histogram samples, all at ``t`` too (promql/native.py FloatHistogram each).
+    hist_labels: list[Labels] = field(default_factory=list)
+    hists: list = field(default_factory=list)
 
 
 @dataclass
@@ -109,6 +112,8 @@ class Matrix:
     t_ms: np.ndarray  # int64
     v: np.ndarray  # float64
     offsets: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
+    # Native histogram points: (labels, t_ms int64 array, [FloatHistogram]) per series, by labels.
+    hist_rows: list = field(default_factory=list)
 
     def points(self, i: int) -> tuple[np.ndarray, np.ndarray]:
         a, b = self.offsets[i], self.offsets[i + 1]

@@ -17,6 +17,7 @@ from google.protobuf.message import DecodeError
 
 from ..errors import BadData, PayloadTooLarge, UnsupportedMediaType
 from ..storage.batch import MetricMetadata
+from . import native
 from .fastscan import decode_sample_blobs, scan_series
 from .proto import remote_v1_pb2 as v1pb
 from .proto import remote_v2_pb2 as v2pb
@@ -167,12 +168,12 @@ class DecodedWrite:
     """
 
     __slots__ = ("version", "keys", "counts", "t", "v", "histograms", "exemplars", "metadata",
-                 "problems", "_pairs", "label_counts")
+                 "problems", "_pairs", "label_counts", "native")
 
     def __init__(self, version: int, keys: list, counts: np.ndarray, t: np.ndarray, v: np.ndarray,
                  histograms: int = 0, exemplars: int = 0, metadata: list[MetricMetadata] | None = None,
                  problems: dict[int, str] | None = None, pairs=None,
-                 label_counts: np.ndarray | None = None) -> None:
+                 label_counts: np.ndarray | None = None, native: "native.NativeParts | None" = None) -> None:
         self.version = version
         self.keys = keys
         self.counts = counts
@@ -184,6 +185,7 @@ class DecodedWrite:
         self.problems = problems or {}
         self._pairs = pairs
         self.label_counts = label_counts
+        self.native = native  # the request's histograms and exemplars, per series (None: it has none)
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -224,10 +226,13 @@ class DecodedWrite:
     def subset(self, samples: np.ndarray) -> "DecodedWrite":
         """This request with only the samples where ``samples`` (bool, per sample) is True; a
         series left with none is dropped, as if it had not been sent (its labels and series
-        problems go with it). Metadata, histogram and exemplar counts are kept."""
+        problems go with it) unless it has histograms or exemplars. Metadata, histogram and exemplar
+        counts are kept."""
         n = len(self.keys)
         kept = np.bincount(np.repeat(np.arange(n), self.counts)[samples], minlength=n).astype(self.counts.dtype)
-        idx = np.flatnonzero(kept > 0)
+        nat = self.native
+        has = kept > 0 if nat is None else (kept > 0) | (nat.hist_counts > 0) | (nat.ex_counts > 0)
+        idx = np.flatnonzero(has)
         at = idx.tolist()
         position = {old: new for new, old in enumerate(at)}
         pairs = self._pairs
@@ -235,7 +240,8 @@ class DecodedWrite:
                             self.histograms, self.exemplars, self.metadata,
                             {position[i]: p for i, p in self.problems.items() if i in position},
                             (lambda j: pairs(at[j])) if pairs is not None else None,
-                            self.label_counts[idx] if self.label_counts is not None else None)
+                            self.label_counts[idx] if self.label_counts is not None else None,
+                            nat.take(idx) if nat is not None else None)
 
     def offsets(self) -> np.ndarray:
         """Start index of each series' samples in ``t``/``v`` (length n+1)."""
@@ -284,9 +290,16 @@ def decode_v1(raw: bytes) -> DecodedWrite:
             return _decode_v1_generic(raw)
     except DecodeError as err:
         raise BadData(f"cannot decode remote-write 1.0 protobuf: {err}") from None
+    parts = None
+    if scanned.histograms or scanned.exemplars:  # rare: parse again, for each series' raw messages
+        parts = _v1_native(v1pb.RawWriteRequest.FromString(raw).timeseries)
     return DecodedWrite(1, scanned.keys, scanned.counts, scanned.t, scanned.v, scanned.histograms,
                         scanned.exemplars, _v1_metadata(blobs.metadata), pairs=_KeyPairs(scanned.keys),
-                        label_counts=scanned.label_counts)
+                        label_counts=scanned.label_counts, native=parts)
+
+
+def _v1_native(series) -> "native.NativeParts":
+    return native.collect([ts.histograms for ts in series], [ts.exemplars for ts in series], native.v1_exemplar)
 
 
 class _KeyPairs:
@@ -320,7 +333,8 @@ def _decode_v1_generic(raw: bytes) -> DecodedWrite:
         columns = (np.array([s.timestamp for s in samples], np.int64), np.array([s.value for s in samples], np.float64))
     t, v = columns
     return DecodedWrite(1, keys, np.array(counts, np.int64), t, v, hist, exem, _v1_metadata(req.metadata),
-                        pairs=_KeyPairs(keys), label_counts=label_counts)
+                        pairs=_KeyPairs(keys), label_counts=label_counts,
+                        native=_v1_native(req.timeseries) if hist or exem else None)
 
 
 def decode_v2(raw: bytes) -> DecodedWrite:
@@ -361,8 +375,12 @@ def decode_v2(raw: bytes) -> DecodedWrite:
                     meta[md] = None
     t, v = columns
     label_counts = np.array([len(k) // 2 if k is not None else 0 for k in keys], np.int64)
+    parts = None
+    if len(merged.histograms) or len(merged.exemplars):
+        parts = native.collect([ts.histograms for ts in series], [ts.exemplars for ts in series],
+                               native.v2_exemplar_decoder(symbols))
     return DecodedWrite(2, keys, counts, t, v, len(merged.histograms), len(merged.exemplars), list(meta),
-                        problems, pairs=_TuplePairs(keys), label_counts=label_counts)
+                        problems, pairs=_TuplePairs(keys), label_counts=label_counts, native=parts)
 
 
 def _v2_metadata(md, key: tuple, symbols: list[bytes]) -> MetricMetadata | None:

@@ -48,12 +48,11 @@ async def read_bounded(request: web.Request, limit: int, what: str = "remote-wri
     return b"".join(chunks)
 
 
-def written_headers(version: int, samples: int) -> dict[str, str]:
-    """Remote-Write 2.0 'written' headers (samples: stored + dropped by configured rules);
-    histograms and exemplars are not stored yet."""
+def written_headers(version: int, samples: int, histograms: int = 0, exemplars: int = 0) -> dict[str, str]:
+    """Remote-Write 2.0 'written' headers (each: stored + dropped by configured rules)."""
     if version != 2:
         return {}
-    return {H_SAMPLES: str(samples), H_HISTOGRAMS: "0", H_EXEMPLARS: "0"}
+    return {H_SAMPLES: str(samples), H_HISTOGRAMS: str(histograms), H_EXEMPLARS: str(exemplars)}
 
 
 def rejection_text(rejections: list, stored_samples: int, dropped_samples: int = 0) -> str:
@@ -79,14 +78,19 @@ async def handle_write(request: web.Request) -> web.Response:
         body = await read_bounded(request, cfg.remote_write_max_body_size)
         decoded = codec.decode_request(body, ctype, cenc, cfg.remote_write_max_decoded_size)
         batch, rejections = app[PIPELINE].process(decoded)
-        if len(batch) or batch.new_series or batch.metadata:
+        nat = batch.native
+        if len(batch) or batch.new_series or batch.metadata or nat:
             await _append(app[STORAGE], batch)
         stored = len(batch)
         if stored:
             telemetry.samples_ingested.inc(stored)
         refused = [r for r in rejections if not r.configured]
         dropped = sum(r.samples for r in rejections if r.configured)  # counted by reason in pipeline
-        headers = written_headers(proto, stored + dropped)
+        if nat is None:
+            headers = written_headers(proto, stored + dropped)
+        else:
+            headers = written_headers(proto, stored + dropped, nat.histograms + nat.dropped_histograms,
+                                      nat.exemplars + nat.dropped_exemplars)
         if refused:
             err = IngestRejected(rejection_text(refused, stored, dropped))
             err.headers = headers  # partial write: the 2.0 spec still wants the counts

@@ -17,6 +17,65 @@ class MetricMetadata:
     unit: str = ""
 
 
+def _empty_i64() -> np.ndarray:
+    return np.empty(0, np.int64)
+
+
+@dataclass
+class NativeSamples:
+    """Native histograms and exemplars to store, one row each (any order).
+
+    A histogram is its remote-write protobuf bytes exactly as sent (remote/native.py); an
+    exemplar's labels are a ``model.series_key``."""
+
+    hist_sid: np.ndarray = field(default_factory=_empty_i64)
+    hist_t: np.ndarray = field(default_factory=_empty_i64)
+    hist_blob: list[bytes] = field(default_factory=list)
+    ex_sid: np.ndarray = field(default_factory=_empty_i64)
+    ex_t: np.ndarray = field(default_factory=_empty_i64)
+    ex_v: np.ndarray = field(default_factory=lambda: np.empty(0, np.float64))
+    ex_labels: list[bytes] = field(default_factory=list)
+    # Of series the relabel rules dropped: not stored, but "written" for Remote-Write 2.0's headers.
+    dropped_histograms: int = 0
+    dropped_exemplars: int = 0
+
+    @property
+    def histograms(self) -> int:
+        return len(self.hist_blob)
+
+    @property
+    def exemplars(self) -> int:
+        return len(self.ex_labels)
+
+    def __bool__(self) -> bool:
+        return bool(self.hist_blob or self.ex_labels)
+
+
+@dataclass
+class HistogramBlock:
+    """Histogram samples sorted by (sid, t), one per (sid, t); ``blob`` the stored protobuf bytes."""
+
+    sid: np.ndarray
+    t: np.ndarray
+    blob: list[bytes]
+
+    def __len__(self) -> int:
+        return len(self.sid)
+
+
+@dataclass
+class ExemplarBlock:
+    """Exemplars sorted by (sid, t); labels as ``model.series_key`` bytes."""
+
+    sid: np.ndarray
+    t: np.ndarray
+    v: np.ndarray
+    labels: list[bytes]
+
+    def __len__(self) -> int:
+        return len(self.sid)
+
+
 @dataclass
 class AppendBatch:
     """What the ingest pipeline hands storage: already validated, relabelled and admitted."""
@@ -28,6 +87,7 @@ class AppendBatch:
     metadata: list[MetricMetadata] = field(default_factory=list)
     # model.series_key of each new series, when the pipeline already built them (the WAL record reuses them)
     series_keys: list[bytes] | None = None
+    native: NativeSamples | None = None  # histograms and exemplars (None: none)
 
     def __len__(self) -> int:
         return len(self.sid)

@@ -34,6 +34,7 @@ class Maintenance:
         # Retention first: no point compacting partitions it is about to delete.
         for step, fn in (("retention", self.apply_retention),
                          ("compaction", lambda: compact_partitions(self.storage)),
+                         ("histogram compaction", self.storage.compact_native),
                          ("side-table compaction", lambda: compact_side_tables(self.storage))):
             if self.storage.stopping.is_set():
                 return
@@ -59,6 +60,7 @@ class Maintenance:
         cutoff = int(st.clock() * 1000) - st.retention_ms
         own = [f for f in st.table.current.samples if f.writer == st.writer_id]  # others drop their own
         old = [f.path for f in own if f.partition_ms + st.partition_ms < cutoff]
+        old += st.expired_native_files(cutoff)  # this writer's histograms and exemplars of those partitions
         if old:
             with st.table.transaction() as tx:
                 tx.retire(old)  # deleted once no running query holds them
@@ -67,7 +69,7 @@ class Maintenance:
             log.info("retention: %d partition file(s) older than %d ms retired", len(old), st.retention_ms)
         # Every writer's files: the catalog holds other writers' series too when it follows them.
         files = st.table.current.samples
-        horizon = min(f.min_t for f in files) if files else int(np.iinfo(np.int64).max)
+        horizon = min([f.min_t for f in files] + [st.native_files_min_t()])
         dropped = st.drop_series_before(horizon)
         if len(dropped):
             self._purge = np.union1d(self._purge, dropped)

@@ -109,11 +109,11 @@ def write_spans(path: str, sid: np.ndarray, t: np.ndarray) -> None:
 
 
 def describe_sample_file(path: str, partition_ms: int, seq: int, writer: str = "") -> SampleFile:
-    lo, hi = _t_range(pq.ParquetFile(path).metadata)
+    lo, hi = t_range(pq.ParquetFile(path).metadata)
     return SampleFile(path, partition_ms, seq, lo, hi, writer)
 
 
-def _t_range(meta: pq.FileMetaData) -> tuple[int, int]:
+def t_range(meta: pq.FileMetaData) -> tuple[int, int]:
     col = meta.schema.names.index("t")
     lo, hi = np.iinfo(np.int64).max, np.iinfo(np.int64).min
     for rg in range(meta.num_row_groups):

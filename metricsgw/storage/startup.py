@@ -13,7 +13,7 @@ import os
 import numpy as np
 
 from . import catalog_checkpoint, parquet_io
-from .walcodec import SegmentDecoder
+from .native_wal import NativeSegmentDecoder
 from .wal import list_segments, read_segment, segment_name
 
 
@@ -53,7 +53,7 @@ def replay_wal(storage, wal_dir: str, flushed_upto: int) -> int:
         if seg <= flushed_upto:
             os.remove(path)
             continue
-        decoder = SegmentDecoder()
+        decoder = NativeSegmentDecoder()
         for payload in read_segment(path):
             batch, rec_sids, rec_keys = decoder.decode_raw(payload)
             new_sids.append(rec_sids)
@@ -64,6 +64,10 @@ def replay_wal(storage, wal_dir: str, flushed_upto: int) -> int:
                 storage.head.append(batch.sid, batch.t, batch.v)
                 sids.append(batch.sid)
                 times.append(batch.t)
+            if batch.native:
+                storage.replay_native(batch.native)
+                sids.append(batch.native.hist_sid)
+                times.append(batch.native.hist_t)
             replayed += 1
     if new_keys:
         all_sids = np.concatenate(new_sids)

@@ -37,9 +37,10 @@ from .table import file_writer as table_writer
 from .writer_lock import WriterLock
 from .head import Head
 from .maintenance import Maintenance
+from .native_store import NativeStore
+from .native_wal import NativeSegmentEncoder
 from .querier import StorageReader
 from .wal import WAL, fsync_dir
-from .walcodec import SegmentEncoder
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +72,7 @@ def release_free_memory() -> None:
         _MALLOC_TRIM(0)
 
 
-class Storage(StorageReader):
+class Storage(NativeStore, StorageReader):
     def __init__(self, path: str, *, flush_interval_s: float = 120.0, flush_max_samples: int = 5_000_000,
                  partition_ms: int = 3600_000, retention_ms: int = 15 * 86400_000,
                  wal_segment_size: int = 64 << 20, duckdb_memory_limit: int = 256 << 20, duckdb_threads: int = 2,
@@ -93,6 +94,7 @@ class Storage(StorageReader):
         self.catalog = Catalog()
         self.head = Head()
         self.flushing: list[Head] = []
+        self._init_native()
         self.table = Table(self.path, writer_id, vacuum_delay_s)
         self._lock_file = WriterLock(os.path.join(self.writer_dir, "lock"), writer_id)
         self._followed: set[str] = set()  # other writers' side files already in the catalog
@@ -131,7 +133,7 @@ class Storage(StorageReader):
         replayed = startup.replay_wal(self, wal_dir, self.table.committed_wal_segment())
         if self.telemetry:
             self.telemetry.head_samples.set(len(self.head))
-        self.wal = WAL(wal_dir, self.wal_segment_size, SegmentEncoder, on_fsync=self._observe_fsync,
+        self.wal = WAL(wal_dir, self.wal_segment_size, NativeSegmentEncoder, on_fsync=self._observe_fsync,
                        on_health=self._observe_wal_health)
         self._observe_wal_health(self.wal.error, write=False)
         elapsed = time.perf_counter() - t0
@@ -263,7 +265,7 @@ class Storage(StorageReader):
             raise Unavailable("storage is not ready (WAL replay in progress)")
         if self.wal.error is not None:  # refuse before touching the head; the WAL probes the disk meanwhile
             raise Unavailable(f"the WAL cannot be written: {self.wal.error}", retry_after_s=5)
-        if len(self.head) + sum(len(h) for h in self.flushing) > 4 * self.flush_max_samples:
+        if self._held_in_memory() > 4 * self.flush_max_samples:
             raise Unavailable("head is full: flushing to Parquet is behind; retry later", retry_after_s=5)
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
@@ -281,6 +283,11 @@ class Storage(StorageReader):
         if err is not None:
             raise Unavailable(f"WAL write failed: {err}")
 
+    def _held_in_memory(self) -> int:
+        """Samples, histograms and exemplars not yet in a committed file (what ``append`` bounds)."""
+        return (len(self.head) + sum(len(h) for h in self.flushing) + len(self.native_head)
+                + sum(len(h) for h in self.native_flushing))
+
     def _apply(self, batch: AppendBatch) -> None:
         if batch.new_series:
             fresh = self.catalog.add_many(batch.new_series)
@@ -291,6 +298,8 @@ class Storage(StorageReader):
             if g.min() < 0:  # the sender's series cache predates a retention pass that dropped the series
                 raise Unavailable("a series of this write was dropped by retention while the write was on its way; "
                                   "retry", retry_after_s=1)
+        self._apply_native(batch)  # refuses (like the check above) before anything is applied
+        if len(batch.sid):
             self.head.append(batch.sid, batch.t, batch.v)
             self.catalog.touch_dense(g, batch.t)
         for m in batch.metadata:
@@ -315,7 +324,7 @@ class Storage(StorageReader):
         while not self._stop.wait(1.0):
             self._observe_free_bytes()
             due = time.monotonic() - last >= self.flush_interval_s
-            if due or len(self.head) >= self.flush_max_samples:
+            if due or len(self.head) + len(self.native_head) >= self.flush_max_samples:
                 if self._flush_step():
                     last = time.monotonic()
                 else:  # retry soon (space may come back any moment), not a whole interval later
@@ -356,7 +365,8 @@ class Storage(StorageReader):
         with self._flush_lock:
             t0 = time.perf_counter()
             with self._swap_lock:
-                if not len(self.head) and not self._unflushed_series and not self.flushing:
+                if not len(self.head) and not self._unflushed_series and not self.flushing \
+                        and not self._native_pending():
                     return
                 cut = self.wal.cut()
                 crashpoints.reached("flush.cut")
@@ -364,12 +374,14 @@ class Storage(StorageReader):
                     self.flushing.append(self.head)
                     self.head = Head()
                 snaps = list(self.flushing)  # older ones are flushes that failed: in write order
+                native_snaps = self._cut_native()
                 new_series, self._unflushed_series = self._unflushed_series, []
                 meta = {k: list(v) for k, v in self.metadata_by_metric.items()}
             try:
                 with self.table.transaction() as tx:
                     for snap in snaps:
                         self._write_snapshot(tx, snap)
+                    self._write_native(tx, native_snaps)
                     if new_series:
                         path, _ = tx.new_path("series")
                         parquet_io.write_series(path, new_series)
@@ -379,6 +391,7 @@ class Storage(StorageReader):
                     tx.commit(wal_cut=cut)  # the cut rides in the samples commit: the WAL marker
                     with self._swap_lock:
                         self.flushing = [h for h in self.flushing if h not in snaps]
+                        self._native_committed(native_snaps)
             except BaseException:
                 with self._swap_lock:
                     self._unflushed_series[:0] = new_series
@@ -470,7 +483,7 @@ class Storage(StorageReader):
     def unflushed_min_t(self) -> int:
         """The oldest sample not yet in a committed file (int64 max when there is none)."""
         with self._swap_lock:
-            return min([h.min_t for h in self.flushing] + [self.head.min_t])
+            return min([h.min_t for h in self.flushing] + [self.head.min_t, self.native_min_t()])
 
     def drop_series_before(self, horizon_ms: int) -> np.ndarray:
         """Forget the series with no sample left: every sample on disk is at or after ``horizon_ms``
@@ -517,8 +530,9 @@ class Storage(StorageReader):
             held = np.zeros(len(at), bool)
             for h in self.flushing + [self.head]:
                 held[order] |= h.holding(sids[order])
+            held[order] |= self.native_holding(sids[order])
             dead[at[held]] = False
         if clamp:
-            floor = min([horizon_ms, self.head.min_t] + [h.min_t for h in self.flushing])
+            floor = min([horizon_ms, self.head.min_t, self.native_min_t()] + [h.min_t for h in self.flushing])
             np.maximum(first, floor, out=first, where=spanned & ~dead)
         return dead

@@ -73,6 +73,11 @@ KINDS: dict[str, Kind] = {
     "series": Kind("series", "writer", pa.schema([("sid", pa.int64()), ("key", pa.binary()), _SIDE_SCHEMA_WRITER])),
     "spans": Kind("spans", "writer", pa.schema([("sid", pa.int64()), ("min_t", pa.int64()), ("max_t", pa.int64()),
                                                 _SIDE_SCHEMA_WRITER])),
+    # native histograms and exemplars (storage/native_files.py), by hour like the samples
+    "histograms": Kind("hist", "hour", pa.schema([("sid", pa.int64()), ("t", pa.int64()), ("h", pa.binary()),
+                                                  ("hour", pa.string())])),
+    "exemplars": Kind("exemplars", "hour", pa.schema([("sid", pa.int64()), ("t", pa.int64()), ("v", pa.float64()),
+                                                      ("labels", pa.binary()), ("hour", pa.string())])),
 }
 SIDE_KINDS = tuple(k for k in KINDS if k != "samples")
 _NAME_RE = re.compile(r"^([a-z]+)-([A-Za-z0-9_-]+)-(\d+)\.parquet$")
@@ -107,10 +112,13 @@ class Snapshot:
     samples: tuple[SampleFile, ...] = ()  # by (partition start, seq)
     series: tuple[str, ...] = ()  # by seq: write order
     spans: tuple[str, ...] = ()
+    histograms: tuple[str, ...] = ()  # by seq
+    exemplars: tuple[str, ...] = ()
     table_version: int = -1  # the samples table's Delta version this snapshot includes
 
     def paths(self) -> set[str]:
-        return {f.path for f in self.samples} | set(self.series) | set(self.spans)
+        return ({f.path for f in self.samples} | set(self.series) | set(self.spans) | set(self.histograms)
+                | set(self.exemplars))
 
     def own(self, kind: str, writer: str) -> tuple[str, ...]:
         """Side files of ``kind`` this writer committed."""

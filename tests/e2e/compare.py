@@ -1,5 +1,6 @@
 """Compare two Prometheus API query results: same label sets, same timestamps, values equal
-within a relative 1e-9 (NaN equals NaN)."""
+within a relative 1e-9 (NaN equals NaN); native histogram points (JSON "histogram" /
+"histograms") must be equal exactly: count, sum and every bucket's bounds and count."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ def _value(s: str) -> float:
     return float(s)
 
 
-def _close(a: str, b: str) -> bool:
+def _close(a, b) -> bool:
+    if not isinstance(a, str) or not isinstance(b, str):  # a histogram (a dict): exact
+        return a == b
     x, y = _value(a), _value(b)
     if math.isnan(x) or math.isnan(y):
         return math.isnan(x) and math.isnan(y)
@@ -31,8 +34,9 @@ def normalise(data: dict) -> tuple[str, dict]:
     if kind in ("scalar", "string"):
         return kind, {(): [tuple(result)]}
     if kind == "vector":
-        return kind, {_key(r["metric"]): [tuple(r["value"])] for r in result}
-    return kind, {_key(r["metric"]): [tuple(p) for p in r["values"]] for r in result}
+        return kind, {_key(r["metric"]): [tuple(r["value"] if "value" in r else r["histogram"])] for r in result}
+    return kind, {_key(r["metric"]): [tuple(p) for p in r.get("values", []) + r.get("histograms", [])]
+                  for r in result}
 
 
 def diff(got: dict, want: dict, limit: int = 5) -> list[str]:

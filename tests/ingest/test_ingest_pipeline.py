@@ -213,15 +213,28 @@ def test_limit_rejections_are_not_cached_for_good(storage, telemetry):
     assert discarded(telemetry, "max_series") == 1
 
 
-def test_histograms_and_exemplars_are_counted_not_rejected(storage, telemetry):
-    req = v1pb.WriteRequest.FromString(codec.encode_v1(gpu_series(1), compress=False))
-    req.timeseries[0].histograms.add(count_int=1, timestamp=1)
-    req.timeseries[0].exemplars.add(value=1.0, timestamp=1)
+def test_histograms_and_exemplars_go_to_the_batch_with_their_series_ids(storage, telemetry):
+    req = v1pb.WriteRequest.FromString(codec.encode_v1(gpu_series(2), compress=False))
+    req.timeseries[1].histograms.add(count_int=1, timestamp=1)
+    req.timeseries[1].exemplars.add(value=1.0, timestamp=1)
+    raw_hist = req.timeseries[1].histograms[0].SerializeToString()
     batch, rej = IngestPipeline(storage, telemetry).process(codec.decode_v1(req.SerializeToString()))
-    assert rej == [] and len(batch) == 1
+    assert rej == [] and len(batch) == 2
+    sid_of_second = batch.sid[1]
+    assert batch.native.hist_sid.tolist() == [sid_of_second] and batch.native.hist_blob == [raw_hist]
+    assert batch.native.ex_sid.tolist() == [sid_of_second] and batch.native.ex_t.tolist() == [1]
+
+
+def test_invalid_histogram_is_refused_and_counted(storage, telemetry):
+    req = v1pb.WriteRequest.FromString(codec.encode_v1(gpu_series(1), compress=False))
+    h = req.timeseries[0].histograms.add(count_int=1, timestamp=1)
+    h.positive_spans.add(offset=0, length=2)
+    h.positive_deltas.append(1)  # two buckets announced, one given
+    batch, rej = IngestPipeline(storage, telemetry).process(codec.decode_v1(req.SerializeToString()))
+    assert [r.reason for r in rej] == ["invalid_histogram"] and "spans need 2 buckets, have 1" in rej[0].message
+    assert len(batch) == 1 and batch.native.histograms == 0
     r = telemetry.registry.get_sample_value
-    assert r("metricsgw_discarded_histograms_total", {"reason": "native_histograms_unsupported"}) == 1
-    assert r("metricsgw_discarded_exemplars_total", {"reason": "exemplars_unsupported"}) == 1
+    assert r("metricsgw_discarded_histograms_total", {"reason": "invalid_histogram"}) == 1
 
 
 def test_cache_is_bounded(storage, telemetry):

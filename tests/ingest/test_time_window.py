@@ -124,3 +124,26 @@ def test_write_request_is_400_naming_the_setting_and_the_rest_is_stored(tmp_path
         assert blk.t.tolist() == [now] and np.array_equal(blk.v, [1.0])
     finally:
         st.close(flush=False)
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_out_of_window_histograms_are_refused_and_exemplars_dropped(storage, version):
+    from tests.native_requests import int_histogram, v1_request, v2_request
+
+    body = (v1_request if version == 1 else v2_request)([
+        {"labels": [("__name__", "h_ok")], "histograms": [int_histogram(NOW_MS), int_histogram(NOW_MS + 11 * MIN)],
+         "exemplars": [([("trace_id", "in")], 1.0, NOW_MS), ([("trace_id", "out")], 1.0, NOW_MS - 16 * DAY)]},
+        {"labels": [("__name__", "h_old_only")], "histograms": [int_histogram(NOW_MS - 16 * DAY)]},
+    ], compress=False)
+    tel = Telemetry()
+    pipe = IngestPipeline(storage, tel, time_window=WINDOW)
+    batch, rejections = pipe.process(codec.decode_v1(body) if version == 1 else codec.decode_v2(body))
+    assert {dict(lb)["__name__"] for _, lb in batch.new_series} == {"h_ok"}
+    assert batch.native.hist_t.tolist() == [NOW_MS] and batch.native.ex_t.tolist() == [NOW_MS]
+    assert sorted((r.reason, r.message) for r in rejections) == [
+        (TOO_FAR_IN_FUTURE, "1 native histograms ahead of the server's clock by more than 10m "
+                            "(--ingest.creation-grace-period)"),
+        (TOO_OLD, "1 native histograms older than the retention window of 15d (--storage.retention.time)")]
+    r = tel.registry.get_sample_value
+    assert r("metricsgw_discarded_histograms_total", {"reason": TOO_OLD}) == 1
+    assert r("metricsgw_discarded_histograms_total", {"reason": TOO_FAR_IN_FUTURE}) == 1

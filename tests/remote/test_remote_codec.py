@@ -12,7 +12,7 @@ import pytest
 import snappy
 
 from metricsgw.errors import BadData, PayloadTooLarge, UnsupportedMediaType
-from metricsgw.model import STALE_NAN_BITS
+from metricsgw.model import STALE_NAN_BITS, labels_from_key
 from metricsgw.remote import codec
 from metricsgw.remote.fastscan import scan_series
 from metricsgw.remote.proto import remote_v1_pb2 as v1pb
@@ -95,6 +95,43 @@ def test_histograms_and_exemplars_are_counted():
     ts2.exemplars.add(value=2.0, timestamp=2)
     d2 = codec.decode_v2(req2.SerializeToString())
     assert (d2.histograms, d2.exemplars, d2.counts.tolist()) == (1, 2, [0])
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_histograms_are_kept_as_the_bytes_sent_and_exemplars_decoded(version):
+    """Custom values, a NaN payload in sum, -0.0 and a field this codec does not know all come
+    through as sent; 2.0's exemplar label references resolve to the same labels as 1.0's; an
+    exemplar whose references are out of range is dropped, not the request."""
+    from tests.native_requests import histogram_bytes, v1_request, v2_request
+
+    odd = histogram_bytes({"count_int": 2, "sum": struct.unpack("<d", struct.pack("<Q", 0x7FF8_0000_0000_0BAD))[0],
+                           "schema": -53, "zero_threshold": -0.0, "positive_spans": [(0, 2)],
+                           "positive_deltas": [1, 0], "custom_values": [0.25, 1.0], "reset_hint": 2,
+                           "timestamp": 7}) + b"\x98\x06\x01"  # field 99: unknown
+    series = [{"labels": [("__name__", "h"), ("job", "a")], "samples": [(1, 1.0)],
+               "histograms": [{"count_int": 1, "sum": 0.5, "schema": 0, "zero_count_int": 1, "timestamp": 5}],
+               "exemplars": [([("trace_id", "x"), ("span", "y")], 0.5, 5)]},
+              {"labels": [("__name__", "h"), ("job", "b")], "histograms": []}]
+    body = (v1_request if version == 1 else v2_request)(series, compress=False)
+    # splice the odd histogram into the second series as raw bytes (it cannot be built field by field)
+    req = (v1pb.WriteRequest if version == 1 else v2pb.Request).FromString(body)
+    req.timeseries[1].histograms.add().MergeFromString(odd)
+    d = (codec.decode_v1 if version == 1 else codec.decode_v2)(req.SerializeToString())
+    nat = d.native
+    assert nat.hist_counts.tolist() == [1, 1] and nat.hist_t.tolist() == [5, 7]
+    assert nat.hist_blobs[1] == req.timeseries[1].histograms[0].SerializeToString()
+    assert nat.hist_blobs[1].endswith(b"\x98\x06\x01") and len(nat.hist_blobs[1]) == len(odd)
+    assert nat.ex_counts.tolist() == [1, 0] and nat.ex_t.tolist() == [5] and nat.ex_v.tolist() == [0.5]
+    assert labels_from_key(nat.ex_labels[0]) == (("span", "y"), ("trace_id", "x"))
+
+
+def test_a_v2_exemplar_with_a_bad_reference_is_dropped_alone():
+    req = v2pb.Request(symbols=["", "__name__", "h", "trace_id", "t"])
+    ts = req.timeseries.add(labels_refs=[1, 2])
+    ts.exemplars.add(labels_refs=[3, 4], value=1.0, timestamp=1)
+    ts.exemplars.add(labels_refs=[3, 99], value=2.0, timestamp=2)
+    d = codec.decode_v2(req.SerializeToString())
+    assert d.native.ex_v.tolist() == [1.0] and d.exemplars == 2
 
 
 # ---------------------------------------------------------------- negotiation

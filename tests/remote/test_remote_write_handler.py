@@ -154,7 +154,7 @@ def test_v2_written_headers_on_success_and_partial_write(tmp_path):
     assert h1["X-Prometheus-Remote-Write-Exemplars-Written"] == "0"
     assert s2 == 400 and h2["X-Prometheus-Remote-Write-Samples-Written"] == "2"
     assert s3 == 204 and h3["X-Prometheus-Remote-Write-Samples-Written"] == "0"
-    assert h3["X-Prometheus-Remote-Write-Histograms-Written"] == "0"
+    assert h3["X-Prometheus-Remote-Write-Histograms-Written"] == "1"
     assert s4 == 204 and "X-Prometheus-Remote-Write-Samples-Written" not in h4  # a 1.0 sender gets none
 
 
@@ -235,3 +235,42 @@ def test_drops_next_to_refused_series_still_tell_the_sender(tmp_path):
     assert tel.get_sample_value("metricsgw_discarded_samples_total", {"reason": "relabel_drop"}) == 8
     assert tel.get_sample_value("metricsgw_discarded_samples_total", {"reason": "max_label_names_per_series"}) == 1
     assert sorted(r[0] for r in read_back(tmp_path / "data")) == ["ok", "ok2"]
+
+
+def _native_written(headers) -> tuple[int, int, int]:
+    return tuple(int(headers[f"X-Prometheus-Remote-Write-{k}-Written"]) for k in ("Samples", "Histograms", "Exemplars"))
+
+
+def test_v2_written_counts_of_histograms_and_exemplars_are_exact(tmp_path):
+    """Written = stored + dropped by the operator's rules; refused (invalid histogram, invalid labels) not."""
+    from tests.native_requests import int_histogram, v2_request
+
+    bad = int_histogram(1000) | {"positive_deltas": [1]}  # spans announce 4 positive buckets
+    kept = {"labels": [("__name__", "nh_kept")], "samples": [(1000, 1.0), (2000, 2.0)],
+            "histograms": [int_histogram(1000), bad, int_histogram(3000)],
+            "exemplars": [([("trace_id", "a")], 1.0, 1000), ([("trace_id", "b")], 2.0, 2000)]}
+    dropped_by_rules = {"labels": [("__name__", "dropme"), ("i", "0")], "samples": [(1000, 1.0)],
+                        "histograms": [int_histogram(1000), int_histogram(2000)],
+                        "exemplars": [([("trace_id", "c")], 3.0, 1000)]}
+    bad_labels = {"labels": [("__name__", "bad"), ("a-b", "1")], "samples": [(1000, 1.0)],
+                  "histograms": [int_histogram(1000)], "exemplars": [([("trace_id", "d")], 4.0, 1000)]}
+    clean = {"labels": [("__name__", "nh_clean")], "histograms": [int_histogram(1000)],
+             "exemplars": [([("trace_id", "e")], 5.0, 1000)]}
+    app = app_with_rules(tmp_path)
+    replies = asyncio.run(_exchange(app, [(V2, v2_request([kept, dropped_by_rules, bad_labels])),
+                                          (V2, v2_request([clean, dropped_by_rules]))]))
+    (s1, text1, h1), (s2, _, h2) = replies
+    assert s1 == 400 and "invalid_histogram" in text1 and "invalid label name" in text1
+    assert _native_written(h1) == (2 + 1, 2 + 2, 2 + 1)
+    assert s2 == 204 and _native_written(h2) == (1, 1 + 2, 1 + 1)
+    from metricsgw.limits.context import QueryContext
+    from metricsgw.model import Matcher
+    from metricsgw.storage.store import Storage
+
+    st = Storage(str(tmp_path / "data"))  # the app is closed: what it stored, read back from disk
+    st.open()
+    ss = st.select_series([Matcher("__name__", "=~", "nh_.*|dropme|bad")], None, None, QueryContext())
+    assert sorted(dict(lb)["__name__"] for lb in ss.labels) == ["nh_clean", "nh_kept"]
+    assert len(st.read_histograms(ss.ids, 0, 10_000, QueryContext())) == 3
+    assert len(st.read_exemplars(ss.ids, 0, 10_000, QueryContext())) == 3
+    st.close(flush=False)

@@ -1,0 +1,169 @@
+"""Native histograms side by side: metricsgw and Prometheus 2.42 (--enable-feature=native-histograms).
+
+    python -m bench.native --series 200 --scrapes 120
+
+Per server: remote-write ``scrapes`` requests of ``series`` integer histograms each (schema 3, about
+40 populated buckets in two spans, growing like a latency histogram, 15 s apart, ending now); time the
+load (wall, and the server's CPU seconds); stop the server cleanly (metricsgw flushes to Parquet) and
+measure its data dir per histogram; start it again and time range queries over the whole window
+(median of ``--repeat``), checking both servers give the same answer. The machine is shared: read
+the ratios first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import psutil
+import snappy
+
+from bench import procs
+from metricsgw.remote.proto import remote_v1_pb2 as v1pb
+
+INTERVAL_MS = 15_000
+QUERIES = ["histogram_quantile(0.99, sum(rate(nh_bench[5m])))", "sum by (pod) (rate(nh_bench[5m]))",
+           "histogram_count(nh_bench)", "histogram_quantile(0.5, nh_bench)"]
+
+
+def request(series: int, k: int, t: int) -> bytes:
+    """Scrape k of every series: counts grow by a seeded, bucket-dependent amount."""
+    req = v1pb.WriteRequest()
+    for s in range(series):
+        ts = req.timeseries.add()
+        for name, value in (("__name__", "nh_bench"), ("instance", f"i{s}"), ("pod", f"p{s % 10}")):
+            ts.labels.add(name=name, value=value)
+        h = ts.histograms.add(schema=3, zero_threshold=1e-128, timestamp=t, sum=0.0)
+        counts = [(k + 1) * (1 + (b * 7 + s) % 13) for b in range(40)]
+        h.positive_spans.add(offset=-5, length=24)
+        h.positive_spans.add(offset=3, length=16)
+        h.positive_deltas.extend([counts[0]] + [b - a for a, b in zip(counts, counts[1:])])
+        h.zero_count_int = k
+        h.count_int = sum(counts) + k
+        h.sum = 0.001 * sum(c * (b + 1) for b, c in enumerate(counts))
+    return snappy.compress(req.SerializeToString())
+
+
+def _post(url: str, body: bytes) -> None:
+    req = urllib.request.Request(url, data=body, method="POST", headers={
+        "Content-Type": "application/x-protobuf", "Content-Encoding": "snappy",
+        "X-Prometheus-Remote-Write-Version": "0.1.0"})
+    with urllib.request.urlopen(req, timeout=60) as r:
+        if r.status // 100 != 2:
+            raise RuntimeError(f"{url}: {r.status}")
+
+
+def _query(base: str, query: str, start_s: float, end_s: float) -> tuple[float, dict]:
+    params = urllib.parse.urlencode({"query": query, "start": start_s, "end": end_s, "step": "60s"})
+    t0 = time.perf_counter()
+    with urllib.request.urlopen(f"{base}/api/v1/query_range?{params}", timeout=300) as r:
+        body = json.loads(r.read())
+    return time.perf_counter() - t0, body
+
+
+def _cpu_s(proc) -> float:
+    t = psutil.Process(proc.pid).cpu_times()
+    return t.user + t.system
+
+
+def _du(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def _start(kind: str, work: Path, port: int) -> procs.Server:
+    if kind == "prometheus":
+        return procs.start_prometheus(work, port=port, extra=["--enable-feature=native-histograms"])
+    return procs.start_metricsgw(work, port=port)
+
+
+def run_one(kind: str, series: int, scrapes: int, end_ms: int, work: Path, repeat: int) -> dict:
+    port = procs.free_port()
+    server = _start(kind, work, port)
+    out: dict = {"histograms": series * scrapes}
+    try:
+        server.wait_ready()
+        bodies = [request(series, k, end_ms - (scrapes - 1 - k) * INTERVAL_MS) for k in range(scrapes)]
+        cpu0, t0 = _cpu_s(server.proc), time.perf_counter()
+        for body in bodies:
+            _post(server.write_url, body)
+        out["load_s"] = time.perf_counter() - t0
+        out["load_cpu_s"] = _cpu_s(server.proc) - cpu0
+    finally:
+        server.stop()  # a clean stop: metricsgw writes its head to Parquet
+    out["disk_bytes_per_histogram"] = _du(server.data_dir) / out["histograms"]
+    native = server.data_dir / "table" / "histograms"
+    if native.exists():
+        out["parquet_bytes_per_histogram"] = _du(native) / out["histograms"]
+    server = _start(kind, work, port)
+    try:
+        server.wait_ready()
+        start_s, end_s = (end_ms - (scrapes - 1) * INTERVAL_MS) / 1000, end_ms / 1000
+        out["queries"] = {}
+        for q in QUERIES:
+            times, answer = [], None
+            for _ in range(repeat):
+                dt, answer = _query(server.base_url, q, start_s, end_s)
+                times.append(dt)
+            out["queries"][q] = {"median_s": statistics.median(times), "answer": answer["data"]}
+    finally:
+        server.stop()
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--series", type=int, default=200)
+    ap.add_argument("--scrapes", type=int, default=120)
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    end_ms = int(time.time() * 1000) // INTERVAL_MS * INTERVAL_MS
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="bench-native-") as tmp:
+        for kind in ("metricsgw", "prometheus"):
+            results[kind] = run_one(kind, args.series, args.scrapes, end_ms, Path(tmp) / kind, args.repeat)
+    gw, prom = results["metricsgw"], results["prometheus"]
+    print(f"{args.series} series x {args.scrapes} scrapes = {gw['histograms']} histograms of 40 buckets")
+    print(f"{'':44} {'metricsgw':>12} {'prometheus':>12}")
+    for key in ("load_s", "load_cpu_s", "disk_bytes_per_histogram"):
+        print(f"{key:44} {gw[key]:12.2f} {prom[key]:12.2f}")
+    print(f"{'histograms/s (load)':44} {gw['histograms'] / gw['load_s']:12.0f} {prom['histograms'] / prom['load_s']:12.0f}")
+    if "parquet_bytes_per_histogram" in gw:
+        print(f"{'parquet bytes per histogram (metricsgw)':44} {gw['parquet_bytes_per_histogram']:12.2f}")
+    for q in QUERIES:
+        a, b = gw["queries"][q], prom["queries"][q]
+        same = "same" if _same(a["answer"], b["answer"]) else "DIFFERENT"
+        print(f"{q[:44]:44} {a['median_s']:11.3f}s {b['median_s']:11.3f}s  {same}")
+
+
+def _same(a: dict, b: dict) -> bool:
+    def norm(d):
+        return sorted((json.dumps(r["metric"], sort_keys=True), json.dumps(r.get("values")),
+                       json.dumps(r.get("histograms"))) for r in d["result"])
+    return norm(a) == norm(b) or _close(a, b)
+
+
+def _close(a: dict, b: dict) -> bool:
+    """Floats equal within 1e-9 (histogram_quantile interpolates in another order of operations)."""
+    ra = {json.dumps(r["metric"], sort_keys=True): r for r in a["result"]}
+    rb = {json.dumps(r["metric"], sort_keys=True): r for r in b["result"]}
+    if ra.keys() != rb.keys():
+        return False
+    for k in ra:
+        va, vb = ra[k].get("values", []), rb[k].get("values", [])
+        if len(va) != len(vb) or any(ta != tb or not math.isclose(float(x), float(y), rel_tol=1e-9)
+                                     for (ta, x), (tb, y) in zip(va, vb)):
+            return False
+        if ra[k].get("histograms") != rb[k].get("histograms"):
+            return False
+    return True
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,229 @@
+"""Storage's share for native histograms and exemplars: head, flush, reads, retention.
+
+Mixed into ``Storage`` beside the float path, which it follows step for step (same lock, same
+WAL record, same flush transaction, same pins) without changing it:
+  append     ``_apply_native`` under the swap lock, before the float samples (a series dropped by
+             retention meanwhile refuses the whole write, 503, before anything is applied)
+  flush      ``_cut_native`` at the WAL cut, ``_write_native`` inside the flush's transaction
+             (histograms and exemplars files, one per partition, and a spans file for the histograms' series)
+  read       ``read_histograms`` / ``read_exemplars``: pinned files + flushing heads + head, first
+             written wins; samples charged to the query as they load
+  retention  ``expired_native_files``: files of the partitions retention drops (a flush writes one
+             file per partition and kind)
+  compaction ``compact_native``: a closed partition's files of one kind merged into one
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from ..errors import Unavailable
+from ..limits.context import QueryContext
+from . import native_files, parquet_io
+from .batch import AppendBatch, ExemplarBlock, HistogramBlock
+from .native_head import NativeHead, merge_exemplars, merge_histograms, take
+
+# What a histogram sample costs a query's memory budget: its decoded buckets dominate (a
+# typical exponential histogram has 10-40 buckets of 16 bytes plus spans); an exemplar is small.
+HISTOGRAM_BYTES = 512
+EXEMPLAR_BYTES = 128
+
+
+@dataclass(frozen=True)
+class _Kind:
+    name: str  # the table kind, the NativeHead method, the stage named in errors
+    read_file: Callable
+    merge: Callable
+    bytes_each: int
+
+
+_HISTOGRAMS = _Kind("histograms", native_files.read_histograms, merge_histograms, HISTOGRAM_BYTES)
+_EXEMPLARS = _Kind("exemplars", native_files.read_exemplars, merge_exemplars, EXEMPLAR_BYTES)
+
+
+class NativeStore:
+    def _init_native(self) -> None:
+        self.native_head = NativeHead()
+        self.native_flushing: list[NativeHead] = []
+        # Metric names that have histograms: of the files (their footers), and of the sids appended
+        # since (resolved to names when asked, so appends do no label work).
+        self._head_metrics: set[str] = set()
+        self._unnamed_sids: list[np.ndarray] = []
+        self._file_metrics: tuple[int, frozenset[str]] = (-1, frozenset())
+
+    # ---------------------------------------------------------------- write side
+    def _apply_native(self, batch: AppendBatch) -> None:
+        nat = batch.native
+        if not nat:
+            return
+        g = self.catalog.lookup(nat.hist_sid)
+        ge = self.catalog.lookup(nat.ex_sid)
+        if (len(g) and g.min() < 0) or (len(ge) and ge.min() < 0):
+            raise Unavailable("a series of this write was dropped by retention while the write was on its way; "
+                              "retry", retry_after_s=1)
+        self.native_head.append(nat)
+        if len(g):
+            self.catalog.touch_dense(g, nat.hist_t)
+            self._unnamed_sids.append(nat.hist_sid)
+
+    def replay_native(self, nat) -> None:
+        """A WAL record's histograms and exemplars back into the head (start-up; series are known later)."""
+        self.native_head.append(nat)
+        if nat.histograms:
+            self._unnamed_sids.append(nat.hist_sid)
+
+    def _metric_names(self, sids: np.ndarray) -> set[str]:
+        g = self.catalog.lookup(np.unique(sids))
+        g = g[g >= 0]
+        if not len(g):
+            return set()
+        codes, names = self.catalog.metric_rank_codes(g)
+        return {names[c] for c in np.unique(codes).tolist()}
+
+    def histogram_metrics(self) -> frozenset[str]:
+        """Names of the metrics that hold native histograms (PromQL looks for histograms only there)."""
+        with self._swap_lock:
+            if self._unnamed_sids:
+                self._head_metrics |= self._metric_names(np.concatenate(self._unnamed_sids))
+                self._unnamed_sids = []
+            head = frozenset(self._head_metrics)
+        snap = self.table.current
+        if self._file_metrics[0] != snap.version:
+            self._file_metrics = (snap.version, frozenset().union(*map(native_files.metrics_of, snap.histograms)))
+        return head | self._file_metrics[1]
+
+    def _native_pending(self) -> bool:
+        return bool(len(self.native_head) or self.native_flushing)
+
+    def _cut_native(self) -> list[NativeHead]:
+        """At the WAL cut (swap lock held): the heads the flush writes, in write order."""
+        if len(self.native_head):
+            self.native_flushing.append(self.native_head)
+            self.native_head = NativeHead()
+        return list(self.native_flushing)
+
+    def _write_native(self, tx, heads: list[NativeHead]) -> None:
+        """One histograms file and one exemplars file per partition the heads' rows fall in, so
+        retention retires them with that partition and compaction merges a partition's files."""
+        if not heads:
+            return
+        merged = [h.merged() for h in heads]
+        hist = merge_histograms([m[0] for m in merged])
+        for part in self._by_partition(hist):
+            path, _ = tx.new_path("histograms", self._partition_start(part))
+            with self._swap_lock:
+                metrics = self._metric_names(part.sid)
+            native_files.write_histograms(path, part, metrics)
+            tx.add_side("histograms", path)
+        for part in self._by_partition(merge_exemplars([m[1] for m in merged])):
+            path, _ = tx.new_path("exemplars", self._partition_start(part))
+            native_files.write_exemplars(path, part)
+            tx.add_side("exemplars", path)
+        if len(hist):
+            path, _ = tx.new_path("spans")
+            parquet_io.write_spans(path, hist.sid, hist.t)
+            tx.add_side("spans", path)
+
+    def _partition_start(self, block) -> int:
+        return int(block.t[0]) // self.partition_ms * self.partition_ms
+
+    def _by_partition(self, block) -> list:
+        """The block's rows per partition (each still sorted by (sid, t))."""
+        if not len(block):
+            return []
+        part = block.t // self.partition_ms
+        if part.min() == part.max():
+            return [block]
+        return [take(block, np.flatnonzero(part == p)) for p in np.unique(part)]
+
+    def _native_committed(self, heads: list[NativeHead]) -> None:
+        """After the commit (swap lock held): the written heads leave memory."""
+        self.native_flushing = [h for h in self.native_flushing if h not in heads]
+
+    def native_min_t(self) -> int:
+        """The oldest histogram or exemplar held in memory (int64 max when none)."""
+        return min([h.min_t for h in self.native_flushing] + [self.native_head.min_t])
+
+    def native_holding(self, ids_sorted: np.ndarray) -> np.ndarray:
+        held = np.zeros(len(ids_sorted), bool)
+        for h in self.native_flushing + [self.native_head]:
+            if len(h):
+                held |= h.holding(ids_sorted)
+        return held
+
+    # ---------------------------------------------------------------- read side
+    def _native_view(self):
+        with self._swap_lock:  # a consistent view: files + heads being flushed + head
+            return self.table.pin(), list(self.native_flushing) + [self.native_head]
+
+    def read_histograms(self, ids: np.ndarray, start_ms: int, end_ms: int, ctx: QueryContext) -> HistogramBlock:
+        """Histogram samples of these series in [start_ms, end_ms], sorted by (sid, t), bit-exact blobs."""
+        return self._read_native(_HISTOGRAMS, ids, start_ms, end_ms, ctx)
+
+    def read_exemplars(self, ids: np.ndarray, start_ms: int, end_ms: int, ctx: QueryContext) -> ExemplarBlock:
+        """Exemplars of these series in [start_ms, end_ms], sorted by (sid, t)."""
+        return self._read_native(_EXEMPLARS, ids, start_ms, end_ms, ctx)
+
+    def _read_native(self, kind: "_Kind", ids: np.ndarray, start_ms: int, end_ms: int, ctx: QueryContext):
+        ids_sorted = np.unique(np.asarray(ids, np.int64))
+        stage = f"reading {kind.name}"
+        pin, heads = self._native_view()
+        parts = []
+        with pin as snap:
+            for path in getattr(snap, kind.name):
+                lo, hi = native_files.t_range(path)
+                if hi < start_ms or lo > end_ms:
+                    continue
+                ctx.check(stage)
+                parts.append(kind.read_file(path, ids_sorted, start_ms, end_ms))
+                ctx.charge_samples(len(parts[-1]), stage, kind.bytes_each)
+        for h in heads:
+            parts.append(getattr(h, kind.name)(ids_sorted, start_ms, end_ms))
+            ctx.charge_samples(len(parts[-1]), stage, kind.bytes_each)
+        return kind.merge(parts)
+
+    # ---------------------------------------------------------------- retention
+    def native_files_min_t(self) -> int:
+        files = self.table.current.histograms
+        return min((native_files.t_range(p)[0] for p in files), default=int(np.iinfo(np.int64).max))
+
+    def expired_native_files(self, cutoff_ms: int) -> list[str]:
+        """Files of partitions that ended before ``cutoff_ms`` (the partitions retention retires for
+        the float samples; a file is of the partition of its newest row)."""
+        snap = self.table.current
+        own = (*snap.own("histograms", self.writer_id), *snap.own("exemplars", self.writer_id))  # others drop theirs
+        return [path for path in own if self._partition_of(path) + self.partition_ms < cutoff_ms]
+
+    def _partition_of(self, path: str) -> int:
+        return native_files.t_range(path)[1] // self.partition_ms * self.partition_ms
+
+    def compact_native(self, min_files: int = 4) -> int:
+        """Merge the histogram (and exemplar) files of each closed partition into one, in write order
+        (first written wins, as for reads), through the table's transaction (this writer's files only). Returns files merged."""
+        snap = self.table.current
+        head_min = self.unflushed_min_t()
+        done = 0
+        for kind in (_HISTOGRAMS, _EXEMPLARS):
+            by_part: dict[int, list[str]] = {}
+            for path in snap.own(kind.name, self.writer_id):  # in write (seq) order; others compact theirs
+                by_part.setdefault(self._partition_of(path), []).append(path)
+            for part_ms, paths in sorted(by_part.items()):
+                if len(paths) < min_files or part_ms + self.partition_ms > head_min or self.stopping.is_set():
+                    continue
+                everything = np.iinfo(np.int64)
+                blocks = [kind.read_file(p, None, everything.min, everything.max) for p in paths]
+                with self.table.transaction() as tx:
+                    out, _ = tx.new_path(kind.name, part_ms)
+                    if kind is _HISTOGRAMS:
+                        native_files.write_histograms(out, kind.merge(blocks),
+                                                      set().union(*map(native_files.metrics_of, paths)))
+                    else:
+                        native_files.write_exemplars(out, kind.merge(blocks))
+                    tx.add_side(kind.name, out)
+                    tx.retire(paths)  # deleted once no running query holds them
+                    tx.commit()
+                done += len(paths)
+        return done
