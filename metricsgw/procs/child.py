@@ -1,0 +1,84 @@
+"""A child of the front: ``python -m metricsgw.procs.child --role=shard --index=0 ... -- <serve flags>``.
+
+It is a whole one-process gateway (``build_app``) with the settings ``layout.child_config`` gives it,
+listening on its Unix socket only. It dies with the front (PR_SET_PDEATHSIG), shuts down in order on
+SIGTERM (the last flush included), and reloads its rules on SIGHUP, as ``metricsgw serve`` does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import ctypes
+import logging
+import os
+import signal
+import sys
+
+from ..cli import build_parser, config_from_args, setup_logging
+from .layout import Child, Layout, child_config
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Let the kernel send SIGTERM when the front exits, however it exits (kill -9 included)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
+    if os.getppid() != parent_pid:  # the front died before prctl took effect
+        sys.exit(0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="metricsgw.procs.child")
+    p.add_argument("--role", choices=("shard", "querier"), required=True)
+    p.add_argument("--index", type=int, required=True)
+    p.add_argument("--socket", required=True)
+    p.add_argument("--parent-pid", type=int, required=True)
+    p.add_argument("--shards", type=int, required=True)
+    p.add_argument("--queriers", type=int, required=True)
+    p.add_argument("serve_args", nargs=argparse.REMAINDER)
+    own = p.parse_args(argv)
+    die_with_parent(own.parent_pid)
+    serve_args = own.serve_args[1:] if own.serve_args[:1] == ["--"] else own.serve_args
+    front_cfg = config_from_args(build_parser().parse_args(["serve", *serve_args]))
+    child = Child(own.role, own.index, own.socket)
+    layout = Layout(own.shards, own.queriers, os.path.dirname(own.socket))
+    cfg = child_config(front_cfg, child, layout)
+    setup_logging(cfg, process=child.name)
+    from .. import malloc
+
+    malloc.tune()
+    asyncio.run(_serve(cfg, child))
+    return 0
+
+
+async def _serve(cfg, child: Child) -> None:
+    from aiohttp import web
+
+    from ..app import build_app
+    from ..appkeys import RULES
+
+    app = build_app(cfg)
+    runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
+    await runner.setup()
+    try:
+        os.unlink(child.socket)  # left by a predecessor that was killed
+    except FileNotFoundError:
+        pass
+    site = web.UnixSite(runner, child.socket)
+    await site.start()
+    logging.getLogger("metricsgw").info("%s listening on %s, storage at %s", child.name, child.socket,
+                                        cfg.storage_path)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    loop.add_signal_handler(signal.SIGINT, lambda: None)  # a terminal's Ctrl-C reaches the front, which stops us
+    loop.add_signal_handler(signal.SIGHUP, lambda: app[RULES].reload())
+    await stop.wait()
+    await runner.cleanup()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
