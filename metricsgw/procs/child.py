@@ -1,7 +1,7 @@
 """A child of the front: ``python -m metricsgw.procs.child --role=shard --index=0 ... -- <serve flags>``.
 
 It is a whole one-process gateway (``build_app``) with the settings ``layout.child_config`` gives it,
-listening on its Unix socket only. It dies with the front (PR_SET_PDEATHSIG), shuts down in order on
+listening on its Unix socket only. It dies with the front (PR_SET_PDEATHSIG, SIGKILL), shuts down in order on
 SIGTERM (the last flush included), and reloads its rules on SIGHUP, as ``metricsgw serve`` does.
 """
 
@@ -22,9 +22,12 @@ PR_SET_PDEATHSIG = 1
 
 
 def die_with_parent(parent_pid: int) -> None:
-    """Let the kernel send SIGTERM when the front exits, however it exits (kill -9 included)."""
+    """Let the kernel kill us when the front exits, however it exits. SIGKILL, not SIGTERM: a front that
+    exits in order stops its children first, so this fires only when it died (kill -9, OOM); a child still
+    flushing then could meet the next front's child on the same WAL, and the WAL already holds everything
+    acknowledged."""
     libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
+    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
     if os.getppid() != parent_pid:  # the front died before prctl took effect
         sys.exit(0)

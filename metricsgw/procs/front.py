@@ -61,14 +61,24 @@ class Front:
     def build_app(self) -> web.Application:
         app = web.Application(middlewares=[prometheus_errors], client_max_size=self.cfg.remote_write_max_body_size)
         install_access_control(app, self.cfg, self.tel.registry)
-        r = app.router
-        r.add_post("/api/v1/write", self.distributor.handle)
-        r.add_get("/-/healthy", self.healthy)
-        r.add_get("/-/ready", self.ready)
-        r.add_post("/-/reload", self.reload)
-        r.add_put("/-/reload", self.reload)
-        r.add_get("/metrics", self.metrics)
-        r.add_route("*", "/{tail:.*}", self.proxy.handle)
+        own = {("POST", "/api/v1/write"): self.distributor.handle, ("GET", "/-/healthy"): self.healthy,
+               ("GET", "/-/ready"): self.ready, ("POST", "/-/reload"): self.reload, ("PUT", "/-/reload"): self.reload,
+               ("GET", "/metrics"): self.metrics}
+        for (method, path), handler in own.items():
+            app.router.add_route(method, path, handler)
+        # GET /-/reload must resolve to the /-/reload resource (not the proxy below), so the lifecycle gate of
+        # metricsgw/web answers it with Prometheus's words; if it ever reached this handler it would be a 405.
+        app.router.add_route("GET", "/-/reload", self.method_not_allowed)
+        allowed = {}
+        for method, path in own:
+            allowed.setdefault(path, set()).add(method)
+
+        async def everything_else(request: web.Request) -> web.StreamResponse:
+            if request.path in allowed:  # the front's own path, another method: 405 as a single process says
+                raise web.HTTPMethodNotAllowed(request.method, allowed[request.path])
+            return await self.proxy.handle(request)
+
+        app.router.add_route("*", "/{tail:.*}", everything_else)
         app.on_cleanup.append(self._close_clients)
         return app
 
@@ -91,6 +101,9 @@ class Front:
         names = list(self.clients)
         answers = await asyncio.gather(*(self._ask(n, method, path) for n in names))
         return dict(zip(names, answers))
+
+    async def method_not_allowed(self, request: web.Request) -> web.Response:
+        raise web.HTTPMethodNotAllowed(request.method, ["POST", "PUT"])
 
     async def healthy(self, request: web.Request) -> web.Response:
         return web.Response(text="metricsgw is Healthy.\n")

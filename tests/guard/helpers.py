@@ -38,7 +38,14 @@ def own_metrics(base: str) -> dict[tuple[str, tuple], float]:
 
 
 def metric(base: str, name: str, **labels) -> float:
-    return own_metrics(base).get((name, tuple(sorted(labels.items()))), 0.0)
+    """The sample with exactly these labels; a multi-process gateway labels each sample by process
+    (metricsgw/procs/exposition.py), so without a ``process`` label given this sums over the processes."""
+    want = tuple(sorted(labels.items()))
+    total = 0.0
+    for (n, got), v in own_metrics(base).items():
+        if n == name and (got if "process" in labels else tuple(kv for kv in got if kv[0] != "process")) == want:
+            total += v
+    return total
 
 
 @dataclass
