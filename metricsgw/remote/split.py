@@ -28,6 +28,8 @@ from .proto import remote_v2_pb2 as v2pb
 
 V1_SERIES_TAG, V1_METADATA_TAG = 0x0A, 0x1A  # WriteRequest: timeseries = 1, metadata = 3
 V2_SYMBOL_TAG, V2_SERIES_TAG = 0x22, 0x2A  # Request: symbols = 4, timeseries = 5
+_PAD = bytes(16)
+_MAX_LABELS = 1024  # label fields walked per series at most (the ingest limit is 40 by default)
 
 
 def shard_of_keys(keys: list[bytes], shards: int) -> np.ndarray:
@@ -43,25 +45,28 @@ def split_v1(raw: bytes, shards: int) -> list[bytes]:
     except DecodeError as err:
         raise BadData(f"cannot decode remote-write 1.0 protobuf: {err}") from None
     blobs = list(req.timeseries)
-    metadata = [m.SerializeToString() for m in req.metadata]
-    tail = b"".join(_frame(V1_METADATA_TAG, m) for m in metadata)
+    tail = b"".join(_frame(V1_METADATA_TAG, m.SerializeToString()) for m in req.metadata)
     if not blobs:
         return [tail] * shards if tail else [b""] * shards
-    scanned = scan_series(blobs)
-    keys = scanned.keys if scanned is not None else [_v1_label_key(b) for b in blobs]
-    return _assemble(raw, V1_SERIES_TAG, blobs, shard_of_keys(keys, shards), shards, head=b"", tail=tail,
-                     series_first=True)
+    recs = _Records.locate(raw, V1_SERIES_TAG, blobs, series_first=True, others=len(tail))
+    keys = recs.v1_label_keys(raw) if recs is not None else None
+    if keys is None:
+        scanned = scan_series(blobs)
+        keys = scanned.keys if scanned is not None else [_v1_label_key(b) for b in blobs]
+    shard = shard_of_keys(keys, shards)
+    if recs is None:
+        return _reframe(V1_SERIES_TAG, blobs, shard, shards, b"", tail)
+    return recs.cut(raw, shard, shards, b"", tail)
 
 
 def split_v2(raw: bytes, shards: int) -> list[bytes]:
     """A decompressed 2.0 Request -> one decompressed body per shard (b"" = nothing for it)."""
     try:
         req = v2pb.RawRequest.FromString(raw)
-        blobs_req = v2pb.BlobRequest.FromString(raw)
+        blobs = list(v2pb.BlobRequest.FromString(raw).timeseries)
     except DecodeError as err:
         raise BadData(f"cannot decode remote-write 2.0 protobuf: {err}") from None
     symbols = list(req.symbols)
-    blobs = list(blobs_req.timeseries)
     head = b"".join(_frame(V2_SYMBOL_TAG, s) for s in symbols)
     if not blobs:
         return [b""] * shards
@@ -72,8 +77,72 @@ def split_v2(raw: bytes, shards: int) -> list[bytes]:
             keys.append(b"\xff".join(map(lookup, ts.labels_refs)))
         except IndexError:
             keys.append(b"")  # the shard refuses it with the reason; any shard will do
-    return _assemble(raw, V2_SERIES_TAG, blobs, shard_of_keys(keys, shards), shards, head=head, tail=b"",
-                     series_first=False)
+    shard = shard_of_keys(keys, shards)
+    recs = _Records.locate(raw, V2_SERIES_TAG, blobs, series_first=False, others=len(head))
+    if recs is None:
+        return _reframe(V2_SERIES_TAG, blobs, shard, shards, head, b"")
+    return recs.cut(raw, shard, shards, head, b"")
+
+
+class _Records:
+    """Where the series records sit in the message, when they are contiguous and first (1.0: metadata after
+    them) or last (2.0: symbols before them), as every encoder we know writes them."""
+
+    def __init__(self, base: int, rec_len: np.ndarray, body_start: np.ndarray, lengths: np.ndarray) -> None:
+        self.base, self.rec_len, self.body_start, self.lengths = base, rec_len, body_start, lengths
+
+    @classmethod
+    def locate(cls, raw: bytes, tag: int, blobs: list[bytes], series_first: bool, others: int) -> "_Records | None":
+        """None when the records are laid out otherwise (the caller re-frames them one by one)."""
+        lengths = np.fromiter(map(len, blobs), np.int64, len(blobs))
+        prefix = 1 + _varint_size(lengths)
+        rec_len = prefix + lengths
+        if len(raw) - int(rec_len.sum()) != others:
+            return None
+        base = 0 if series_first else others
+        starts = base + np.cumsum(rec_len) - rec_len
+        buf = np.frombuffer(raw + _PAD, np.uint8)
+        if (buf[starts] != tag).any():
+            return None
+        decoded = varints(buf, starts + 1, 10)
+        if decoded is None or not (decoded[0].astype(np.int64) == lengths).all():
+            return None
+        return cls(base, rec_len, starts + prefix, lengths)
+
+    def v1_label_keys(self, raw: bytes) -> list | None:
+        """Each series' label records (its leading field-1 entries) as memoryview slices of ``raw``: the bytes
+        fastscan keys series by. None when some series' fields are laid out otherwise."""
+        buf = np.frombuffer(raw + _PAD, np.uint8)
+        end = self.body_start + self.lengths
+        pos = self.body_start.copy()
+        active = np.flatnonzero(pos < end)
+        for _ in range(_MAX_LABELS):  # step k reads the k-th label of every series at once
+            if not len(active):
+                break
+            p = pos[active]
+            is_label = buf[p] == V1_SERIES_TAG  # TimeSeries.labels is field 1 too: the same tag byte
+            active, p = active[is_label], p[is_label]
+            if not len(active):
+                break
+            decoded = varints(buf, p + 1, 5)
+            if decoded is None:
+                return None
+            nxt = p + 1 + decoded[1] + decoded[0].astype(np.int64)
+            if (nxt > end[active]).any():
+                return None
+            pos[active] = nxt
+            active = active[nxt < end[active]]
+        else:
+            return None
+        view = memoryview(raw)
+        return [view[a:b] for a, b in zip(self.body_start.tolist(), pos.tolist())]
+
+    def cut(self, raw: bytes, shard: np.ndarray, shards: int, head: bytes, tail: bytes) -> list[bytes]:
+        """Each shard's records in their order, between ``head`` and ``tail``: one byte mask per shard."""
+        region = np.frombuffer(raw, np.uint8, int(self.rec_len.sum()), self.base)
+        byte_shard = np.repeat(shard.astype(np.uint16), self.rec_len)
+        present = np.bincount(shard, minlength=shards) > 0
+        return [head + region[byte_shard == s].tobytes() + tail if present[s] else b"" for s in range(shards)]
 
 
 def _v1_label_key(blob: bytes) -> bytes:
@@ -86,41 +155,6 @@ def _v1_label_key(blob: bytes) -> bytes:
 
 def _frame(tag: int, payload: bytes) -> bytes:
     return bytes((tag,)) + uvarint(len(payload)) + payload
-
-
-def _assemble(raw: bytes, tag: int, blobs: list[bytes], shard: np.ndarray, shards: int, head: bytes, tail: bytes,
-              series_first: bool) -> list[bytes]:
-    lengths = np.fromiter(map(len, blobs), np.int64, len(blobs))
-    rec_len = 1 + _varint_size(lengths) + lengths
-    total = int(rec_len.sum())
-    base = 0 if series_first else len(raw) - total
-    starts = base + np.cumsum(rec_len) - rec_len
-    if not _records_at(raw, tag, starts, lengths, base, total, series_first, len(head) + len(tail)):
-        return _reframe(tag, blobs, shard, shards, head, tail)
-    buf = np.frombuffer(raw, np.uint8)
-    parts = []
-    for s in range(shards):
-        pick = np.flatnonzero(shard == s)
-        if not len(pick):
-            parts.append(b"")
-            continue
-        lens = rec_len[pick]
-        offsets = np.cumsum(lens) - lens
-        idx = np.repeat(starts[pick] - offsets, lens) + np.arange(int(lens.sum()))
-        parts.append(head + buf[idx].tobytes() + tail)
-    return parts
-
-
-def _records_at(raw: bytes, tag: int, starts: np.ndarray, lengths: np.ndarray, base: int, total: int,
-                series_first: bool, others: int) -> bool:
-    """Are the series records exactly at ``starts`` (contiguous, first or last in the message)?"""
-    if base < 0 or len(raw) - total != others:
-        return False
-    buf = np.frombuffer(raw + bytes(10), np.uint8)
-    if (buf[starts] != tag).any():
-        return False
-    decoded = varints(buf, starts + 1, 10)
-    return decoded is not None and bool((decoded[0].astype(np.int64) == lengths).all())
 
 
 def _reframe(tag: int, blobs: list[bytes], shard: np.ndarray, shards: int, head: bytes, tail: bytes) -> list[bytes]:
