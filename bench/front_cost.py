@@ -6,7 +6,8 @@ For each --shards value: a fresh gateway, the first scrape written (every series
 (user + system, from /proc) of the front and of each shard are read before and after the later scrapes
 (known series: the steady state), sent as pre-encoded 2,000-sample requests over 4 connections. CPU time,
 not wall time: it is what the front costs whatever else the machine does. With --py-spy the front is
-sampled (py-spy record, raw format) during the later scrapes and its top functions by own time are listed.
+sampled (py-spy record, raw format; `pip install -e .[bench]`) during the later scrapes and its top
+functions by own time are listed.
 """
 
 from __future__ import annotations
