@@ -39,16 +39,6 @@ def _cpu(p: psutil.Process) -> float:
     return t.user + t.system
 
 
-def _children(front: psutil.Process) -> dict[str, psutil.Process]:
-    out = {}
-    for c in front.children():
-        args = c.cmdline()
-        role = next((a.split("=", 1)[1] for a in args if a.startswith("--role=")), "?")
-        index = next((a.split("=", 1)[1] for a in args if a.startswith("--index=")), "?")
-        out[f"{role}-{index}"] = c
-    return out
-
-
 def _wait_accepting(server: procs.Server, workload: Workload, timeout_s: float = 120.0) -> None:
     """With several shards /-/ready says queries cannot be served yet; a stored metadata write says ingest is up."""
     deadline = time.monotonic() + timeout_s
@@ -77,7 +67,7 @@ def run(shards: int, a, workload: Workload, work: Path) -> dict:
     try:
         _wait_accepting(server, workload)
         front = psutil.Process(server.pid)
-        kids = _children(front)
+        kids = procs.gateway_children(server.pid)
         start_ms = (int(time.time() * 1000) // INTERVAL_MS - a.scrapes) * INTERVAL_MS
         reqs = build_requests(workload, start_ms, a.scrapes, INTERVAL_MS, 4, 2000)
         first = [[r for r in sh if r.first_scrape == 0] for sh in reqs]

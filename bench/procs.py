@@ -161,6 +161,22 @@ def targets(text: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
 
 
+def gateway_children(front_pid: int) -> dict[str, psutil.Process]:
+    """{"shard-0": process, "querier-0": ...}: the children a metricsgw front runs now (by their --role/--index)."""
+    out = {}
+    for p in psutil.Process(front_pid).children():
+        try:
+            args = p.cmdline()
+            alive = p.status() != psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            continue
+        role = next((a.split("=", 1)[1] for a in args if a.startswith("--role=")), None)
+        index = next((a.split("=", 1)[1] for a in args if a.startswith("--index=")), None)
+        if role and alive:
+            out[f"{role}-{index}"] = p
+    return out
+
+
 def tree_cpu_s(pid: int) -> float | None:
     """CPU seconds (user + system) of a process and the processes it runs now (metricsgw's front and its
     children), plus those it has waited for; None if the process is gone."""

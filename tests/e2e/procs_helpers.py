@@ -1,4 +1,4 @@
-"""Helpers for tests of the multi-process gateway: its children, and HTTP on a child's Unix socket."""
+"""Helpers for tests of the multi-process gateway: waiting, and HTTP on a child's Unix socket."""
 
 from __future__ import annotations
 
@@ -7,23 +7,6 @@ import json
 import socket
 import time
 import urllib.parse
-
-import psutil
-
-
-def children(front_pid: int) -> dict[str, psutil.Process]:
-    """{"shard-0": process, ...} of a running front."""
-    out = {}
-    for p in psutil.Process(front_pid).children():
-        try:
-            args = p.cmdline()
-        except psutil.Error:
-            continue
-        role = next((a.split("=", 1)[1] for a in args if a.startswith("--role=")), None)
-        index = next((a.split("=", 1)[1] for a in args if a.startswith("--index=")), None)
-        if role and p.status() != psutil.STATUS_ZOMBIE:
-            out[f"{role}-{index}"] = p
-    return out
 
 
 def wait_for(cond, what: str, timeout_s: float = 60.0):

@@ -10,11 +10,12 @@ import signal
 import time
 import urllib.request
 
+from bench.procs import gateway_children as children
 from bench.procs import http_get, start_metricsgw
 from tests.e2e.acked import AckedLoad, assert_exactly_once
 from tests.e2e.client import api, remote_write
 from tests.e2e.compare import diff
-from tests.e2e.procs_helpers import children, unix_api, unix_get, wait_for
+from tests.e2e.procs_helpers import unix_api, unix_get, wait_for
 from tests.e2e.prometheus import Exporter, start_scraping_prometheus
 from tests.guard.helpers import QueryHold, metric, send_and_hang_up
 from metricsgw.remote.codec import encode_v1
