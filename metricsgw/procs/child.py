@@ -66,10 +66,7 @@ async def _serve(cfg, child: Child) -> None:
     app = build_app(cfg)
     runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
     await runner.setup()
-    try:
-        os.unlink(child.socket)  # left by a predecessor that was killed
-    except FileNotFoundError:
-        pass
+    _unlink(child.socket)  # left by a predecessor that was killed
     site = web.UnixSite(runner, child.socket)
     await site.start()
     logging.getLogger("metricsgw").info("%s listening on %s, storage at %s", child.name, child.socket,
@@ -81,6 +78,14 @@ async def _serve(cfg, child: Child) -> None:
     loop.add_signal_handler(signal.SIGHUP, lambda: app[RULES].reload())
     await stop.wait()
     await runner.cleanup()
+    _unlink(child.socket)  # a copy of a stopped gateway's directory (a backup, tests) must not meet a socket
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
 
 
 if __name__ == "__main__":

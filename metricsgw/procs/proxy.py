@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import aiohttp
 from aiohttp import web
+from yarl import URL
 
 from ..errors import Unavailable
 from ..remote.write_handler import read_bounded
@@ -43,7 +44,9 @@ class QueryProxy:
         target.in_flight += 1
         out: web.StreamResponse | None = None
         try:
-            async with target.session.request(request.method, request.rel_url.path_qs, data=body,
+            # The URL as the client encoded it: decoding and re-encoding it would change a query's bytes.
+            url = URL(request.rel_url.raw_path_qs, encoded=True)
+            async with target.session.request(request.method, url, data=body,
                                               headers=_passed(request.headers), allow_redirects=False) as resp:
                 out = web.StreamResponse(status=resp.status, reason=resp.reason, headers=_passed(resp.headers))
                 if resp.content_length is not None:

@@ -88,6 +88,11 @@ def test_ready_names_the_child_that_is_not_and_metrics_cover_every_process(tmp_p
                                                               [(_base_ms(), 1.0)]) for i in range(30)]))
         assert status == 204
         assert metric(gw.base_url, "metricsgw_ingested_samples_total", process="shard-0") == 30
+        # The query reaches the child byte for byte (a proxy that re-encodes the URL turned "0\nor" into "0or").
+        for method in ("GET", "POST"):
+            status, body = api(gw.base_url, "/api/v1/query", {"query": "vector(1) > 0\nor vector(2) + 1", "time": 10},
+                               method=method)
+            assert status == 200 and body["data"]["result"][0]["value"] == [10, "1"], body
         assert metric(gw.base_url, "metricsgw_front_write_requests_total", process="front", code="204") == 1
         shard = children(gw.pid)["shard-0"]
         shard.suspend()  # alive but not answering: the front must not call it ready
