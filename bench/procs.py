@@ -177,6 +177,18 @@ def gateway_children(front_pid: int) -> dict[str, psutil.Process]:
     return out
 
 
+def tree_rss(pid: int) -> int:
+    """RSS of a process and the processes it runs (metricsgw's front and its children), bytes."""
+    proc = psutil.Process(pid)
+    rss = proc.memory_info().rss
+    for child in proc.children(recursive=True):
+        try:
+            rss += child.memory_info().rss
+        except psutil.Error:
+            pass
+    return rss
+
+
 def tree_cpu_s(pid: int) -> float | None:
     """CPU seconds (user + system) of a process and the processes it runs now (metricsgw's front and its
     children), plus those it has waited for; None if the process is gone."""
@@ -219,13 +231,7 @@ class ResourceSampler:
         return tree_cpu_s(self.proc.pid) or 0.0
 
     def _rss(self) -> int:
-        rss = self.proc.memory_info().rss
-        for child in self.proc.children(recursive=True):
-            try:
-                rss += child.memory_info().rss
-            except psutil.Error:
-                pass
-        return rss
+        return tree_rss(self.proc.pid)
 
     def _run(self) -> None:
         while not self._stop.is_set():

@@ -10,10 +10,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.procs import ResourceSampler, http_get
+from bench.procs import ResourceSampler, http_get, tree_cpu_s, tree_rss
 from tests.e2e.client import api
 
 MiB = 1 << 20
@@ -65,7 +64,7 @@ class RssReport:
 @contextmanager
 def rss_of(pid: int):
     """Samples the server's RSS every 20 ms while the block runs."""
-    rep = RssReport(before=psutil.Process(pid).memory_info().rss)
+    rep = RssReport(before=tree_rss(pid))
     sampler = ResourceSampler(pid, period_s=0.02).start()
     try:
         yield rep
@@ -75,8 +74,7 @@ def rss_of(pid: int):
 
 
 def cpu_seconds(pid: int) -> float:
-    t = psutil.Process(pid).cpu_times()
-    return t.user + t.system
+    return tree_cpu_s(pid) or 0.0  # the server and its children
 
 
 def busy_fraction(pid: int, window_s: float = 0.5) -> float:
