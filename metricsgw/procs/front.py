@@ -18,7 +18,8 @@ import signal
 
 import aiohttp
 from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client import (CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, disable_created_metrics,
+                               generate_latest)
 
 from ..api.middleware import prometheus_errors
 from ..config import Config
@@ -32,6 +33,8 @@ from .proxy import NO_QUERY_PROCESS, QueryProxy
 from .supervisor import Supervisor
 
 log = logging.getLogger(__name__)
+
+disable_created_metrics()  # as telemetry.py does for the children: no *_created series beside every counter
 
 CHILD_CHECK_TIMEOUT_S = 5.0  # /-/ready, /metrics and /-/reload of one child
 SHUTDOWN_DRAIN_S = 60.0  # requests in flight when SIGTERM comes
