@@ -10,6 +10,8 @@ import signal
 import time
 import urllib.request
 
+import psutil
+
 from bench.procs import gateway_children as children
 from bench.procs import http_get, start_metricsgw
 from tests.e2e.acked import AckedLoad, assert_exactly_once
@@ -169,3 +171,20 @@ def _kept(base_url: str) -> bool:
     """dropme holds a sample written after the reload (the first was written before any drop rule)."""
     status, body = api(base_url, "/api/v1/query", {"query": "count_over_time(dropme[2h])", "time": time.time()})
     return status == 200 and bool(body["data"]["result"]) and float(body["data"]["result"][0]["value"][1]) >= 2
+
+
+def test_children_die_with_the_front_even_when_it_is_killed(tmp_path):
+    gw = start_metricsgw(tmp_path / "gw", extra=["--ingest.shards=2"])
+    kids = []
+    try:
+        kids = wait_for(lambda: len(c := children(gw.pid)) == 2 and list(c.values()), "both shards")
+        sockets = [str(tmp_path / "gw" / "data" / "run" / f"shard-{i}.sock") for i in range(2)]
+        wait_for(lambda: all(unix_get(s, "/-/ready")[0] == 200 for s in sockets), "both shards serving")
+        os.kill(gw.pid, signal.SIGKILL)  # only the front: no chance to stop its children itself
+        gw.proc.wait()
+        gone, alive = psutil.wait_procs(kids, timeout=30)
+        for orphan in alive:  # do not leave them running when this fails
+            orphan.kill()
+        assert not alive, f"children outlived the front: {alive}"
+    finally:
+        gw.kill()
