@@ -50,6 +50,7 @@ def test_kill_9_of_a_shard_loses_nothing_acknowledged_and_prometheus_catches_up(
         assert restarted.is_running()
         assert assert_exactly_once(gw.base_url, load) >= 40 * 40
         assert metric(gw.base_url, "metricsgw_front_child_restarts_total", process="front", child="shard-0") == 1
+        assert f"shard-0 (pid {victim.pid}) killed by SIGKILL; restarting it in" in gw.log_tail(100_000)
         assert "conn" not in load.statuses  # the front stayed up: a write during the restart got a status
         # Prometheus resent what the dead shard could not take: metricsgw ends with what Prometheus has.
         exporter.close()
