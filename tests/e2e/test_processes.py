@@ -20,7 +20,7 @@ from tests.e2e.compare import diff
 from tests.e2e.procs_helpers import unix_api, unix_get, wait_for
 from tests.e2e.prometheus import Exporter, start_scraping_prometheus
 from tests.guard.helpers import QueryHold, metric, send_and_hang_up
-from metricsgw.remote.codec import encode_v1
+from metricsgw.remote.codec import encode_v1, encode_v2
 
 
 def _base_ms() -> int:
@@ -127,6 +127,20 @@ def test_two_shards_hold_every_acknowledged_sample_once_between_them(tmp_path):
                      for s in sockets]
         assert sum(per_shard) == 60 and min(per_shard) > 0, per_shard  # split by series, not copied
         assert http_get(gw.base_url + "/-/ready")[0] == 503  # no query process can read both (docs/cluster.md)
+        # Remote-Write 2.0 is split too, and its written count is the sum of the shards' exact counts; a series
+        # one shard refuses makes the answer 400 with that shard's reason, the rest stored.
+        t_ms = _base_ms() + 3_000_000
+        series = [([("__name__", "rw2_test"), ("s", str(s))], [(t_ms, 1.0), (t_ms + 1000, 2.0)]) for s in range(40)]
+        status, text, headers = remote_write(gw.base_url, encode_v2(series), version=2)
+        assert status == 204 and headers["X-Prometheus-Remote-Write-Samples-Written"] == "80", (status, text)
+        bad = series[:10] + [([("__name__", "rw2_test"), ("bad-name", "x")], [(t_ms, 1.0)])]
+        status, text, headers = remote_write(gw.base_url, encode_v2(bad), version=2)
+        assert status == 400 and "shard-" in text and "bad-name" in text, text
+        assert headers["X-Prometheus-Remote-Write-Samples-Written"] == "20", headers
+        per_shard = [int(unix_api(s, "/api/v1/query", {"query": "count(count_over_time(rw2_test[2h]))",
+                                                       "time": t_ms / 1000 + 60})[1]["data"]["result"][0]["value"][1])
+                     for s in sockets]
+        assert sum(per_shard) == 40 and min(per_shard) > 0, per_shard
     finally:
         load.stop()
         gw.stop()
