@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gzip
 import json
 import shutil
 import socket
@@ -48,6 +49,7 @@ class Attack:
     params: tuple  # ((key, value), ...); "{start}" / "{end}" are filled from the loaded data
     hang_up_after_s: float = 0.0  # > 0: clients that leave after this long (no answer is read)
     clients: int = 1
+    gzip: bool = False  # ask for a gzipped answer, as Grafana's backend does; bytes are then the compressed size
 
 
 ALL = '{__name__=~".+"}'
@@ -61,6 +63,8 @@ ATTACKS = (
            hang_up_after_s=1.0, clients=4),
     Attack('Grafana 12: series {__name__!=""} limit=40000', "GET", "/api/v1/series",
            (("match[]", '{__name__!=""}'), ("limit", "40000"))),
+    Attack('Grafana 12: series {__name__!=""} limit=40000, gzip', "GET", "/api/v1/series",
+           (("match[]", '{__name__!=""}'), ("limit", "40000")), gzip=True),
     Attack("label names", "GET", "/api/v1/labels", ()),
     Attack("__name__ values", "GET", "/api/v1/label/__name__/values", ()),
     Attack("pod values", "GET", "/api/v1/label/pod/values", ()),
@@ -100,11 +104,12 @@ def _params(attack: Attack, window: dict[str, str]) -> list[tuple[str, str]]:
 def send(base: str, attack: Attack, window: dict[str, str], timeout_s: float) -> tuple[str, bytes | int, str]:
     """(status, response body or its size, error text); the whole call is bounded by timeout_s."""
     query = urllib.parse.urlencode(_params(attack, window))
+    headers = {"Accept-Encoding": "gzip"} if attack.gzip else {}
     if attack.method == "GET":
-        req = urllib.request.Request(f"{base}{attack.path}?{query}" if query else base + attack.path)
+        req = urllib.request.Request(f"{base}{attack.path}?{query}" if query else base + attack.path, headers=headers)
     else:
         req = urllib.request.Request(base + attack.path, data=query.encode(), method="POST",
-                                     headers={"Content-Type": "application/x-www-form-urlencoded"})
+                                     headers={"Content-Type": "application/x-www-form-urlencoded", **headers})
     deadline = time.monotonic() + timeout_s
     try:
         with urllib.request.urlopen(req, timeout=timeout_s) as r:
@@ -172,7 +177,7 @@ def run_attack(server_name: str, base: str, pid: int | None, attack: Attack, win
 
 def _describe(res: Result, body: bytes) -> None:
     try:
-        doc = json.loads(body)
+        doc = json.loads(gzip.decompress(body) if body[:2] == b"\x1f\x8b" else body)
     except ValueError:
         return
     res.warning = (doc.get("warnings") or [""])[0][:60]

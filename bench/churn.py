@@ -64,7 +64,7 @@ def main() -> None:
                 if k % 2:
                     st.flush()
                     st.maintenance.run()
-                    st.fileset.collect()
+                    st.table.collect()
                     release_free_memory()
             live = st.select_series([Matcher("__name__", "=", METRICS[0])], t_ms - MINUTE, t_ms, QueryContext())
             st.read_samples(live.ids, t_ms - 5 * MINUTE, t_ms, QueryContext())

@@ -21,8 +21,12 @@ import json
 import signal
 import sys
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+import pyarrow as pa
+from deltalake import DeltaTable
 
 from bench import procs
 from bench.load import send_all
@@ -83,15 +87,22 @@ def _start_all(work: Path, gw_flags: list[str]) -> tuple[Servers, dict[str, floa
     return servers, ready
 
 
+def _files_per_partition(table: Path) -> Counter:
+    if not DeltaTable.is_deltatable(str(table)):
+        return Counter()
+    acts = pa.table(DeltaTable(str(table)).get_add_actions(flatten=True))
+    return Counter(int(h) for h in acts.column("partition.hour").to_pylist()) if acts.num_rows else Counter()
+
+
 def _settled(data_dir: Path, end_ms: int, partition_ms: int = 3_600_000, timeout_s: float = 900.0) -> float:
     """Wait until compaction has left one Parquet file per hour partition that closed before the
     load's end (metricsgw compacts closed partitions in its background loop; the hour the load
     ended in stays open, in up to 16 files, until a later hour's samples arrive); seconds waited."""
     t0 = time.perf_counter()
     while time.perf_counter() - t0 < timeout_s:
-        parts = [p for p in (data_dir / "samples").glob("hour=*") if p.is_dir()]
-        closed = [p for p in parts if int(p.name.split("=")[1]) + partition_ms <= end_ms]
-        if parts and all(len(list(p.glob("part-*.parquet"))) == 1 for p in closed):
+        # The table's listing, not the directory: removed files stay on disk for --storage.vacuum-delay.
+        files = _files_per_partition(data_dir / "table" / "samples")
+        if files and all(n == 1 for h, n in files.items() if h + partition_ms <= end_ms):
             return time.perf_counter() - t0
         time.sleep(1.0)
     raise TimeoutError(f"{data_dir}: partitions not compacted after {timeout_s}s")

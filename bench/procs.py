@@ -307,8 +307,8 @@ def metricsgw_disk(data_dir: Path) -> Disk:
                 size = os.stat(p).st_size
             except OSError:
                 continue
-            rel = os.path.relpath(p, data_dir)
-            key = "parquet" if f.endswith(".parquet") else "wal" if rel.split(os.sep)[0].startswith("wal") else "other"
+            # wal/<writer id>/ also holds the writer's series checkpoint and metadata: only segments are WAL
+            key = "parquet" if f.endswith(".parquet") else "wal" if f.endswith(".wal") else "other"
             parts[key] += size
     return Disk(sum(parts.values()), parts)
 

@@ -13,6 +13,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from . import appkeys as K
 from .api import metadata, query, rules as rules_api
+from .api.compression import compress_api_answers
 from .api.middleware import prometheus_errors
 from .config import Config
 from .ingest.pipeline import IngestPipeline
@@ -36,14 +37,16 @@ log = logging.getLogger(__name__)
 
 def build_app(cfg: Config, telemetry: Telemetry | None = None) -> web.Application:
     tel = telemetry or Telemetry()
-    app = web.Application(middlewares=[prometheus_errors], client_max_size=cfg.remote_write_max_body_size)
+    app = web.Application(middlewares=[compress_api_answers, prometheus_errors],  # errors are compressed too
+                          client_max_size=cfg.remote_write_max_body_size)
     install_access_control(app, cfg, tel.registry)  # TLS/auth/lifecycle before every route (metricsgw/web/)
     memory = MemoryShares.of(cfg.query_max_memory)
     storage = Storage(
         cfg.storage_path, flush_interval_s=cfg.storage_flush_interval, flush_max_samples=cfg.storage_flush_max_samples,
         partition_ms=int(cfg.storage_partition_duration * 1000), retention_ms=int(cfg.storage_retention_time * 1000),
         wal_segment_size=cfg.storage_wal_segment_size, duckdb_memory_limit=memory.duckdb,
-        sample_cache_bytes=memory.cache, duckdb_threads=cfg.storage_duckdb_threads, telemetry=tel)
+        sample_cache_bytes=memory.cache, duckdb_threads=cfg.storage_duckdb_threads, telemetry=tel,
+        writer_id=cfg.storage_writer_id, vacuum_delay_s=cfg.storage_vacuum_delay)
     rules = RuleHolder(cfg.rules_file, tel)
     app[K.CONFIG] = cfg
     app[K.TELEMETRY] = tel
@@ -109,6 +112,7 @@ def _lower_priority() -> None:
 async def _open_storage(app: web.Application) -> None:
     # Replay in the background so /-/healthy answers at once and /-/ready turns 200 when done.
     storage = app[K.STORAGE]
+    storage.claim_writer_id()  # a second live process with this writer id stops here, before serving
 
     async def replay() -> None:
         try:

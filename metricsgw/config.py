@@ -92,6 +92,12 @@ def _http_url(text: str) -> str:
     return s
 
 
+def _writer_id(text: str) -> str:
+    from .storage.table import check_writer_id  # storage names the rule; config only applies it
+
+    return check_writer_id(str(text))
+
+
 def _bool(text: str | bool) -> bool:
     if isinstance(text, bool):
         return text
@@ -165,6 +171,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("storage.retention.time", D, 15 * 86400.0, "Partitions older than this are deleted."),
     Setting("storage.wal-segment-size", Z, 64 * 1024**2, "WAL segment size before a new segment is started."),
     Setting("storage.duckdb-threads", P, 2, "DuckDB worker threads."),
+    Setting("storage.writer-id", _writer_id, "gw0", "This process's name among the writers of the table under "
+            "--storage.path (letters, digits, '_', '-'): unique per table, so each gateway sharing a directory needs "
+            "its own. Its WAL is <storage.path>/wal/<writer id>/; a second live process with the same id is refused."),
+    Setting("storage.vacuum-delay", D, 300.0, "A file compaction or retention removed from the table is deleted once "
+            "no query of this process holds it and this long has passed since its remove, for queries of other "
+            "processes reading the same table. Keep it above --query.timeout."),
     # --- remote write
     Setting("remote-write.max-body-size", Z, 32 * 1024**2, "Largest compressed remote-write body accepted (413 above)."),
     Setting("remote-write.max-decoded-size", Z, 128 * 1024**2, "Largest declared snappy-decoded size accepted (413 above, before decompressing)."),

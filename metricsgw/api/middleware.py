@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 
@@ -14,8 +15,13 @@ log = logging.getLogger(__name__)
 
 
 def error_response(err: GatewayError) -> web.Response:
-    body = {"status": "error", "errorType": err.error_type, "error": str(err)}
-    return web.json_response(body, status=err.status, headers=err.headers)
+    return _error_json(err.status, err.error_type, str(err), err.headers)
+
+
+def _error_json(status: int, error_type: str, message: str, headers=None) -> web.Response:
+    """Prometheus's error envelope, with its Content-Type exactly (``application/json``, no charset)."""
+    body = json.dumps({"status": "error", "errorType": error_type, "error": message}).encode()
+    return web.Response(body=body, status=status, headers=headers, content_type="application/json")
 
 
 def _handler_name(request: web.Request) -> str:
@@ -41,7 +47,7 @@ async def prometheus_errors(request: web.Request, handler) -> web.StreamResponse
         raise
     except Exception:
         log.exception("unhandled error on %s", request.path)
-        return web.json_response({"status": "error", "errorType": "internal", "error": "internal error"}, status=500)
+        return _error_json(500, "internal", "internal error")
     finally:
         tel = request.app.get(TELEMETRY)
         if tel is not None:

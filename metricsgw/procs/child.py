@@ -2,7 +2,9 @@
 
 It is a whole one-process gateway (``build_app``) with the settings ``layout.child_config`` gives it,
 listening on its Unix socket only. It dies with the front (PR_SET_PDEATHSIG, SIGKILL), shuts down in order on
-SIGTERM (the last flush included), and reloads its rules on SIGHUP, as ``metricsgw serve`` does.
+SIGTERM (the last flush included), and reloads its rules on SIGHUP, as ``metricsgw serve`` does. If it
+cannot start with its settings (another live process holds its writer id, a setting is refused) it exits
+with ``EXIT_REFUSED`` and the front stops the gateway instead of restarting it.
 """
 
 from __future__ import annotations
@@ -16,9 +18,12 @@ import signal
 import sys
 
 from ..cli import build_parser, config_from_args, setup_logging
+from ..config import ConfigError
+from ..storage.writer_lock import WriterIdInUse
 from .layout import Child, Layout, child_config
 
 PR_SET_PDEATHSIG = 1
+EXIT_REFUSED = 3  # the child cannot start with these settings (writer id in use, a bad setting): no restart
 
 
 def die_with_parent(parent_pid: int) -> None:
@@ -53,7 +58,11 @@ def main(argv: list[str] | None = None) -> int:
     from .. import malloc
 
     malloc.tune()
-    asyncio.run(_serve(cfg, child))
+    try:
+        asyncio.run(_serve(cfg, child))
+    except (ConfigError, WriterIdInUse) as err:  # starting again would fail again: tell the front to give up
+        print(f"metricsgw: error: {child.name}: {err}", file=sys.stderr)
+        return EXIT_REFUSED
     return 0
 
 

@@ -22,7 +22,7 @@ from prometheus_client import (CONTENT_TYPE_LATEST, CollectorRegistry, Counter, 
                                generate_latest)
 
 from ..api.middleware import prometheus_errors
-from ..config import Config
+from ..config import Config, ConfigError
 from ..web import install as install_access_control
 from ..web import listen_site
 from . import exposition
@@ -138,7 +138,14 @@ class Front:
 async def serve(cfg: Config, serve_args: list[str]) -> None:
     layout = resolve(cfg)
     tel = FrontTelemetry()
-    supervisor = Supervisor(layout, serve_args, tel)
+    stop = asyncio.Event()
+    refused: list[str] = []
+
+    def give_up(child: str) -> None:
+        refused.append(child)
+        stop.set()
+
+    supervisor = Supervisor(layout, serve_args, tel, give_up)
     front = Front(cfg, layout, supervisor, tel)
     app = front.build_app()  # checks the web config before any child starts
     if not layout.query_targets:
@@ -151,7 +158,6 @@ async def serve(cfg: Config, serve_args: list[str]) -> None:
     await site.start()
     log.info("listening on %s; %d ingest shard(s), %d query process(es), sockets in %s", site.name,
              layout.shards, layout.queriers, layout.run_dir)
-    stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     loop.add_signal_handler(signal.SIGINT, stop.set)
@@ -163,3 +169,5 @@ async def serve(cfg: Config, serve_args: list[str]) -> None:
         await runner.cleanup()  # stops accepting, waits for the requests in flight
         await supervisor.stop()
         log.info("stopped")
+    if refused:
+        raise ConfigError(f"{', '.join(refused)} could not start with these settings (its error is logged above)")

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 
 from ..config import Config
 
-# Query processes read flushed data from the table as followers and recent data from the shards
-# (docs/cluster.md). Until the table (branch `table`) and the peer read source (branch `cluster`) are
-# merged, no process can read another's data, so the default is one shard that answers queries too.
+# Query processes read flushed data from the shared table and recent data from the shards' heads through the
+# peer read source (docs/cluster.md). The table is here; until the peer source (branch `cluster`) is merged a
+# querier would miss what the shards hold in memory, so the default is one shard that answers queries too.
 QUERIERS_CAN_READ_THE_TABLE = False
 CORES_PER_QUERIER = 4
 _MAX_SOCKET_PATH = 100  # sun_path is 108 bytes on Linux
@@ -88,10 +88,12 @@ def socket_dir(storage_path: str) -> str:
     return path
 
 
-def shard_storage_path(storage_path: str, index: int) -> str:
-    """Until the shared table lands, each shard keeps its own file set: shard 0 the storage path itself (so
-    the data of a one-process gateway stays where it is), shard i a directory ``shard-<i>`` inside it."""
-    return storage_path if index == 0 else os.path.join(storage_path, f"shard-{index}")
+def shard_writer_id(writer_id: str, index: int, shards: int) -> str:
+    """Shard i writes to the table under --storage.path as writer ``<--storage.writer-id>-s<i>`` (its own WAL
+    and files; docs/cluster.md). One shard keeps the id itself: it is the one-process gateway's writer, so it
+    replays that WAL and loads that writer's series. Change --ingest.shards only after a clean stop (which
+    flushes every WAL): a writer id no shard has any more would leave its unflushed WAL unread."""
+    return writer_id if shards == 1 else f"{writer_id}-s{index}"
 
 
 def _share(total: int, parts: int) -> int:
@@ -105,7 +107,7 @@ def child_config(cfg: Config, child: Child, layout: Layout) -> Config:
     v.update(web_config_file="", web_write_only_users=[], web_read_only_users=[], web_enable_lifecycle=True,
              server_single_process=True)
     if child.role == "shard":
-        v["storage_path"] = shard_storage_path(cfg.storage_path, child.index)
+        v["storage_writer_id"] = shard_writer_id(cfg.storage_writer_id, child.index, layout.shards)
         v["ingest_max_series"] = _share(cfg.ingest_max_series, layout.shards)
         v["ingest_max_series_per_metric"] = _share(cfg.ingest_max_series_per_metric, layout.shards)
     else:

@@ -1,6 +1,7 @@
 """The front's children: start them, restart one that dies (with backoff, saying why), stop them in order.
 
-A child is restarted however it ended (crash, kill -9, OOM kill): the data it acknowledged is in its WAL and
+A child is restarted however it ended (crash, kill -9, OOM kill), except when it says it cannot start with
+its settings (``child.EXIT_REFUSED``): then the front stops the gateway and exits with an error: the data it acknowledged is in its WAL and
 comes back when it replays. The backoff doubles from ``FIRST_BACKOFF_S`` up to ``MAX_BACKOFF_S`` and starts
 over once a child has stayed up for ``STABLE_AFTER_S``, so a child that cannot start (a full disk at open, a
 broken rule file) does not spin, and one that died once after hours comes back at once.
@@ -15,6 +16,7 @@ import signal
 import sys
 import time
 
+from .child import EXIT_REFUSED
 from .layout import Child, Layout
 
 log = logging.getLogger(__name__)
@@ -36,9 +38,10 @@ def exit_text(returncode: int) -> str:
 class ChildProcess:
     """One child and its restart loop."""
 
-    def __init__(self, child: Child, argv: list[str], telemetry) -> None:
+    def __init__(self, child: Child, argv: list[str], telemetry, on_refused) -> None:
         self.child = child
         self.argv = argv
+        self.on_refused = on_refused  # called when the child says it cannot start with its settings
         self.proc: asyncio.subprocess.Process | None = None
         self.last_exit = ""  # why the previous run ended, for /-/ready and the log
         self.restarts = 0
@@ -70,6 +73,11 @@ class ChildProcess:
             if self._stopping:
                 return
             self.last_exit = exit_text(code)
+            if code == EXIT_REFUSED:
+                log.error("%s cannot start with these settings (see its error above); stopping the gateway",
+                          self.child.name)
+                self.on_refused(self.child.name)
+                return
             if time.monotonic() - started >= STABLE_AFTER_S:
                 backoff = FIRST_BACKOFF_S
             self.restarts += 1
@@ -107,9 +115,10 @@ class ChildProcess:
 
 
 class Supervisor:
-    def __init__(self, layout: Layout, serve_args: list[str], telemetry) -> None:
+    def __init__(self, layout: Layout, serve_args: list[str], telemetry, on_refused) -> None:
         self.layout = layout
-        self.children = {c.name: ChildProcess(c, _argv(c, layout, serve_args), telemetry) for c in layout.children}
+        self.children = {c.name: ChildProcess(c, _argv(c, layout, serve_args), telemetry, on_refused)
+                         for c in layout.children}
 
     def start(self) -> None:
         for child in self.children.values():

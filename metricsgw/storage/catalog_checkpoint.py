@@ -1,9 +1,9 @@
 """The in-memory series table saved as it is (numpy columns + distinct label values), so start-up
 loads arrays instead of parsing a million series keys.
 
-``catalog.npz.zst`` (numpy's npz through zstd, written atomically after a flush) holds every column of the Catalog
-and of its metric tables, and ``covered_seq``: every series and spans file of the file set (fileset.py)
-with a sequence number up to it is in the checkpoint; start-up adds only the files listed after it (and
+``wal/<writer id>/catalog.npz.zst`` (numpy's npz through zstd, written atomically after a flush) holds every
+column of the Catalog and of its metric tables, and ``covered_seq``: every series and spans file this writer
+committed to the table (table.py) with a sequence number up to it is in the checkpoint; start-up adds only the files listed after it (and
 the WAL). Retention dropping series discards the checkpoint (they must not come back at a restart); the
 next flush writes a new one. A checkpoint may
 also hold series newer than that (added since the WAL cut): they come back from the WAL anyway,
@@ -24,6 +24,7 @@ import numpy as np
 import zstandard
 
 from .catalog import Catalog, MetricTable, _Column
+from .table import file_seq
 from .wal import fsync_dir
 
 log = logging.getLogger(__name__)
@@ -50,14 +51,9 @@ def snapshot(catalog: Catalog) -> dict:
             "tables": tables, "gidx": gidx, "columns": columns, "codes": codes}
 
 
-def covered_seq(files) -> int:
-    """The highest sequence number among a file set snapshot's series and spans files."""
-    return max((file_seq(p) for p in (*files.series, *files.spans)), default=0)
-
-
-def file_seq(path: str) -> int:
-    """The sequence number in a file set name (``series-00000042.parquet`` -> 42)."""
-    return int(os.path.basename(path).rsplit("-", 1)[1].split(".", 1)[0])
+def covered_seq(files, writer: str) -> int:
+    """The highest sequence number among a table snapshot's series and spans files of ``writer``."""
+    return max((file_seq(p) for p in (*files.own("series", writer), *files.own("spans", writer))), default=0)
 
 
 def discard(root: str) -> None:

@@ -6,7 +6,7 @@ sample of exact duplicates. Every file is already sorted that way, so the merge 
 metric in name order: each file's rows of one metric (found from row-group statistics) are read,
 merged in write order and appended to the new file. Time is linear and memory holds one metric of
 the partition, not the whole of it. The new file is in place (tmp, fsync, rename) before the old
-ones are retired in the same commit (storage/fileset.py deletes them once no running query holds
+ones are retired in the same commit (storage/table.py deletes them once no running query holds
 them): a crash in between leaves duplicates, which reads and the next compaction remove. A failure
 leaves no new file (the transaction deletes what it wrote) and is retried at the next pass.
 Side tables (series, spans) are merged with DuckDB once they pile up (they are small); retention
@@ -41,21 +41,23 @@ def _sql_path(path: str) -> str:
 
 
 def compact_partitions(storage, row_group_rows: int = parquet_io.SAMPLE_ROW_GROUP_ROWS) -> int:
-    """Returns the number of partitions rewritten. Runs in the flush thread (the file set's one writer).
+    """Returns the number of partitions rewritten. Runs in the flush thread (the only one of this process that commits).
 
-    Uses the storage seam only: ``fileset``, ``unflushed_min_t()``, ``partition_ms``, ``stopping``.
+    Uses the storage seam only: ``table``, ``writer_id``, ``unflushed_min_t()``, ``partition_ms``, ``stopping``.
+    Only this writer's files are merged: another writer's are its own to compact (no two commits remove one file).
     Gives up (leaving no file behind) as soon as ``storage.stopping`` is set, so shutdown need not wait."""
-    fileset = storage.fileset
+    table = storage.table
     by_part: dict[int, list[parquet_io.SampleFile]] = defaultdict(list)
-    for f in fileset.current.samples:
-        by_part[f.partition_ms].append(f)
+    for f in table.current.samples:
+        if f.writer == storage.writer_id:
+            by_part[f.partition_ms].append(f)
     head_min = storage.unflushed_min_t()
     done = 0
     for part_ms, files in sorted(by_part.items()):
         closed = part_ms + storage.partition_ms <= head_min
         if len(files) < 2 or (not closed and len(files) < MAX_FILES_OPEN_PARTITION):
             continue
-        with fileset.transaction() as tx:
+        with table.transaction() as tx:
             out, seq = tx.new_path("samples", part_ms)
             if not _merge_files([f.path for f in sorted(files, key=lambda f: f.seq)], out + ".tmp", row_group_rows,
                                 storage.stopping):
@@ -65,7 +67,7 @@ def compact_partitions(storage, row_group_rows: int = parquet_io.SAMPLE_ROW_GROU
             os.replace(out + ".tmp", out)
             fsync_dir(os.path.dirname(out))
             crashpoints.reached("compaction.merged")
-            tx.add_samples(parquet_io.describe_sample_file(out, part_ms, seq))
+            tx.add_samples(parquet_io.describe_sample_file(out, part_ms, seq, storage.writer_id))
             tx.retire(f.path for f in files)  # deleted once no running query holds them
             tx.commit()
         crashpoints.reached("compaction.swapped")
@@ -221,26 +223,28 @@ _SIDE_MERGE = {
 
 
 def compact_side_tables(storage) -> int:
-    """Merge series-*.parquet and spans-*.parquet files once there are many. Returns files merged."""
-    snap = storage.fileset.current
+    """Merge this writer's series and spans files once there are many. Returns files merged."""
+    snap = storage.table.current
     done = 0
     for kind in ("series", "spans"):
-        if len(getattr(snap, kind)) >= MAX_SIDE_FILES:
-            with storage.fileset.transaction() as tx:
-                _rewrite_side(storage, tx, kind, list(getattr(snap, kind)))
+        own = snap.own(kind, storage.writer_id)
+        if len(own) >= MAX_SIDE_FILES:
+            with storage.table.transaction() as tx:
+                _rewrite_side(storage, tx, kind, list(own))
                 tx.commit()
-            done += len(getattr(snap, kind))
+            done += len(own)
     return done
 
 
 def purge_side_tables(storage, dropped: np.ndarray, floor_ms: int) -> None:
     """Rewrite both side tables without the ``dropped`` series, spans starting no earlier than
     ``floor_ms`` (the oldest sample kept), in one commit: retention's share of the series table."""
-    snap = storage.fileset.current
-    with storage.fileset.transaction() as tx:
+    snap = storage.table.current
+    with storage.table.transaction() as tx:
         for kind in ("series", "spans"):
-            if getattr(snap, kind):
-                _rewrite_side(storage, tx, kind, list(getattr(snap, kind)), dropped, floor_ms)
+            own = snap.own(kind, storage.writer_id)
+            if own:
+                _rewrite_side(storage, tx, kind, list(own), dropped, floor_ms)
         tx.commit()
 
 

@@ -1,7 +1,7 @@
 """What the flusher does after each flush: retention, compaction, side-table merges.
 
 Each step ends in a defined state whatever fails (disk full, EIO, a corrupt input): its files are
-written in a file set transaction, so a failure leaves no partial file and changes nothing; the
+written in a table transaction, so a failure leaves no partial file and changes nothing; the
 step is retried at the next pass; every failure counts in ``metricsgw_compaction_failures_total``;
 the log says it once when a step starts failing (with the error) and once when it recovers, not at
 every retry. Steps are independent: a failing compaction does not stop retention.
@@ -57,14 +57,16 @@ class Maintenance:
     def apply_retention(self) -> None:
         st = self.storage
         cutoff = int(st.clock() * 1000) - st.retention_ms
-        old = [f.path for f in st.fileset.current.samples if f.partition_ms + st.partition_ms < cutoff]
+        own = [f for f in st.table.current.samples if f.writer == st.writer_id]  # others drop their own
+        old = [f.path for f in own if f.partition_ms + st.partition_ms < cutoff]
         if old:
-            with st.fileset.transaction() as tx:
+            with st.table.transaction() as tx:
                 tx.retire(old)  # deleted once no running query holds them
                 tx.commit()
             crashpoints.reached("retention.removed")
             log.info("retention: %d partition file(s) older than %d ms retired", len(old), st.retention_ms)
-        files = st.fileset.current.samples
+        # Every writer's files: the catalog holds other writers' series too when it follows them.
+        files = st.table.current.samples
         horizon = min(f.min_t for f in files) if files else int(np.iinfo(np.int64).max)
         dropped = st.drop_series_before(horizon)
         if len(dropped):

@@ -1,10 +1,10 @@
 """Parquet files on disk: hive-style time partitions of samples, and the series table.
 
-    <path>/samples/hour=<partition start, unix ms>/part-<seq>.parquet   (metric, sid, t, v)
-    <path>/series/series-<seq>.parquet                                  (sid, key: model.series_key)
-    <path>/spans/spans-<seq>.parquet                                    (sid, min_t, max_t)
+    samples   (metric, sid, t, v)            one partition (hour) each
+    series    (sid, key: model.series_key)
+    spans     (sid, min_t, max_t)
 
-Names, versions and deletion belong to storage/fileset.py; this module only writes and reads files.
+Names, versions, commits and deletion belong to storage/table.py; this module only writes and reads files.
 
 Sample files are sorted by (metric, sid, t) in row groups of 128k rows, so row-group statistics
 let a cold read skip the metrics it does not want;
@@ -37,6 +37,7 @@ class SampleFile:
     seq: int
     min_t: int
     max_t: int
+    writer: str = ""  # the writer id that committed it (storage/table.py)
 
 
 # How every sample file is laid out (flushes and compaction alike): rows sorted by (metric, sid, t).
@@ -83,13 +84,13 @@ def fsync_file(path: str) -> None:
         os.close(fd)
 
 
-def write_samples(path: str, partition_ms: int, seq: int, metric_codes: np.ndarray, metric_names: list[str],
+def write_samples(path: str, partition_ms: int, seq: int, writer: str, metric_codes: np.ndarray, metric_names: list[str],
                   sid: np.ndarray, t: np.ndarray, v: np.ndarray) -> SampleFile:
     """Write one partition's samples, already sorted by (metric, sid, t); the metric column is given
     dictionary-encoded (codes into metric_names) so no string is built per sample."""
     table = sample_table(metric_codes, metric_names, sid, t, v)
     write_atomic(table, path, row_group_size=SAMPLE_ROW_GROUP_ROWS, **sample_file_options())
-    return SampleFile(path, partition_ms, seq, int(t.min()), int(t.max()))
+    return SampleFile(path, partition_ms, seq, int(t.min()), int(t.max()), writer)
 
 
 def write_series(path: str, series: list[tuple[int, bytes]]) -> None:
@@ -107,9 +108,9 @@ def write_spans(path: str, sid: np.ndarray, t: np.ndarray) -> None:
     write_atomic(pa.table({"sid": sid[starts], "min_t": t[starts], "max_t": t[ends]}), path)
 
 
-def describe_sample_file(path: str, partition_ms: int, seq: int) -> SampleFile:
+def describe_sample_file(path: str, partition_ms: int, seq: int, writer: str = "") -> SampleFile:
     lo, hi = _t_range(pq.ParquetFile(path).metadata)
-    return SampleFile(path, partition_ms, seq, lo, hi)
+    return SampleFile(path, partition_ms, seq, lo, hi, writer)
 
 
 def _t_range(meta: pq.FileMetaData) -> tuple[int, int]:

@@ -126,11 +126,11 @@ class _SampleCache:
 
 
 class StorageReader:
-    """Mixed into ``Storage``; uses its catalog, head, flushing snapshots and file set.
+    """Mixed into ``Storage``; uses its catalog, head, flushing snapshots and table.
 
     Each call reads ``self.catalog`` once: retention may replace it with a smaller one while a
     query runs, and a query must not mix the dense indexes of two catalogs. Sample reads pin the
-    file set's snapshot they read, so compaction and retention delete none of its files meanwhile."""
+    table snapshot they read, so compaction and retention delete none of its files meanwhile."""
 
     def _init_reader(self, memory_limit: int, cache_bytes: int, threads: int) -> None:
         self._db = duckdb.connect(config={
@@ -147,7 +147,7 @@ class StorageReader:
         # Decoded samples of recently read (file, metric) pairs: dashboards re-read the same
         # metrics every refresh, and a cached read is a binary search instead of a Parquet scan.
         self._sample_cache = _SampleCache(cache_bytes)
-        self._cache_version = 0  # the newest file set version the sample cache was trimmed to
+        self._cache_version = 0  # the newest table snapshot generation the sample cache was trimmed to
 
     def _close_reader(self) -> None:
         self._db.close()
@@ -282,7 +282,7 @@ class StorageReader:
             return SampleBlock.empty()
         parts: list[SampleBlock] = []  # in write order, so the first-written duplicate wins
         with self._swap_lock:  # a consistent view: files + snapshots being flushed + head
-            pin = self.fileset.pin()
+            pin = self.table.pin()
             heads = list(self.flushing) + [self.head]
             cat = self.catalog
         with pin as snap:
@@ -346,7 +346,7 @@ class StorageReader:
                     ctx.charge_samples(len(sel), "parquet read (cached)")
                     per_file[i].append(sel)
                 continue
-            # Refreshes: the files' blocks merged once and cached too (until the file set changes),
+            # Refreshes: the files' blocks merged once and cached too (until the snapshot changes),
             # so a dashboard refresh is one binary search, not a merge.
             b = self._merged_block(paths, table.name, key, blocks)
             if len(ids_m) == len(table):  # every series of the metric: only the window to cut

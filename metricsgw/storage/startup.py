@@ -18,17 +18,19 @@ from .wal import list_segments, read_segment, segment_name
 
 
 def load_series(storage) -> None:
-    """The flushed series table and each series' time span: the checkpoint, then the series and spans
-    files of the file set (already opened) written after it."""
+    """This writer's flushed series and each series' time span: its checkpoint, then the series and
+    spans files it committed to the table (already opened) after it."""
     covered = 0
-    loaded = catalog_checkpoint.load(storage.path)
+    loaded = catalog_checkpoint.load(storage.writer_dir)
     if loaded is not None:
         storage.catalog, covered = loaded
         storage._checkpointed_series = len(storage.catalog)
-    files = storage.fileset.current
+    files = storage.table.current
     cat = storage.catalog
-    cat.add_keys(*parquet_io.read_series([p for p in files.series if catalog_checkpoint.file_seq(p) > covered]))
-    for path in files.spans:
+    own = storage.writer_id
+    cat.add_keys(*parquet_io.read_series([p for p in files.own("series", own)
+                                          if catalog_checkpoint.file_seq(p) > covered]))
+    for path in files.own("spans", own):
         if catalog_checkpoint.file_seq(path) <= covered:
             continue
         sid, min_t, max_t = parquet_io.read_spans(path)

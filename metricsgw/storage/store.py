@@ -3,10 +3,13 @@
 Ordering that makes ``kill -9`` safe: an append puts its samples in the head and submits its
 WAL record under one lock, and a flush cuts the WAL and swaps the head under the same lock.
 So every record in a WAL segment <= the cut is in the flushed snapshot, and a segment is
-deleted only after the snapshot's Parquet files and the ``flushed`` marker are on disk.
+deleted only after the commit of the snapshot's Parquet files, which carries the cut as this
+writer's Delta app transaction (what ``flushed.json`` was), is in the table's log.
 
-Files other than the WAL belong to ``self.fileset`` (storage/fileset.py): a flush commits its
-files there in one transaction; compaction and retention (storage/maintenance.py) go through it too.
+Files other than the WAL belong to ``self.table`` (storage/table.py, Delta Lake): a flush commits its
+files there; compaction and retention (storage/maintenance.py) go through it too. This process is
+writer ``writer_id``: its WAL, lock, metadata and series checkpoint live in ``<path>/wal/<writer id>/``.
+Other writers' commits (ingest shards, other gateways on the same directory) join reads at ``follow()``.
 """
 
 from __future__ import annotations
@@ -26,10 +29,12 @@ import pyarrow as pa
 
 from ..errors import Unavailable
 from ..model import series_keys
-from . import catalog_checkpoint, crashpoints, parquet_io, startup
+from . import catalog_checkpoint, crashpoints, migrate, parquet_io, startup
 from .batch import AppendBatch, MetricMetadata
 from .catalog import Catalog
-from .fileset import FileSet, Transaction
+from .table import Snapshot, Table, Transaction
+from .table import file_writer as table_writer
+from .writer_lock import WriterLock
 from .head import Head
 from .maintenance import Maintenance
 from .querier import StorageReader
@@ -40,6 +45,7 @@ log = logging.getLogger(__name__)
 
 _ACTIVE_WINDOW_MS = 3600_000  # a series is active if it received a sample within the last hour
 FLUSH_RETRY_S = 5.0  # a failed flush is retried this soon
+FOLLOW_INTERVAL_S = 5.0  # how often the flusher loads other writers' commits
 
 
 def _load_malloc_trim():
@@ -69,8 +75,14 @@ class Storage(StorageReader):
     def __init__(self, path: str, *, flush_interval_s: float = 120.0, flush_max_samples: int = 5_000_000,
                  partition_ms: int = 3600_000, retention_ms: int = 15 * 86400_000,
                  wal_segment_size: int = 64 << 20, duckdb_memory_limit: int = 256 << 20, duckdb_threads: int = 2,
-                 sample_cache_bytes: int = 128 << 20, telemetry=None, clock=time.time) -> None:
+                 sample_cache_bytes: int = 128 << 20, telemetry=None, clock=time.time, writer_id: str = "gw0",
+                 vacuum_delay_s: float = 0.0, follow_others: bool = True) -> None:
         self.path = os.path.abspath(path)
+        self.writer_id = writer_id
+        self.writer_dir = os.path.join(self.path, "wal", writer_id)  # the WAL and this writer's own state
+        # Other writers' series and spans join the catalog (a querier, a gateway sharing the table);
+        # an ingest shard holds only its own.
+        self.follow_others = follow_others
         self.flush_interval_s = flush_interval_s
         self.flush_max_samples = flush_max_samples
         self.partition_ms = partition_ms
@@ -81,7 +93,10 @@ class Storage(StorageReader):
         self.catalog = Catalog()
         self.head = Head()
         self.flushing: list[Head] = []
-        self.fileset = FileSet(self.path)
+        self.table = Table(self.path, writer_id, vacuum_delay_s)
+        self._lock_file = WriterLock(os.path.join(self.writer_dir, "lock"), writer_id)
+        self._followed: set[str] = set()  # other writers' side files already in the catalog
+        self._last_follow = 0.0
         self.maintenance = Maintenance(self)
         self.metadata_by_metric: dict[str, dict[MetricMetadata, None]] = {}
         self.ready = False
@@ -102,16 +117,18 @@ class Storage(StorageReader):
     def open(self) -> None:
         """Load the series table and partitions, replay the WAL. Blocking; run off the event loop."""
         t0 = time.perf_counter()
-        os.makedirs(self.path, exist_ok=True)
-        removed = self.fileset.open()
+        self.claim_writer_id()
+        migrate.old_layout(self.path, self.writer_id, self.writer_dir)
+        removed = self.table.open()
         if removed:
             log.warning("removed %d half-written file(s) left by a crash", removed)
         startup.load_series(self)
-        files = self.fileset.current
+        files = self.table.current
+        if self.follow_others:
+            self._follow_catalog(files)
         self._load_metadata()
-        wal_dir = os.path.join(self.path, "wal")
-        os.makedirs(wal_dir, exist_ok=True)
-        replayed = startup.replay_wal(self, wal_dir, self._read_marker())
+        wal_dir = self.writer_dir
+        replayed = startup.replay_wal(self, wal_dir, self.table.committed_wal_segment())
         if self.telemetry:
             self.telemetry.head_samples.set(len(self.head))
         self.wal = WAL(wal_dir, self.wal_segment_size, SegmentEncoder, on_fsync=self._observe_fsync,
@@ -123,6 +140,11 @@ class Storage(StorageReader):
         log.info("storage open: %d series, %d partition files, %d WAL records replayed (%d head samples) in %.2fs",
                  len(self.catalog), len(files.samples), replayed, len(self.head), elapsed)
         self.ready = True
+
+    def claim_writer_id(self) -> None:
+        """Take this writer id's lock (once); raises WriterIdInUse while another live process holds it."""
+        os.makedirs(self.writer_dir, exist_ok=True)
+        self._lock_file.acquire()
 
     def not_ready_reason(self) -> str | None:
         """Why /-/ready is 503, or None when it is 200."""
@@ -162,9 +184,49 @@ class Storage(StorageReader):
                 log.error("final flush failed: %s", err)
         if self.wal:
             self.wal.close()
-        self.fileset.close()
+        self.table.close()
         self._close_reader()
-        self.fileset.collect()
+        self.table.collect()
+        self._lock_file.release()
+
+    # ---------------------------------------------------------------- other writers
+    def follow(self) -> int:
+        """Load other writers' commits now: their sample files join reads, their series and spans join
+        the catalog, their removes are honoured. Returns the samples table version now seen."""
+        if self.table.refresh() is not None and self.follow_others:
+            self._follow_catalog(self.table.current)
+        self._last_follow = time.monotonic()
+        return self.table.current.table_version
+
+    def ensure_version(self, version: int) -> None:
+        """Make reads include at least samples table version ``version`` (cheap when they already do)."""
+        if self.table.current.table_version < version:
+            self.follow()
+
+    def _follow_step(self) -> None:
+        try:
+            self.follow()
+        except Exception:  # noqa: BLE001 - reads go on with the view loaded last; retried at the next step
+            log.exception("loading other writers' commits failed; retried in %ss", FOLLOW_INTERVAL_S)
+            self._last_follow = time.monotonic()
+
+    def _follow_catalog(self, now: Snapshot) -> None:
+        """Series and spans files other writers committed (not read yet) into the catalog."""
+        series = [p for p in now.series if p not in self._followed and table_writer(p) != self.writer_id]
+        spans = [p for p in now.spans if p not in self._followed and table_writer(p) != self.writer_id]
+        if not series and not spans:
+            return
+        sids, keys = parquet_io.read_series(series)
+        span_cols = [parquet_io.read_spans(p) for p in spans]
+        with self._swap_lock:  # appends register series under it
+            cat = self.catalog
+            cat.add_keys(sids, keys)
+            for sid, min_t, max_t in span_cols:
+                g = cat.lookup(sid)
+                known = g >= 0
+                cat.touch_dense(g[known], min_t[known])
+                cat.touch_dense(g[known], max_t[known])
+        self._followed.update(series, spans)
 
     # ---------------------------------------------------------------- write side
     def has_series(self, sid: int) -> bool:
@@ -260,7 +322,9 @@ class Storage(StorageReader):
                     last = time.monotonic() - self.flush_interval_s + min(self.flush_interval_s, FLUSH_RETRY_S)
                 self.maintenance.run()  # retention, compaction, side tables: each retried on its own
                 release_free_memory()  # compaction's buffers too
-            self.fileset.collect()  # retired files no query holds any more
+            if time.monotonic() - self._last_follow >= FOLLOW_INTERVAL_S:
+                self._follow_step()
+            self.table.collect()  # removed files no query holds any more, past the vacuum delay
             if self.telemetry:
                 self.telemetry.active_series.set(self.active_series())
 
@@ -283,11 +347,11 @@ class Storage(StorageReader):
                 pass
 
     def flush(self) -> None:
-        """Head -> Parquet partitions + series table, one file set commit; then drop the flushed WAL
-        segments. A failed flush leaves no file (the transaction deletes what it wrote): its snapshot
-        stays readable in ``flushing`` and its new series stay pending, and the next flush writes them
-        first, in the same commit as the head it cuts (its WAL cut covers theirs). So the ``flushed``
-        marker never passes a WAL segment whose samples are not committed. While flushes fail, the
+        """Head -> Parquet partitions + series table, committed to the table with the WAL cut; then drop
+        the flushed WAL segments. A failed flush leaves no file (the transaction deletes what it wrote):
+        its snapshot stays readable in ``flushing`` and its new series stay pending, and the next flush
+        writes them first, in the same commit as the head it cuts (its WAL cut covers theirs). So the
+        committed cut never passes a WAL segment whose samples are not committed. While flushes fail, the
         samples held in memory (head and failed snapshots) are bounded: ``append`` refuses past the limit."""
         with self._flush_lock:
             t0 = time.perf_counter()
@@ -303,7 +367,7 @@ class Storage(StorageReader):
                 new_series, self._unflushed_series = self._unflushed_series, []
                 meta = {k: list(v) for k, v in self.metadata_by_metric.items()}
             try:
-                with self.fileset.transaction() as tx:
+                with self.table.transaction() as tx:
                     for snap in snaps:
                         self._write_snapshot(tx, snap)
                     if new_series:
@@ -312,9 +376,8 @@ class Storage(StorageReader):
                         tx.add_side("series", path)
                     crashpoints.reached("flush.files")
                     self._write_metadata(meta)
-                    self._write_marker(cut)
+                    tx.commit(wal_cut=cut)  # the cut rides in the samples commit: the WAL marker
                     with self._swap_lock:
-                        tx.commit()
                         self.flushing = [h for h in self.flushing if h not in snaps]
             except BaseException:
                 with self._swap_lock:
@@ -336,11 +399,11 @@ class Storage(StorageReader):
             return
         with self._swap_lock:  # no series is added meanwhile (append registers them under it)
             snap = catalog_checkpoint.snapshot(self.catalog)
-        # Called in the flusher (the file set's one writer) after a commit: the side files listed now
-        # are exactly those whose series and spans the snapshot holds.
-        covered = catalog_checkpoint.covered_seq(self.fileset.current)
+        # Called in the flusher (the only thread of this process that commits) after a commit: this
+        # writer's side files listed now are exactly those whose series and spans the snapshot holds.
+        covered = catalog_checkpoint.covered_seq(self.table.current, self.writer_id)
         try:
-            catalog_checkpoint.save(self.path, snap, covered)
+            catalog_checkpoint.save(self.writer_dir, snap, covered)
             self._checkpointed_series = len(snap["sids"])
         except OSError as err:
             log.warning("series table checkpoint not written: %s", err)
@@ -362,7 +425,7 @@ class Storage(StorageReader):
             # (sid, t) order is already there; a stable sort by metric keeps it within each metric.
             order = np.argsort(pcode, kind="stable")
             path, seq = tx.new_path("samples", int(p) * self.partition_ms)
-            tx.add_samples(parquet_io.write_samples(path, int(p) * self.partition_ms, seq, pcode[order], names,
+            tx.add_samples(parquet_io.write_samples(path, int(p) * self.partition_ms, seq, self.writer_id, pcode[order], names,
                                                     psid[order], pt[order], pv[order]))
         path, _ = tx.new_path("spans")
         parquet_io.write_spans(path, sid, t)
@@ -378,7 +441,7 @@ class Storage(StorageReader):
 
     # ---------------------------------------------------------------- small side files
     def _write_json_atomic(self, name: str, obj) -> None:
-        path = os.path.join(self.path, name)
+        path = os.path.join(self.writer_dir, name)
         try:
             with open(path + ".tmp", "w", encoding="utf-8") as fh:
                 json.dump(obj, fh)
@@ -389,24 +452,14 @@ class Storage(StorageReader):
             with contextlib.suppress(OSError):
                 os.remove(path + ".tmp")
             raise
-        fsync_dir(self.path)
-
-    def _write_marker(self, seg: int) -> None:
-        self._write_json_atomic("flushed.json", {"wal_segment": seg})
-
-    def _read_marker(self) -> int:
-        try:
-            with open(os.path.join(self.path, "flushed.json"), encoding="utf-8") as fh:
-                return int(json.load(fh)["wal_segment"])
-        except FileNotFoundError:
-            return 0
+        fsync_dir(self.writer_dir)
 
     def _write_metadata(self, meta: dict[str, list[MetricMetadata]]) -> None:
         self._write_json_atomic("metadata.json", {k: [[m.type, m.help, m.unit] for m in v] for k, v in meta.items()})
 
     def _load_metadata(self) -> None:
         try:
-            with open(os.path.join(self.path, "metadata.json"), encoding="utf-8") as fh:
+            with open(os.path.join(self.writer_dir, "metadata.json"), encoding="utf-8") as fh:
                 data = json.load(fh)
         except FileNotFoundError:
             return
@@ -445,7 +498,7 @@ class Storage(StorageReader):
             self._series_epoch += 1
             self._dropped = self._dropped[-7:] + [(self._series_epoch, sids)]
         # The checkpoint still holds them: a restart must not bring them back. The next flush writes a new one.
-        catalog_checkpoint.discard(self.path)
+        catalog_checkpoint.discard(self.writer_dir)
         self._checkpointed_series = 0
         log.info("retention: %d series with no samples left dropped, %d kept", len(sids), len(new))
         return sids

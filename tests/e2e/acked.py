@@ -25,8 +25,9 @@ class AckedLoad:
     """``writers`` threads sending as fast as the server answers (bounded by ``max_requests`` each)."""
 
     def __init__(self, base_url: str, base_ms: int, writers: int = 3, series: int = 50, step_ms: int = 100,
-                 max_requests: int = 100_000) -> None:
+                 max_requests: int = 100_000, first_series: int = 0) -> None:
         self.base_url, self.base_ms, self.writers, self.series = base_url, base_ms, writers, series
+        self.first_series = first_series  # series s = first_series, ...: loads to different gateways do not share one
         self.step_ms, self.max_requests = step_ms, max_requests
         self.next_i = [0] * writers
         self.acked: list[tuple[int, int, float]] = []  # (series, t, value)
@@ -63,8 +64,8 @@ class AckedLoad:
         while not self._stop.is_set() and self.next_i[k] < self.max_requests:
             i = self.next_i[k]
             t = self.t_of(k, i)
-            body = encode_v1([(((("__name__", METRIC), ("s", str(s)))), [(t, value_of(s, k, i))])
-                              for s in range(self.series)])
+            series = range(self.first_series, self.first_series + self.series)
+            body = encode_v1([(((("__name__", METRIC), ("s", str(s)))), [(t, value_of(s, k, i))]) for s in series])
             try:
                 status, _, _ = remote_write(self.base_url, body, timeout=30)
             except OSError:
@@ -73,7 +74,7 @@ class AckedLoad:
             with self._lock:
                 self.statuses[status] += 1
                 if status == 204:
-                    self.acked.extend((s, t, value_of(s, k, i)) for s in range(self.series))
+                    self.acked.extend((s, t, value_of(s, k, i)) for s in series)
                     self.last_ok = time.monotonic()
             self.next_i[k] = i + 1  # a refused request is not resent: its timestamp is simply skipped
 

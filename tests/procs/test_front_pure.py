@@ -85,7 +85,10 @@ def test_budgets_per_gateway_are_split_and_the_front_keeps_authentication():
     layout = Layout(shards=3, queriers=2, run_dir="/run/x")
     shard = child_config(cfg, Child("shard", 1, "/run/x/shard-1.sock"), layout)
     assert (shard.ingest_max_series, shard.ingest_max_series_per_metric) == (334, 33)
-    assert shard.storage_path.endswith("shard-1") and shard.query_max_memory == cfg.query_max_memory
+    assert shard.storage_path == cfg.storage_path and shard.storage_writer_id == "gw0-s1"  # one table, own writer
+    assert shard.query_max_memory == cfg.query_max_memory
+    alone = child_config(cfg, Child("shard", 0, "s"), Layout(shards=1, queriers=0, run_dir="/run/x"))
+    assert alone.storage_writer_id == "gw0"  # one shard is the one-process gateway's writer: same WAL, same series
     querier = child_config(cfg, Child("querier", 0, "/run/x/querier-0.sock"), layout)
     assert (querier.query_max_memory, querier.query_max_concurrency, querier.query_max_queue) == (
         512 * 1024**2, 2, 10)

@@ -48,17 +48,17 @@ def test_restart_loads_checkpoint_then_newer_files_and_wal(tmp_path):
     try:
         asyncio.run(st.append(batch(range(50), [NOW] * 50, [1.0] * 50)))
         st.flush()  # writes the checkpoint (the table grew from nothing)
-        assert os.path.exists(tmp_path / catalog_checkpoint.NAME)
+        assert os.path.exists(tmp_path / "wal" / "gw0" / catalog_checkpoint.NAME)
         asyncio.run(st.append(batch(range(50, 53), [NOW + 1000] * 3, [2.0] * 3)))
         st.flush()  # a series file after the checkpoint (3 new series: under a tenth, no new checkpoint)
         asyncio.run(st.append(batch(range(53, 55), [NOW + 2000] * 2, [3.0] * 2)))  # only in the WAL
     finally:
         st.close(flush=False)
-    _, covered = catalog_checkpoint.load(str(tmp_path))
+    _, covered = catalog_checkpoint.load(str(tmp_path / "wal" / "gw0"))
     st = Storage(str(tmp_path))
     st.open()
     try:
-        assert len(st.catalog) == 55 and catalog_checkpoint.covered_seq(st.fileset.current) > covered
+        assert len(st.catalog) == 55 and catalog_checkpoint.covered_seq(st.table.current, "gw0") > covered
         assert sorted(int(i) for i, _, _ in read_all(st)) == list(range(55))
         sel = st.select_series([Matcher("i", "=~", "5[0-4]")], NOW + 500, NOW + 5000, None)
         assert sorted(dict(lb)["i"] for lb in sel.labels) == [str(i) for i in range(50, 55)]
@@ -71,7 +71,7 @@ def test_unreadable_checkpoint_falls_back_to_the_series_files(tmp_path):
     st.open()
     asyncio.run(st.append(batch(range(10), [NOW] * 10, [1.0] * 10)))
     st.close()
-    (tmp_path / catalog_checkpoint.NAME).write_bytes(b"not a checkpoint")
+    (tmp_path / "wal" / "gw0" / catalog_checkpoint.NAME).write_bytes(b"not a checkpoint")
     st = Storage(str(tmp_path))
     st.open()
     try:
@@ -92,17 +92,17 @@ def test_series_dropped_by_retention_do_not_come_back_from_the_checkpoint(tmp_pa
     st = opened()
     asyncio.run(st.append(batch(range(10), [NOW] * 10, [1.0] * 10)))
     st.flush()
-    assert len(catalog_checkpoint.load(str(tmp_path))[0]) == 10
+    assert len(catalog_checkpoint.load(str(tmp_path / "wal" / "gw0"))[0]) == 10
     now[0] += 10 * minute / 1000
     later = NOW + 10 * minute
     asyncio.run(st.append(batch(range(10, 12), [later] * 2, [2.0] * 2)))
     st.flush()
     st.maintenance.run()  # the first 10 series' partition leaves retention: they are dropped
     assert not st.maintenance.failing and len(st.catalog) == 2
-    assert catalog_checkpoint.load(str(tmp_path)) is None  # the stale checkpoint is gone at once
+    assert catalog_checkpoint.load(str(tmp_path / "wal" / "gw0")) is None  # the stale checkpoint is gone at once
     asyncio.run(st.append(batch(range(12, 13), [later + 1000], [3.0])))
     st.flush()  # and the next flush writes a new one, without them
-    assert len(catalog_checkpoint.load(str(tmp_path))[0]) == 3
+    assert len(catalog_checkpoint.load(str(tmp_path / "wal" / "gw0"))[0]) == 3
     st.close(flush=False)
     st = opened()
     try:

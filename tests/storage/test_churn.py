@@ -47,7 +47,7 @@ def scrape(gen_alive: list[int], t_ms: int, k: int) -> bytes:
 
 
 def side_table_sids(path, kind: str) -> set[int]:
-    files = sorted((path / kind).glob(f"{kind}-*.parquet"))
+    files = sorted((path / "table" / kind).glob(f"writer=gw0/{kind}-gw0-*.parquet"))
     return set(np.concatenate([pq.read_table(f).column("sid").to_numpy() for f in files]).tolist()) if files else set()
 
 
@@ -78,7 +78,7 @@ def test_pod_churn_keeps_the_series_table_and_caches_bounded_by_live_series(tmp_
             if k % 2:  # a flush every two scrapes, then what the flusher does after it
                 st.flush()
                 st.maintenance.run()
-                st.fileset.collect()
+                st.table.collect()
                 assert not st.maintenance.failing
         # Dashboards look at the live pods: fills the label caches, label ranks and the sample cache.
         live = st.select_series([Matcher("namespace", "=", "batch")], t_ms - 2 * MINUTE, t_ms, QueryContext())
@@ -95,12 +95,12 @@ def test_pod_churn_keeps_the_series_table_and_caches_bounded_by_live_series(tmp_
         assert len(cat.metrics) <= len(STABLE_METRICS) + BOUND // PER_GENERATION
         assert set(st.metadata()) <= set(cat.metrics)
         _, _, cached_files = st.sample_cache_stats()
-        assert cached_files <= st.fileset.current.paths(), "no cache entry of a deleted file"
+        assert cached_files <= st.table.current.paths(), "no cache entry of a deleted file"
 
     assert len(ever) == GENERATIONS * PER_GENERATION and peak * 3 < len(ever), "history is much bigger than the bound"
     st.flush()
     st.maintenance.run()
-    st.fileset.collect()
+    st.table.collect()
     # Exactly the series with samples left: no more (history), no fewer (a live series lost).
     cat = st.catalog
     every = st.read_samples(cat.sids.view.copy(), 0, t_ms + MINUTE, QueryContext())

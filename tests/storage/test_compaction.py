@@ -71,7 +71,7 @@ def same(a, b) -> bool:
 
 
 def sample_files(path) -> list:
-    return sorted((path / "samples").glob("hour=*/*.parquet"))
+    return sorted((path / "table" / "samples").glob("hour=*/*.parquet"))
 
 
 def assert_sorted_by_metric_sid_t(path) -> None:
@@ -111,7 +111,7 @@ def test_metrics_merge_in_order_and_first_written_wins_bit_exact(tmp_path):
     assert same(before, w.expected())
 
     assert compact_partitions(st) == 1
-    st.fileset.collect()
+    st.table.collect()
     (out,) = sample_files(tmp_path)
     assert same(read_everything(st), before)
     sid, t, bits = read_everything(st)
@@ -134,7 +134,7 @@ def test_output_has_the_flush_layout(tmp_path):
     st.flush()
     flushed = pq.ParquetFile(sample_files(tmp_path)[0])
     assert compact_partitions(st) == 1
-    st.fileset.collect()
+    st.table.collect()
     merged = pq.ParquetFile(sample_files(tmp_path)[0])
     assert merged.schema_arrow.field("metric").type == pa.dictionary(pa.int32(), pa.string())
     assert merged.schema_arrow == flushed.schema_arrow
@@ -160,7 +160,7 @@ def test_metrics_spanning_row_groups_recompact_exactly(tmp_path):
     w.add("gamma", range(2), range(0, 2))
     st.flush()
     assert compact_partitions(st, row_group_rows=rows) == 1
-    st.fileset.collect()
+    st.table.collect()
     (once,) = sample_files(tmp_path)
     sizes = [pq.ParquetFile(once).metadata.row_group(i).num_rows
              for i in range(pq.ParquetFile(once).metadata.num_row_groups)]
@@ -175,7 +175,7 @@ def test_metrics_spanning_row_groups_recompact_exactly(tmp_path):
     before = read_everything(st)
     assert same(before, w.expected())
     assert compact_partitions(st, row_group_rows=rows) == 1
-    st.fileset.collect()
+    st.table.collect()
     (twice,) = sample_files(tmp_path)
     assert same(read_everything(st), before)
     assert_sorted_by_metric_sid_t(twice)
@@ -193,7 +193,7 @@ def test_default_row_groups_with_a_metric_bigger_than_one(tmp_path):
     st.flush()
     before = read_everything(st)
     assert compact_partitions(st) == 1
-    st.fileset.collect()
+    st.table.collect()
     (out,) = sample_files(tmp_path)
     meta = pq.ParquetFile(out).metadata
     assert [meta.row_group(i).num_rows for i in range(meta.num_row_groups)] == [1 << 17, 1 << 17, 288_480 - (2 << 17)]
@@ -208,10 +208,10 @@ def test_stop_abandons_and_leaves_no_temporary_file(tmp_path):
     for k in range(3):
         w.add("alpha", range(2), range(10 * k, 10 * k + 10))
         st.flush()
-    files_before = st.fileset.current.samples
+    files_before = st.table.current.samples
     st.stopping.set()  # shutdown has begun
     assert compact_partitions(st) == 0
-    assert st.fileset.current.samples == files_before
+    assert st.table.current.samples == files_before
     assert list(tmp_path.rglob("*.tmp")) == []
     assert len(sample_files(tmp_path)) == 3
     st.stopping.clear()
@@ -231,7 +231,7 @@ def test_open_partition_waits_for_many_files(tmp_path):
     st.flush()
     w.add("alpha", range(2), range(101, 102), base=current)
     assert compact_partitions(st) == 1
-    st.fileset.collect()
+    st.table.collect()
     assert len(sample_files(tmp_path)) == 1
     assert same(read_everything(st), w.expected())
     st.close()

@@ -42,8 +42,8 @@ def test_previous_version_data_dir_opens_and_mixes_with_new_files(tmp_path, monk
         st.flush()
         monkeypatch.setattr(compact, "MAX_SIDE_FILES", 2)  # merge the old JSON file with the new key file
         compact.compact_side_tables(st)
-        st.fileset.collect()  # the merged files are retired, deleted once no read holds them
-        assert len(os.listdir(root / "series")) == 1
+        st.table.collect()  # the merged files are retired, deleted once no read holds them
+        assert len(os.listdir(root / "table" / "series" / "writer=gw0")) == 1
     finally:
         st.close()
     st = Storage(str(root))

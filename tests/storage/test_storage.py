@@ -73,13 +73,13 @@ def test_out_of_order_accepted_and_exact_duplicate_kept_once(tmp_path):
 def test_flush_writes_parquet_and_removes_flushed_wal_segments(tmp_path):
     st = opened(tmp_path)
     run(st.append(batch(range(10), [NOW] * 10, range(10))))
-    before = list_segments(tmp_path / "wal")
+    before = list_segments(tmp_path / "wal" / "gw0")
     st.flush()
-    after = list_segments(tmp_path / "wal")
+    after = list_segments(tmp_path / "wal" / "gw0")
     assert not set(before) & set(after), "flushed segments must be deleted"
-    parts = list((tmp_path / "samples").glob("hour=*/part-*.parquet"))
+    parts = list((tmp_path / "table" / "samples").glob("hour=*/part-*.parquet"))
     assert parts and all(p.stat().st_size > 0 for p in parts)
-    assert list((tmp_path / "series").glob("series-*.parquet"))
+    assert list((tmp_path / "table" / "series" / "writer=gw0").glob("series-*.parquet"))
     assert len(read_all(st)) == 10
     st.close()
 
@@ -90,7 +90,7 @@ def test_torn_wal_tail_is_truncated_and_earlier_records_kept(tmp_path):
     run(st.append(batch([1], [NOW], [2.0])))
     seg = st.wal.current_segment
     st.close(flush=False)
-    path = tmp_path / "wal" / segment_name(seg)
+    path = tmp_path / "wal" / "gw0" / segment_name(seg)
     with open(path, "ab") as fh:  # a record header promising more bytes than were written
         fh.write(b"\x40\x00\x00\x00\x00\x00\x00\x00partial")
     st = opened(tmp_path)
@@ -103,8 +103,8 @@ def test_half_written_parquet_is_ignored_and_removed(tmp_path):
     run(st.append(batch([0], [NOW], [1.0])))
     st.flush()
     st.close(flush=False)
-    part_dir = next((tmp_path / "samples").glob("hour=*"))
-    junk = part_dir / "part-99999999.parquet.tmp"
+    part_dir = next((tmp_path / "table" / "samples").glob("hour=*"))
+    junk = part_dir / "part-gw0-99999999.parquet.tmp"
     junk.write_bytes(b"PAR1 half a file")
     st = opened(tmp_path)
     assert not junk.exists()
@@ -171,11 +171,11 @@ def test_compaction_merges_partition_files_and_keeps_every_sample_once(tmp_path)
         st.flush()
     expected = sorted([("0", base + k * 1000 - NOW, float(k)) for k in range(4)]
                       + [("1", base + k * 1000 - NOW, float(10 + k)) for k in range(4)])
-    part = next((tmp_path / "samples").glob("hour=*"))
+    part = next((tmp_path / "table" / "samples").glob("hour=*"))
     assert len(list(part.glob("*.parquet"))) == 4
     before = sorted(read_all(st))
     assert compact_partitions(st) == 1
-    st.fileset.collect()
+    st.table.collect()
     assert len(list(part.glob("*.parquet"))) == 1
     assert sorted(read_all(st)) == before == expected
     st.close(flush=False)
@@ -191,7 +191,7 @@ def test_flushed_files_hold_each_sample_once_first_written_wins(tmp_path):
     run(st.append(batch([0, 0, 1], [NOW + 1000, NOW + 1000, NOW], [1, 2, 5])))
     run(st.append(batch([0, 1], [NOW + 1000, NOW], [3, 6], new=False)))
     st.flush()
-    rows = [pq.read_table(f).select(["t", "v"]).to_pylist() for f in (tmp_path / "samples").glob("*/*.parquet")]
+    rows = [pq.read_table(f).select(["t", "v"]).to_pylist() for f in (tmp_path / "table" / "samples").glob("*/*.parquet")]
     assert sorted(r["v"] for f in rows for r in f) == [1.0, 5.0]
     assert read_all(st) == sorted([("0", 1000, 1.0), ("1", 0, 5.0)])
     st.close()

@@ -80,13 +80,13 @@ def test_failed_flush_leaves_no_partial_file_and_retries_whole(disk):
         loop.run_until_complete(st.append(batch(range(300), [NOW] * 300, [float(i) for i in range(300)])))
         st.flush()
         loop.run_until_complete(st.append(batch(range(300, 600), [NOW + 1000] * 300, [1.0] * 300)))
-        before = sorted(os.listdir(disk / "data" / "samples" / f"hour={NOW // 3600_000 * 3600_000}"))
+        before = sorted(os.listdir(disk / "data" / "table" / "samples" / f"hour={NOW // 3600_000 * 3600_000}"))
         filler = disk / "filler"
         fill(filler)
         with pytest.raises(OSError):
             st.flush()
         assert not _leftovers(disk)
-        assert sorted(os.listdir(disk / "data" / "samples" / f"hour={NOW // 3600_000 * 3600_000}")) == before
+        assert sorted(os.listdir(disk / "data" / "table" / "samples" / f"hour={NOW // 3600_000 * 3600_000}")) == before
         assert len(read_all(st)) == 600  # the snapshot that failed to flush is still read from memory
         filler.unlink()
         st.flush()  # retries the snapshot left over

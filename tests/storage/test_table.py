@@ -1,11 +1,13 @@
-"""The file set on real files: one sequence for every kind of file (finding 1 of issue 9), files
-retired by compaction and retention deleted only once no running query holds them, and failures of
-compaction, retention and side-table merges that leave no partial file and are retried."""
+"""The table (storage/table.py) on real files: this writer's file sequence restarts above its files, files
+removed by compaction and retention are deleted only once no running query holds them and the vacuum
+delay has passed, failures of compaction, retention and side-table merges leave no partial file and are
+retried, a follower catches up to a table version, and the Delta log is checkpointed."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 import time
 
@@ -16,8 +18,8 @@ from metricsgw.limits.context import QueryContext
 from metricsgw.model import Matcher, canonical, series_id
 from metricsgw.storage.batch import AppendBatch
 from metricsgw.storage.compact import MAX_SIDE_FILES, compact_partitions, compact_side_tables
-from metricsgw.storage.fileset import FileSet
-from metricsgw.storage.parquet_io import read_series
+from metricsgw.storage.table import Table
+from metricsgw.storage.parquet_io import read_series, write_series
 from metricsgw.storage.store import Storage
 from metricsgw.telemetry import Telemetry
 
@@ -66,8 +68,8 @@ def test_restart_then_side_table_compaction_keeps_every_span(tmp_path):
 
     st = opened(tmp_path)
     assert compact_side_tables(st) == MAX_SIDE_FILES + 1
-    st.fileset.collect()
-    assert len(list((tmp_path / "spans").glob("spans-*.parquet"))) == 1
+    st.table.collect()
+    assert len(list((tmp_path / "table" / "spans" / "writer=gw0").glob("spans-*.parquet"))) == 1
     st.close(flush=False)
 
     st = opened(tmp_path)
@@ -80,18 +82,24 @@ def test_restart_then_side_table_compaction_keeps_every_span(tmp_path):
 
 
 def test_the_sequence_restarts_above_every_kind_of_file(tmp_path):
-    for d in ("samples/hour=0", "series", "spans"):
-        (tmp_path / d).mkdir(parents=True)
-    fs = FileSet(str(tmp_path))
-    (tmp_path / "spans" / "spans-00000009.parquet").write_bytes(b"")  # only its name matters here
-    (tmp_path / "series" / "series-00000005.parquet").write_bytes(b"")
-    (tmp_path / "spans" / "left.parquet.tmp").write_bytes(b"half")  # a crash mid-write
+    """Also above this writer's files the table does not list (a crash mid-flush left them): a new file is
+    never named like one on disk. Another writer's numbers are its own."""
+    spans, series = tmp_path / "table" / "spans" / "writer=gw0", tmp_path / "table" / "series" / "writer=gw0"
+    for d in (spans, series, tmp_path / "table" / "spans" / "writer=gw1"):
+        d.mkdir(parents=True)
+    fs = Table(str(tmp_path))
+    (spans / "spans-gw0-00000009.parquet").write_bytes(b"")  # only its name matters here
+    (series / "series-gw0-00000005.parquet").write_bytes(b"")
+    (tmp_path / "table" / "spans" / "writer=gw1" / "spans-gw1-00000077.parquet").write_bytes(b"")
+    (spans / "spans-gw0-00000010.parquet.tmp").write_bytes(b"half")  # a crash mid-write
     assert fs.open() == 1
-    assert not (tmp_path / "spans" / "left.parquet.tmp").exists()
+    assert not (spans / "spans-gw0-00000010.parquet.tmp").exists()
     with fs.transaction() as tx:
         for kind in ("series", "spans"):
             path, seq = tx.new_path(kind)
-            assert seq > 9 and path.endswith(f"-{seq:08d}.parquet")
+            assert 9 < seq < 77 and path.endswith(f"-gw0-{seq:08d}.parquet")
+    assert fs.collect() == 2, "the two files no commit lists are collected (the vacuum delay is 0 here)"
+    assert (tmp_path / "table" / "spans" / "writer=gw1" / "spans-gw1-00000077.parquet").exists(), "not ours"
 
 
 def test_a_retired_file_is_deleted_only_when_no_pinned_snapshot_lists_it(tmp_path):
@@ -100,17 +108,17 @@ def test_a_retired_file_is_deleted_only_when_no_pinned_snapshot_lists_it(tmp_pat
     for k in range(3):
         append(st, series, NOW - 3 * HOUR + k * 1000, float(k))
         st.flush()
-    inputs = [f.path for f in st.fileset.current.samples]
-    older = st.fileset.pin()  # a query reading the three files
+    inputs = [f.path for f in st.table.current.samples]
+    older = st.table.pin()  # a query reading the three files
     assert compact_partitions(st) == 1
-    newer = st.fileset.pin()  # a query that started after the compaction reads only its output
+    newer = st.table.pin()  # a query that started after the compaction reads only its output
     assert len(newer.snapshot.samples) == 1 and newer.snapshot.samples[0].path not in inputs
-    assert st.fileset.collect() == 0 and all(tmp_path.joinpath(p).exists() for p in inputs)
+    assert st.table.collect() == 0 and all(tmp_path.joinpath(p).exists() for p in inputs)
     newer.release()
-    assert st.fileset.collect() == 0, "the older reader still holds them"
+    assert st.table.collect() == 0, "the older reader still holds them"
     older.release()
-    assert st.fileset.collect() == 3 and not any(tmp_path.joinpath(p).exists() for p in inputs)
-    assert st.fileset.retired == 0
+    assert st.table.collect() == 3 and not any(tmp_path.joinpath(p).exists() for p in inputs)
+    assert st.table.retired == 0
     st.close()
 
 
@@ -138,7 +146,7 @@ def test_compaction_and_retention_wait_for_a_running_query(tmp_path):
         append(st, series, old_t + k * 1000, float(k))
         append(st, series, recent_t + k * 1000, float(10 + k))
         st.flush()
-    files = [f.path for f in st.fileset.current.samples]
+    files = [f.path for f in st.table.current.samples]
     assert len(files) == 4
     want = read_all(st, 0, NOW)
 
@@ -149,12 +157,12 @@ def test_compaction_and_retention_wait_for_a_running_query(tmp_path):
     assert ctx.inside.wait(60)
     st.maintenance.run()  # retention retires the old partition, compaction the two recent files
     assert not st.maintenance.failing
-    assert len(st.fileset.current.samples) == 1
-    assert st.fileset.collect() == 0 and all(tmp_path.joinpath(p).exists() for p in files)
+    assert len(st.table.current.samples) == 1
+    assert st.table.collect() == 0 and all(tmp_path.joinpath(p).exists() for p in files)
     ctx.go_on.set()
     reader.join(60)
     assert got == [want], "the held query read every file it started with"
-    assert st.fileset.collect() == 4 and not any(tmp_path.joinpath(p).exists() for p in files)
+    assert st.table.collect() == 4 and not any(tmp_path.joinpath(p).exists() for p in files)
     assert not list(tmp_path.glob(f"samples/hour={old_t // HOUR * HOUR}")), "the emptied partition directory went"
     st.close()
 
@@ -173,12 +181,12 @@ def test_failing_compaction_leaves_no_file_is_counted_logged_once_and_retried(tm
     for k in range(2):
         append(st, series, NOW - 3 * HOUR + k * 1000, float(k))
         st.flush()
-    files = sorted(tmp_path.glob("samples/*/*.parquet"))
+    files = sorted(tmp_path.glob("table/samples/hour=*/*.parquet"))
     good = corrupt(files[1])
     with caplog.at_level(logging.INFO, logger="metricsgw.storage"):
         for attempt in range(3):
             st.maintenance.run()
-            assert sorted(tmp_path.glob("samples/*/*")) == files, "no new or partial file"
+            assert sorted(tmp_path.glob("table/samples/hour=*/*")) == files, "no new or partial file"
             assert failures(tel) == attempt + 1
     assert [r.levelname for r in caplog.records if "compaction failed" in r.getMessage()] == ["ERROR"]
     files[1].write_bytes(good)  # the cause goes away
@@ -187,8 +195,8 @@ def test_failing_compaction_leaves_no_file_is_counted_logged_once_and_retried(tm
         st.maintenance.run()
     assert failures(tel) == 3 and not st.maintenance.failing
     assert any("compaction works again" in r.getMessage() for r in caplog.records)
-    st.fileset.collect()
-    assert len(list(tmp_path.glob("samples/*/*.parquet"))) == 1
+    st.table.collect()
+    assert len(list(tmp_path.glob("table/samples/hour=*/*.parquet"))) == 1
     assert sorted(read_all(st, 0, NOW)[1]) == sorted([NOW - 3 * HOUR, NOW - 3 * HOUR + 1000] * 3)
     st.close()
 
@@ -200,15 +208,15 @@ def test_failing_side_table_merge_leaves_no_file_and_is_retried(tmp_path):
     for k in range(MAX_SIDE_FILES):
         append(st, series, NOW + k * 1000, float(k))
         st.flush()
-    spans = sorted((tmp_path / "spans").iterdir())
+    spans = sorted((tmp_path / "table" / "spans" / "writer=gw0").iterdir())
     good = corrupt(spans[3])
     st.maintenance.run()
-    assert sorted((tmp_path / "spans").iterdir()) == spans and failures(tel) == 1
+    assert sorted((tmp_path / "table" / "spans" / "writer=gw0").iterdir()) == spans and failures(tel) == 1
     assert list(st.maintenance.failing) == ["side-table compaction"]
     spans[3].write_bytes(good)
     st.maintenance.run()
-    st.fileset.collect()
-    assert len(list((tmp_path / "spans").iterdir())) == 1 and not st.maintenance.failing
+    st.table.collect()
+    assert len(list((tmp_path / "table" / "spans" / "writer=gw0").iterdir())) == 1 and not st.maintenance.failing
     st.close()
 
 
@@ -225,12 +233,12 @@ def test_close_waits_for_running_reads_before_closing_duckdb(tmp_path):
     closer = threading.Thread(target=st.close)
     closer.start()
     for _ in range(6000):  # bounded: until close() has stopped admitting reads
-        if st.fileset.closing:
+        if st.table.closing:
             break
         time.sleep(0.01)
-    assert st.fileset.closing
+    assert st.table.closing
     with pytest.raises(Exception, match="shutting down"):
-        st.fileset.pin()
+        st.table.pin()
     assert closer.is_alive(), "close() waits for the running read"
     ctx.go_on.set()
     reader.join(60)
@@ -248,17 +256,17 @@ def test_failing_retention_rewrite_is_retried_and_purges_the_dropped_series(tmp_
     st.flush()
     append(st, kept, NOW - 10 * 60_000, 2.0)
     st.flush()
-    series_files = sorted((tmp_path / "series").iterdir())
+    series_files = sorted((tmp_path / "table" / "series" / "writer=gw0").iterdir())
     good = corrupt(series_files[0])
     st.maintenance.run()
     assert list(st.maintenance.failing) == ["retention"] and failures(tel) == 1
     assert not any(st.has_series(s) for s, _ in old), "dropped from memory at once"
-    assert sorted((tmp_path / "series").iterdir()) == series_files, "no partial rewrite"
+    assert sorted((tmp_path / "table" / "series" / "writer=gw0").iterdir()) == series_files, "no partial rewrite"
     series_files[0].write_bytes(good)
     st.maintenance.run()  # nothing new to drop: the remembered rewrite is retried
-    st.fileset.collect()
+    st.table.collect()
     assert not st.maintenance.failing
-    sids, _ = read_series([str(p) for p in (tmp_path / "series").iterdir()])
+    sids, _ = read_series([str(p) for p in (tmp_path / "table" / "series" / "writer=gw0").iterdir()])
     assert sorted(sids.tolist()) == sorted(s for s, _ in kept)
     st.close()
 
@@ -267,13 +275,13 @@ def test_a_failed_flush_leaves_no_file_and_the_next_flush_writes_its_samples(tmp
     st = opened(tmp_path)
     first, second = [one_series(i) for i in range(2)], [one_series(i, "n") for i in range(2)]
     t1 = NOW - 3 * HOUR  # its partition directory cannot be made: a file sits where it goes
-    blocker = tmp_path / "samples" / f"hour={t1 // HOUR * HOUR}"
-    blocker.parent.mkdir(parents=True)
+    blocker = tmp_path / "table" / "samples" / f"hour={t1 // HOUR * HOUR}"
+    blocker.parent.mkdir(parents=True, exist_ok=True)
     blocker.write_bytes(b"")
     append(st, first, t1, 1.0)
     with pytest.raises(OSError):
         st.flush()
-    assert [p for p in tmp_path.rglob("*.parquet")] == [], "no partial file"
+    assert [p for p in tmp_path.rglob("*.parquet*") if "_delta_log" not in p.parts] == [], "no partial file"
     assert read_all(st, 0, NOW)[2] == [1.0, 1.0], "still readable from memory"
     append(st, second, NOW - 60_000, 2.0)
     blocker.unlink()  # the cause goes away
@@ -286,3 +294,71 @@ def test_a_failed_flush_leaves_no_file_and_the_next_flush_writes_its_samples(tmp
     assert set(st.select_series([Matcher("__name__", "=~", ".+")], None, None).labels) == {
         lb for _, lb in first + second}
     st.close()
+
+
+def test_a_removed_file_waits_for_the_vacuum_delay_and_for_local_pins(tmp_path):
+    """Readers in other processes hold no pin here: the delay since the remove is what protects them."""
+    now = [1000.0]
+    table = Table(str(tmp_path), vacuum_delay_s=300, clock=lambda: now[0])
+    table.open()
+    with table.transaction() as tx:
+        path, _ = tx.new_path("series")
+        write_series(path, [(1, b"m\xfe")])
+        tx.add_side("series", path)
+        tx.commit()
+    pin = table.pin()
+    with table.transaction() as tx:
+        tx.retire([path])
+        tx.commit()
+    assert path not in table.current.paths()
+    now[0] += 299
+    assert table.collect() == 0 and os.path.exists(path), "removed less than the delay ago"
+    now[0] += 1
+    assert table.collect() == 0 and os.path.exists(path), "a local reader still pins a version listing it"
+    pin.release()
+    assert table.collect() == 1 and not os.path.exists(path)
+    table.close()
+
+
+def test_a_follower_catches_up_to_a_table_version_and_a_shard_keeps_only_its_own_series(tmp_path):
+    gw0, gw1 = opened(tmp_path, writer_id="gw0"), opened(tmp_path, writer_id="gw1")
+    shard = None
+    try:
+        mine, theirs = [one_series(i) for i in range(3)], [one_series(i, "other") for i in range(2)]
+        append(gw0, mine, NOW - 60_000, 1.0)
+        gw0.flush()
+        append(gw1, theirs, NOW - 60_000, 2.0)
+        gw1.flush()
+        v = gw1.table.current.table_version
+        assert gw0.table.current.table_version < v, "gw0 has not loaded gw1's commit yet"
+        gw0.ensure_version(v)
+        assert gw0.table.current.table_version >= v
+        assert sorted(read_all(gw0, 0, NOW)[2]) == [1.0] * 3 + [2.0] * 2, "gw1's series and samples joined"
+        version_before = gw0.table.current.version
+        gw0.ensure_version(v)  # already there: nothing reloaded
+        assert gw0.table.current.version == version_before
+        gw1.close()
+        gw1 = None
+        shard = opened(tmp_path, writer_id="gw1", follow_others=False)
+        assert len(shard.catalog) == 2, "a shard loads only the series its own commits wrote"
+        assert sorted(read_all(shard, 0, NOW)[2]) == [2.0] * 2
+    finally:
+        for st in (gw0, gw1, shard):
+            if st is not None:
+                st.close(flush=False)
+
+
+def test_the_log_is_checkpointed_so_opening_reads_few_entries(tmp_path):
+    st = opened(tmp_path)
+    series = [one_series()]
+    for k in range(55):
+        append(st, series, NOW - 3600_000 + k * 1000, float(k))
+        st.flush()
+    st.close()
+    log = tmp_path / "table" / "samples" / "_delta_log"
+    assert list(log.glob("*.checkpoint.parquet")) and (log / "_last_checkpoint").exists()
+    st = opened(tmp_path)
+    try:
+        assert len(read_all(st, 0, NOW)[1]) == 55
+    finally:
+        st.close(flush=False)
