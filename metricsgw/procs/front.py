@@ -119,7 +119,8 @@ class Front:
             bad["front"] = NO_QUERY_PROCESS
         if not bad:
             return web.Response(text="metricsgw is Ready.\n")
-        return web.Response(status=503, text="Service Unavailable: " + "; ".join(f"{n}: {why}" for n, why in bad.items()) + "\n")
+        reasons = "; ".join(f"{n}: {why}" for n, why in bad.items())
+        return web.Response(status=503, text=f"Service Unavailable: {reasons}\n")
 
     async def reload(self, request: web.Request) -> web.Response:
         answers = await self._ask_all("POST", "/-/reload")

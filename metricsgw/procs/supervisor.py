@@ -1,10 +1,11 @@
 """The front's children: start them, restart one that dies (with backoff, saying why), stop them in order.
 
-A child is restarted however it ended (crash, kill -9, OOM kill), except when it says it cannot start with
-its settings (``child.EXIT_REFUSED``): then the front stops the gateway and exits with an error: the data it acknowledged is in its WAL and
+A child is restarted however it ended (crash, kill -9, OOM kill): the data it acknowledged is in its WAL and
 comes back when it replays. The backoff doubles from ``FIRST_BACKOFF_S`` up to ``MAX_BACKOFF_S`` and starts
-over once a child has stayed up for ``STABLE_AFTER_S``, so a child that cannot start (a full disk at open, a
-broken rule file) does not spin, and one that died once after hours comes back at once.
+over once a child has stayed up for ``STABLE_AFTER_S``, so a child that cannot start (a full disk at open)
+does not spin, and one that died once after hours comes back at once. A child that says it cannot start
+with its settings (``child.EXIT_REFUSED``: its writer id is held by another live process, a setting is
+refused) is not restarted: the front stops the gateway and exits with an error.
 """
 
 from __future__ import annotations

@@ -178,8 +178,8 @@ def test_reload_and_sighup_reach_the_children_and_sigterm_stops_them_in_order(tm
     assert all(not k.is_running() for k in kids)
     log = gw.log_tail(20000)
     assert "proc=shard-0" in log and "stopped" in log
-    # The shard flushed on the way out: a one-process gateway on the same directory reads it from Parquet.
-    assert any((tmp_path / "gw" / "data" / "samples").rglob("*.parquet"))
+    # The shard flushed on the way out: its samples are in the table's Parquet files.
+    assert any((tmp_path / "gw" / "data" / "table" / "samples").rglob("*.parquet"))
 
 
 def _kept(base_url: str) -> bool:

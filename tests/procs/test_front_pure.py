@@ -76,7 +76,8 @@ def test_metrics_of_every_process_in_one_valid_exposition_labelled_by_process():
     hist = families["metricsgw_query_duration_seconds"]
     assert hist.type == "histogram" and len(hist.samples) == 8
     assert text.count("# TYPE metricsgw_ingested_samples_total") == 1
-    assert [s.labels for s in families["metricsgw_front_child_up"].samples] == [{"process": "front", "child": "shard-0"}]
+    up = families["metricsgw_front_child_up"].samples
+    assert [s.labels for s in up] == [{"process": "front", "child": "shard-0"}]
 
 
 def test_budgets_per_gateway_are_split_and_the_front_keeps_authentication():
