@@ -15,6 +15,7 @@ from . import appkeys as K
 from .api import metadata, query, rules as rules_api
 from .api.compression import compress_api_answers
 from .api.middleware import prometheus_errors
+from .cluster.peers import PeerFanout
 from .config import Config
 from .ingest.pipeline import IngestPipeline
 from .ingest.time_window import SampleTimeWindow
@@ -65,6 +66,7 @@ def build_app(cfg: Config, telemetry: Telemetry | None = None) -> web.Applicatio
                               pool=app[K.MEMORY])
     app[K.BLOCKED] = BlockedQueries(cfg.query_blocked)
     app[K.READ_GATE] = read_gate(cfg)
+    app[K.PEERS] = PeerFanout(cfg.cluster_peers, cfg.cluster_peer_timeout, tel) if cfg.cluster_peers else None
     # Queries get their own threads: ingestion (event loop + WAL thread) never waits behind them,
     # and those threads run at a lower CPU priority, so when queries and writes compete for the
     # cores the scheduler serves the writes first.
@@ -124,6 +126,8 @@ async def _open_storage(app: web.Application) -> None:
         storage.start_background()
 
     app[K.REPLAY_TASK] = asyncio.get_running_loop().create_task(replay())
+    if app[K.PEERS] is not None:
+        app[K.PEERS].bind(asyncio.get_running_loop())
 
 
 async def _stop_queries(app: web.Application) -> None:
@@ -142,6 +146,8 @@ async def _close_storage(app: web.Application) -> None:
     await asyncio.to_thread(app[K.STORAGE].close)
     if app[K.RULER] is not None:
         await app[K.RULER].close()
+    if app[K.PEERS] is not None:
+        await app[K.PEERS].close()
 
 
 async def healthy(request: web.Request) -> web.Response:

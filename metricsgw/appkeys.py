@@ -19,3 +19,4 @@ READ_GATE: web.AppKey[Any] = web.AppKey("read_gate")
 BLOCKED: web.AppKey[Any] = web.AppKey("blocked")
 QUERY_POOL: web.AppKey[Any] = web.AppKey("query_pool")
 REPLAY_TASK: web.AppKey[Any] = web.AppKey("replay_task")
+PEERS: web.AppKey[Any] = web.AppKey("peers")  # cluster.peers.PeerFanout, or None without --cluster.peers

@@ -98,6 +98,14 @@ def _writer_id(text: str) -> str:
     return check_writer_id(str(text))
 
 
+def _peer_url(text: str) -> str:
+    """A peer gateway: http(s)://host:port (a path prefix allowed) or unix:/path/to.sock."""
+    s = str(text).strip()
+    if re.match(r"^https?://[^/\s]+", s) or re.match(r"^unix:/\S+$", s):
+        return s.rstrip("/")
+    raise ValueError(f"not a peer address: {text!r} (use http://host:port, https://host:port or unix:/path.sock)")
+
+
 def _bool(text: str | bool) -> bool:
     if isinstance(text, bool):
         return text
@@ -185,6 +193,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("storage.remote.read-concurrent-limit", I, 10, "Remote reads served at once (0 = no limit); each one also takes a query slot (--query.max-concurrency)."),
     Setting("storage.remote.read-max-bytes-in-frame", P, 1024 * 1024, "Streamed remote read: bytes of chunks (plus labels) per frame before a series is split across frames."),
     # --- rules
+    Setting("cluster.peers", _peer_url, [], "Another gateway (http(s)://host:port, or unix:/path.sock for a local shard) whose "
+            "recent samples, not yet in the shared table, every query and metadata call here also reads "
+            "(POST /api/v1/read?scope=head). A peer that cannot answer gives a partial answer with a warning. Repeatable.",
+            repeated=True),
+    Setting("cluster.peer-timeout", D, 10.0, "How long a query waits for a peer's recent samples (and at most half "
+            "of what is left of the query's own deadline); a slower peer gives a partial answer with a warning."),
     Setting("rules.file", S, [], "Relabel/drop rule file (Prometheus relabel_config YAML list). Repeatable.", repeated=True),
     Setting("rules.ruler-url", _http_url, "", "Ruler that evaluates the alerting/recording rules against metricsgw (vmalert, or a "
             "Prometheus), e.g. http://127.0.0.1:8880; /api/v1/rules and /api/v1/alerts show its groups and alerts "

@@ -76,6 +76,9 @@ class Telemetry:
             "metricsgw_query_memory_limit_bytes", "The running queries' share of --query.max-memory.", registry=r)
         self.queries_queued = Gauge(
             "metricsgw_queries_queued", "Queries waiting for a concurrency slot.", registry=r)
+        self.peer_requests = Counter(
+            "metricsgw_peer_requests", "Reads of a peer's recent samples (--cluster.peers) by peer and result: "
+            "ok, down, refused, timeout, garbage.", ["peer", "result"], registry=r)
         self.rules_reload_success = Gauge(
             "metricsgw_rules_last_reload_successful", "1 if the last rules reload succeeded.", registry=r)
         self.rules_loaded = Gauge(

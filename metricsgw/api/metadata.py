@@ -24,6 +24,7 @@ from .params import MAX_TIME_S, MIN_TIME_S, now_s, parse_limit, parse_time, read
 from .query import query_context, query_text
 from .response import success
 from .running import run_guarded
+from .sources import read_source
 
 
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
@@ -82,7 +83,7 @@ async def series(request: web.Request) -> web.Response:
     limit, by_user = _cap(request, params, request.app[CONFIG].query_max_metadata_series)
     ctx = query_context(request, params.get("timeout"), metadata=True)
     ctx.max_series = max(ctx.max_series, limit + 1)  # the cap truncates; it does not fail
-    storage = request.app[STORAGE]
+    storage, warnings = read_source(request, request.app[STORAGE], samples=False)
 
     def work():
         seen: dict = {}
@@ -94,7 +95,6 @@ async def series(request: web.Request) -> web.Response:
         return list(seen)
 
     found = await run_guarded(request, "series", ctx, work)
-    warnings = []
     if len(found) > limit:
         found = found[:limit]
         warnings.append(_truncation_warning(by_user, limit, "--query.max-metadata-series"))
@@ -153,7 +153,7 @@ async def _label_listing(request: web.Request, kind: str, fetch) -> web.Response
     start_ms, end_ms = _window(request, params)
     limit, by_user = _cap(request, params, request.app[CONFIG].query_max_label_values)
     ctx = query_context(request, params.get("timeout"), metadata=True)
-    storage = request.app[STORAGE]
+    storage, warnings = read_source(request, request.app[STORAGE], samples=False)
 
     def work():
         found: set[str] = set()
@@ -162,7 +162,6 @@ async def _label_listing(request: web.Request, kind: str, fetch) -> web.Response
         return sorted(found)
 
     found = await run_guarded(request, kind, ctx, work)
-    warnings = []
     if len(found) > limit:
         found = found[:limit]
         warnings.append(_truncation_warning(by_user, limit, "--query.max-label-values"))

@@ -16,6 +16,7 @@ from ..promql.render import point_count, render_json
 from .params import now_s, parse_step, parse_time, parse_timeout, read_params
 from .response import success, success_json
 from .running import run_guarded
+from .sources import read_source
 
 
 def query_context(request: web.Request, timeout_param: str | None, metadata: bool = False) -> QueryContext:
@@ -44,6 +45,8 @@ async def instant_query(request: web.Request) -> web.Response:
     ctx = query_context(request, params.get("timeout"))
     request.app[BLOCKED].check(query, None, None)
     engine = request.app[ENGINE]
+    source, warnings = read_source(request, engine.source)
+    engine = engine.over(source)
     t0 = time.perf_counter()
 
     def work():
@@ -52,7 +55,7 @@ async def instant_query(request: web.Request) -> web.Response:
 
     value = await run_guarded(request, "query", ctx, work)
     request.app[TELEMETRY].query_duration.labels("query").observe(time.perf_counter() - t0)
-    return success_json(value, max_bytes=request.app[CONFIG].query_max_response_bytes)
+    return success_json(value, max_bytes=request.app[CONFIG].query_max_response_bytes, warnings=warnings)
 
 
 async def range_query(request: web.Request) -> web.Response:
@@ -75,6 +78,8 @@ async def range_query(request: web.Request) -> web.Response:
     ctx = query_context(request, params.get("timeout"))
     request.app[BLOCKED].check(query, end - start, step)
     engine = request.app[ENGINE]
+    source, warnings = read_source(request, engine.source)
+    engine = engine.over(source)
     t0 = time.perf_counter()
 
     def work():
@@ -83,7 +88,7 @@ async def range_query(request: web.Request) -> web.Response:
 
     value = await run_guarded(request, "query_range", ctx, work)
     request.app[TELEMETRY].query_duration.labels("query_range").observe(time.perf_counter() - t0)
-    return success_json(value, max_bytes=cfg.query_max_response_bytes)
+    return success_json(value, max_bytes=cfg.query_max_response_bytes, warnings=warnings)
 
 
 # Rendering a point builds a float, a value string and a tuple (~140 bytes of Python objects)

@@ -21,9 +21,10 @@ def success(data: Any, warnings: list[str] | None = None, infos: list[str] | Non
     return _respond(encoded, max_bytes)
 
 
-def success_json(data_json: bytes, max_bytes: int | None = None) -> web.Response:
+def success_json(data_json: bytes, max_bytes: int | None = None, warnings: list[str] | None = None) -> web.Response:
     """The envelope around a ``data`` object that is already JSON (rendered by promql.render_json)."""
-    return _respond(b'{"status":"success","data":' + data_json + b"}", max_bytes)
+    extra = b',"warnings":' + json.dumps(warnings).encode() if warnings else b""
+    return _respond(b'{"status":"success","data":' + data_json + extra + b"}", max_bytes)
 
 
 def _respond(encoded: bytes, max_bytes: int | None) -> web.Response:

@@ -8,6 +8,7 @@ client hung up, which stops DuckDB at once and numpy work at the next stage chec
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from contextlib import asynccontextmanager
 from typing import AsyncIterator, Awaitable, Callable, TypeVar
 
@@ -28,13 +29,15 @@ async def run_guarded(request: web.Request, kind: str, ctx: QueryContext, fn: Ca
 
 
 @asynccontextmanager
-async def guarded(request: web.Request, kind: str, ctx: QueryContext) -> AsyncIterator[Runner]:
+async def guarded(request: web.Request, kind: str, ctx: QueryContext, slot: bool = True) -> AsyncIterator[Runner]:
     """One guard slot and one deadline for a query that runs several steps in the query pool
-    (a streamed remote read): ``await run(fn)`` runs each step there, stoppable like run_guarded."""
+    (a streamed remote read): ``await run(fn)`` runs each step there, stoppable like run_guarded.
+    ``slot=False``: the deadline, budgets and cancellation without a query slot (a peer's read of
+    our head, which the peer's own query waits for: see read_handler.py)."""
     guard = request.app[GUARD]
     tel = request.app[TELEMETRY]
     pool = request.app[QUERY_POOL]
-    async with guard.slot(kind, ctx):
+    async with (guard.slot(kind, ctx) if slot else contextlib.nullcontext()):
         loop = asyncio.get_running_loop()
         timer = loop.call_later(max(ctx.remaining(), 0.0), ctx.interrupt)
 

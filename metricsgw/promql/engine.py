@@ -6,6 +6,7 @@ so the DuckDB storage and the in-memory MemSource are interchangeable.
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
 
@@ -38,6 +39,14 @@ class Engine:
         self.lookback_ms = int(round(lookback_s * 1000))
         self.max_points = max_points
         self.subquery_step_ms = int(round(subquery_step_s * 1000))
+
+    def over(self, source) -> "Engine":
+        """The same engine reading from another source (one query's, e.g. with peers' data)."""
+        if source is self.source:
+            return self
+        engine = copy.copy(self)
+        engine.source = source
+        return engine
 
     # ---- public API -----------------------------------------------------------------
 

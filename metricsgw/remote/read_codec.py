@@ -98,7 +98,14 @@ def _query(q) -> ReadQuery:
 
 
 def _label_records(labels: Labels, field: int = 1) -> bytes:
-    return b"".join(_len_field(field, pb.ReadLabel(name=n, value=v).SerializeToString()) for n, v in labels)
+    """The ``labels`` fields of a series: each a ReadLabel {name = 1, value = 2}, written directly
+    (a protobuf object per label costs more than its bytes); the same bytes the generated code
+    writes, which leaves empty strings out."""
+    out = []
+    for n, v in labels:
+        msg = b"".join(_len_field(k, text.encode()) for k, text in ((1, n), (2, v)) if text)
+        out.append(_len_field(field, msg))
+    return b"".join(out)
 
 
 def _len_field(field: int, payload: bytes) -> bytes:

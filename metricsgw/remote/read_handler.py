@@ -27,6 +27,7 @@ from ..errors import BadData, GatewayError, LimitExceeded
 from ..limits.context import QueryContext
 from ..limits.guard import QueryGuard
 from ..storage.batch import SeriesSet
+from ..storage.recent import RecentView
 from . import read_codec
 from .read_codec import ReadQuery
 from .write_handler import read_bounded
@@ -37,6 +38,10 @@ log = logging.getLogger(__name__)
 # a read holds stays bounded however many series it selects.
 STREAM_BATCH_SAMPLES = 500_000
 FIRST_BATCH_SERIES = 64
+
+# ?scope=head: only the samples this process holds in memory, not yet committed (what a peer's
+# querier asks for, docs/cluster.md); the answer says which table version holds the rest.
+TABLE_VERSION_HEADER = "X-Metricsgw-Table-Version"
 
 
 def read_gate(cfg) -> QueryGuard | None:
@@ -53,6 +58,8 @@ async def handle_read(request: web.Request) -> web.StreamResponse:
     body = await read_bounded(request, read_codec.MAX_REQUEST_BYTES, "remote-read request",
                               "Prometheus's 32 MiB read request limit")
     queries, response_type = read_codec.decode_request(body)
+    source, headers = _source(request)
+    head = isinstance(source, RecentView)
     ctx = QueryContext.for_request(None, cfg.query_timeout, max_samples=cfg.query_max_samples,
                                    max_series=cfg.query_max_series)
     try:
@@ -60,16 +67,33 @@ async def handle_read(request: web.Request) -> web.StreamResponse:
             gate = app[READ_GATE]
             if gate is not None:
                 await stack.enter_async_context(gate.slot("remote read"))
-            run = await stack.enter_async_context(guarded(request, "remote_read", ctx))
+            # A head read takes no query slot: the peer asking is a query holding one of its own slots
+            # while it waits, so with slots taken on both sides two gateways would each wait for the
+            # other until --cluster.peer-timeout. It is a read of memory, bounded by the remote-read
+            # gate, the deadline and the budgets.
+            run = await stack.enter_async_context(guarded(request, "remote_read", ctx, slot=not head))
             if response_type == read_codec.SAMPLES:
                 limit = cfg.storage_remote_read_sample_limit
-                results = [await run(lambda q=q: _sampled(app[STORAGE], q, ctx, limit)) for q in queries]
+                results = [await run(lambda q=q: _sampled(source, q, ctx, limit)) for q in queries]
                 body = await run(lambda: read_codec.encode_samples_response(results))  # snappy off the loop
                 return web.Response(body=body, headers={
-                    "Content-Type": read_codec.SAMPLES_CONTENT_TYPE, "Content-Encoding": "snappy"})
-            return await _streamed(request, run, queries, ctx, cfg.storage_remote_read_max_bytes_in_frame)
+                    "Content-Type": read_codec.SAMPLES_CONTENT_TYPE, "Content-Encoding": "snappy", **headers})
+            return await _streamed(request, source, headers, run, queries, ctx,
+                                   cfg.storage_remote_read_max_bytes_in_frame)
     except LimitExceeded as err:  # Prometheus answers a read over its limits with 400
         raise BadData(str(err)) from None
+
+
+def _source(request: web.Request) -> tuple[object, dict[str, str]]:
+    """What the read answers from: the whole storage, or (scope=head) its uncommitted samples."""
+    scope = request.rel_url.query.get("scope", "")
+    storage = request.app[STORAGE]
+    if scope == "":
+        return storage, {}
+    if scope != "head":
+        raise BadData(f'invalid parameter "scope": {scope!r} (supported: head)')
+    view = RecentView(storage)
+    return view, {TABLE_VERSION_HEADER: str(view.table_version)}
 
 
 # ---------------------------------------------------------------- selection
@@ -108,8 +132,9 @@ def _sampled(storage, q: ReadQuery, ctx: QueryContext, sample_limit: int) -> byt
 class _Stream:
     """The streamed response, started (headers sent, 200) only when the first frame is ready."""
 
-    def __init__(self, request: web.Request) -> None:
+    def __init__(self, request: web.Request, headers: dict[str, str]) -> None:
         self.request = request
+        self.headers = headers
         self.resp: web.StreamResponse | None = None
 
     async def write(self, frames: list[bytes]) -> None:
@@ -120,15 +145,15 @@ class _Stream:
 
     async def start(self) -> web.StreamResponse:
         if self.resp is None:
-            self.resp = web.StreamResponse(headers={"Content-Type": read_codec.STREAMED_CONTENT_TYPE})
+            self.resp = web.StreamResponse(headers={"Content-Type": read_codec.STREAMED_CONTENT_TYPE,
+                                                    **self.headers})
             await self.resp.prepare(self.request)
         return self.resp
 
 
-async def _streamed(request: web.Request, run, queries: list[ReadQuery], ctx: QueryContext,
-                    max_bytes_in_frame: int) -> web.StreamResponse:
-    storage = request.app[STORAGE]
-    stream = _Stream(request)
+async def _streamed(request: web.Request, storage, headers: dict[str, str], run, queries: list[ReadQuery],
+                    ctx: QueryContext, max_bytes_in_frame: int) -> web.StreamResponse:
+    stream = _Stream(request, headers)
     try:
         for index, q in enumerate(queries):
             ss = await run(lambda q=q: _select(storage, q, ctx))

@@ -273,6 +273,12 @@ class StorageReader:
         return out
 
     # ------------------------------------------------------------------ samples
+    def recent_heads(self) -> tuple[list, int]:
+        """(the heads holding samples not yet committed, oldest first; the file set version they
+        are not in: the samples table version this writer has seen): taken together under the lock a flush commits under (storage/recent.py)."""
+        with self._swap_lock:
+            return list(self.flushing) + [self.head], self.table.current.table_version
+
     def read_samples(self, ids: np.ndarray, start_ms: int, end_ms: int, ctx: QueryContext) -> SampleBlock:
         """Samples of these series in [start_ms, end_ms], sorted by (sid, t), one per (sid, t).
 

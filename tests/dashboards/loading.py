@@ -8,6 +8,7 @@ on one connection, which is what Prometheus's head needs.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 
 from prometheus_client.parser import text_string_to_metric_families
@@ -87,3 +88,23 @@ def provoke_discard_and_guard_rejection(base_url: str) -> None:
     except RuntimeError:
         pass  # the 400 is expected: the discard counter is what we want
     api(base_url, "/api/v1/query", {"query": 'count_over_time({__name__=~".+"}[30m])', "timeout": "0.000001"})
+
+
+def in_parallel(calls: list[tuple]) -> None:
+    """Run each ``(fn, *args)`` in a thread of its own (loads of several servers at once); the first
+    error of any of them is raised here, once all have finished."""
+    errors: list[BaseException] = []
+
+    def one(fn, *args) -> None:
+        try:
+            fn(*args)
+        except BaseException as err:  # noqa: BLE001 (re-raised below, in the caller's thread)
+            errors.append(err)
+
+    threads = [threading.Thread(target=one, args=call) for call in calls]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]

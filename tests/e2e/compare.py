@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import math
 
+from tests.e2e import queries
+from tests.e2e.client import api
+
 
 def _value(s: str) -> float:
     return float(s)
@@ -54,3 +57,50 @@ def diff(got: dict, want: dict, limit: int = 5) -> list[str]:
         if len(out) >= limit:
             break
     return out
+
+
+def compare_servers(got_url: str, want_url: str, path: str, params: dict, ordered: bool,
+                    want_name: str = "Prometheus", got_name: str = "metricsgw") -> list[str]:
+    """Differences between two servers' answers to one API call (empty when they agree): where the
+    reference refuses, the other must refuse with the same status and errorType; topk/bottomk may
+    pick other series of equal value; a sorted vector must come in the same value order."""
+    s_want, want = api(want_url, path, params, method="POST")
+    s_got, got = api(got_url, path, params, method="POST")
+    where = f"{path} {params}"
+    if s_want != 200:
+        if (s_got, got.get("errorType")) != (s_want, want.get("errorType")):
+            return [f"{where}: {want_name} {s_want} {want.get('errorType')} ({want.get('error')}) "
+                    f"but {got_name} {s_got} {got.get('errorType')} ({got.get('error') or got})"]
+        return []
+    if s_got != 200 or got.get("status") != "success":
+        return [f"{where}: {want_name} answered, {got_name} {s_got} {got}"]
+    if want["data"]["resultType"] == "string":  # compare.diff reads values as floats
+        return [] if got["data"] == want["data"] else [f"{where}: {got['data']} != {want['data']}"]
+    problems = diff(got["data"], want["data"])
+    if problems and queries.tie_sensitive(params["query"]) and \
+            values_by_time(got["data"]) == values_by_time(want["data"]):
+        problems = []  # topk/bottomk chose other series of equal value: Prometheus's choice follows its series order
+    if not problems and ordered and want["data"]["resultType"] == "vector":
+        # sort() does not order ties (Go's sort.Sort is not stable): the values must come in the same order
+        g, w = value_seq(got["data"]), value_seq(want["data"])
+        if len(g) != len(w) or not all(same_value(a, b) for a, b in zip(g, w)):
+            problems = [f"order differs: want values {w}, got {g}"]
+    return [f"{where}: {p}" for p in problems]
+
+
+def value_seq(data: dict) -> list[float]:
+    return [float(r["value"][1]) for r in data["result"]]
+
+
+def same_value(a: float, b: float) -> bool:
+    return (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-9, abs_tol=0.0)
+
+
+def values_by_time(data: dict) -> dict:
+    """timestamp -> sorted values of all series at it (a tie-blind view of a result)."""
+    out: dict = {}
+    points = [r["value"] for r in data["result"]] if data["resultType"] == "vector" else \
+        [p for r in data["result"] for p in r["values"]] if data["resultType"] == "matrix" else []
+    for t, v in points:
+        out.setdefault(round(float(t), 3), []).append(repr(float(v)))
+    return {t: sorted(vs) for t, vs in out.items()}

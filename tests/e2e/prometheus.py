@@ -69,9 +69,10 @@ def start_scraping_prometheus(work_dir: Path, target: str, remote_write_url: str
 
 def start_prometheus_sender(work_dir: Path, scrape_configs: list[dict], remote_write_url: str,
                             scrape_interval: str = "1s", queue: dict | None = None,
-                            rule_files: list[Path] | None = None) -> Server:
+                            rule_files: list[Path] | None = None, more_remote_write: list[dict] = ()) -> Server:
     """Prometheus scraping ``scrape_configs`` and remote-writing everything to ``remote_write_url``
-    (small batches, quick retries: a test sees its samples within a second or two)."""
+    (small batches, quick retries: a test sees its samples within a second or two), and through
+    the ``more_remote_write`` entries (e.g. shards, with their own relabelling) with the same queue."""
     if shutil.which(PROMETHEUS) is None and not Path(PROMETHEUS).exists():
         raise RuntimeError("Debian's prometheus package is not installed (make test installs it)")
     port = free_port()
@@ -81,11 +82,12 @@ def start_prometheus_sender(work_dir: Path, scrape_configs: list[dict], remote_w
         "global": {"scrape_interval": scrape_interval, "evaluation_interval": scrape_interval},
         "scrape_configs": scrape_configs,
         "remote_write": [{
-            "url": remote_write_url,
+            "url": url,
             "queue_config": {"batch_send_deadline": "500ms", "max_samples_per_send": 2000,
                              "min_backoff": "50ms", "max_backoff": "1s", **(queue or {})},
             "metadata_config": {"send_interval": "2s"},
-        }],
+            **entry,
+        } for url, entry in [(remote_write_url, {})] + [(e["url"], e) for e in more_remote_write]],
     }
     if rule_files:
         cfg["rule_files"] = [str(f) for f in rule_files]

@@ -12,8 +12,6 @@ where Prometheus refuses a query, metricsgw must refuse it with the same status 
 
 from __future__ import annotations
 
-import math
-import threading
 
 import numpy as np
 import pytest
@@ -21,11 +19,11 @@ import pytest
 from bench.procs import start_metricsgw, start_prometheus
 from metricsgw.model import STALE_NAN
 from tests.dashboards.grafana import interpolate, load_dashboards, resolve_variables, targets
-from tests.dashboards.loading import (INTERVAL_MS, SmallControlPlaneWorkload, aligned_now_ms,
+from tests.dashboards.loading import (INTERVAL_MS, SmallControlPlaneWorkload, aligned_now_ms, in_parallel,
                                       provoke_discard_and_guard_rejection, scrape_into, write_series, write_workload)
 from tests.e2e import queries
 from tests.e2e.client import api
-from tests.e2e.compare import diff
+from tests.e2e.compare import compare_servers, same_value, value_seq, values_by_time
 
 GPU_NODES = 2
 SCRAPES = 161  # 40 minutes at 15 s
@@ -90,22 +88,11 @@ def pair(tmp_path_factory):
         workload = SmallControlPlaneWorkload(GPU_NODES, seed=3)
         end_ms = aligned_now_ms()
         start_ms = end_ms - (SCRAPES - 1) * INTERVAL_MS
-        errors: list[BaseException] = []
-
         def load(server) -> None:
-            try:
-                write_workload(server.write_url, workload, end_ms, SCRAPES, samples_per_series=10)
-                write_series(server.base_url, edge_case_series(start_ms, end_ms))
-            except BaseException as err:  # noqa: BLE001 (re-raised below, in the test thread)
-                errors.append(err)
+            write_workload(server.write_url, workload, end_ms, SCRAPES, samples_per_series=10)
+            write_series(server.base_url, edge_case_series(start_ms, end_ms))
 
-        threads = [threading.Thread(target=load, args=(s,)) for s in (prom, gw)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        if errors:
-            raise errors[0]
+        in_parallel([(load, prom), (load, gw)])
         # metricsgw's own metrics, scraped once per step and written identically to both servers
         provoke_discard_and_guard_rejection(gw.base_url)
         instance = gw.base_url.removeprefix("http://")
@@ -123,59 +110,16 @@ def _times(query: str, start_s: float, end_s: float) -> str:
     return query.replace("<END>", f"{end_s:.3f}").replace("<START>", f"{start_s:.3f}")
 
 
-def _compare(gw_url: str, prom_url: str, path: str, params: dict, ordered: bool) -> list[str]:
-    s_want, want = api(prom_url, path, params, method="POST")
-    s_got, got = api(gw_url, path, params, method="POST")
-    where = f"{path} {params}"
-    if s_want != 200:
-        if (s_got, got.get("errorType")) != (s_want, want.get("errorType")):
-            return [f"{where}: Prometheus {s_want} {want.get('errorType')} ({want.get('error')}) "
-                    f"but metricsgw {s_got} {got.get('errorType')} ({got.get('error') or got})"]
-        return []
-    if s_got != 200 or got.get("status") != "success":
-        return [f"{where}: Prometheus answered, metricsgw {s_got} {got}"]
-    if want["data"]["resultType"] == "string":  # compare.diff reads values as floats
-        return [] if got["data"] == want["data"] else [f"{where}: {got['data']} != {want['data']}"]
-    problems = diff(got["data"], want["data"])
-    if problems and queries.tie_sensitive(params["query"]) and \
-            _values_by_time(got["data"]) == _values_by_time(want["data"]):
-        problems = []  # topk/bottomk chose other series of equal value: Prometheus's choice follows its series order
-    if not problems and ordered and want["data"]["resultType"] == "vector":
-        # sort() does not order ties (Go's sort.Sort is not stable): the values must come in the same order
-        g, w = _value_seq(got["data"]), _value_seq(want["data"])
-        if len(g) != len(w) or not all(_same(a, b) for a, b in zip(g, w)):
-            problems = [f"order differs: want values {w}, got {g}"]
-    return [f"{where}: {p}" for p in problems]
-
-
-def _value_seq(data: dict) -> list[float]:
-    return [float(r["value"][1]) for r in data["result"]]
-
-
-def _same(a: float, b: float) -> bool:
-    return (math.isnan(a) and math.isnan(b)) or math.isclose(a, b, rel_tol=1e-9, abs_tol=0.0)
-
-
-def _values_by_time(data: dict) -> dict:
-    """timestamp -> sorted values of all series at it (a tie-blind view of a result)."""
-    out: dict = {}
-    points = [r["value"] for r in data["result"]] if data["resultType"] == "vector" else \
-        [p for r in data["result"] for p in r["values"]] if data["resultType"] == "matrix" else []
-    for t, v in points:
-        out.setdefault(round(float(t), 3), []).append(repr(float(v)))
-    return {t: sorted(vs) for t, vs in out.items()}
-
-
 def _check(pair, query: str, instants=INSTANTS, ranges=RANGES) -> None:
     gw_url, prom_url, start_s, end_s = pair
     query = _times(query, start_s, end_s)
     problems = []
     for dt in instants:
         params = {"query": query, "time": f"{end_s + dt:.3f}"}
-        problems += _compare(gw_url, prom_url, "/api/v1/query", params, queries.ordered(query))
+        problems += compare_servers(gw_url, prom_url, "/api/v1/query", params, queries.ordered(query))
     for a, b, step in ranges:
         params = {"query": query, "start": f"{end_s + a:.3f}", "end": f"{end_s + b:.3f}", "step": step}
-        problems += _compare(gw_url, prom_url, "/api/v1/query_range", params, False)
+        problems += compare_servers(gw_url, prom_url, "/api/v1/query_range", params, False)
     assert not problems, "\n".join(problems[:6])
 
 
@@ -230,7 +174,7 @@ def test_tie_blind_and_order_views():
     def vec(*pairs):
         return {"resultType": "vector", "result": [{"metric": {"s": s}, "value": [1, v]} for s, v in pairs]}
 
-    assert _values_by_time(vec(("a", "5"), ("b", "5"))) == _values_by_time(vec(("c", "5"), ("a", "5")))
-    assert _values_by_time(vec(("a", "5"), ("b", "4"))) != _values_by_time(vec(("a", "5"), ("c", "5")))
-    assert not all(_same(a, b) for a, b in zip(_value_seq(vec(("a", "NaN"), ("b", "2"))), [2.0, float("nan")]))
-    assert not _same(1.0, 1.0 + 1e-6) and _same(float("nan"), float("nan"))
+    assert values_by_time(vec(("a", "5"), ("b", "5"))) == values_by_time(vec(("c", "5"), ("a", "5")))
+    assert values_by_time(vec(("a", "5"), ("b", "4"))) != values_by_time(vec(("a", "5"), ("c", "5")))
+    assert not all(same_value(a, b) for a, b in zip(value_seq(vec(("a", "NaN"), ("b", "2"))), [2.0, float("nan")]))
+    assert not same_value(1.0, 1.0 + 1e-6) and same_value(float("nan"), float("nan"))

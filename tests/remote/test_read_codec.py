@@ -62,3 +62,13 @@ def test_negotiation_takes_the_first_supported(accepted, want):
 def test_negotiation_refuses_only_unknown_types():
     with pytest.raises(BadData, match="does not support any of the requested response types"):
         read_codec.negotiate([2, 7])
+
+
+@pytest.mark.parametrize("labels", [
+    (("__name__", "up"),),
+    (("__name__", "DCGM_FI_DEV_POWER_USAGE"), ("Hostname", "gpu-node-00001"), ("gpu", "3")),
+    (("__name__", "x"), ("long", "é" * 300), ("empty", "")),  # lengths over one varint byte; an empty value
+])
+def test_label_bytes_are_what_the_generated_code_writes(labels):
+    want = pb.QueryResult(timeseries=[pb.ReadTimeSeries(labels=[pb.ReadLabel(name=n, value=v) for n, v in labels])])
+    assert read_codec.encode_series_only([labels]) == want.SerializeToString()

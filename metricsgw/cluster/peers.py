@@ -1,0 +1,200 @@
+"""Asking every peer for its recent samples: remote read (SAMPLES) of ``POST /api/v1/read?scope=head``.
+
+A query runs in a worker thread; the HTTP calls run on the event loop (aiohttp), all peers at
+once, and the worker waits for them while it watches its ``QueryContext``: a client that leaves or
+a deadline that passes cancels the calls still running. A peer's samples are charged to the query
+(--query.max-samples, memory) the moment its answer is decoded, and its body is read no further
+than the bytes the query may still hold.
+
+A peer that cannot be reached, refuses, is slower than --cluster.peer-timeout or answers something
+that is not a remote-read response is a ``PeerFailure``: the caller answers without that peer's
+recent data and says so in a warning. Each call is counted in
+``metricsgw_peer_requests_total{peer,result}``, and a peer's change of state is logged once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import concurrent.futures
+import logging
+import threading
+import urllib.parse
+from dataclasses import dataclass
+
+import aiohttp
+
+from ..errors import BadData, LimitExceeded, PayloadTooLarge
+from ..limits.context import QueryContext
+from ..model import Matcher
+from ..remote import read_client_codec
+from ..remote.read_client_codec import PeerSeries
+
+log = logging.getLogger(__name__)
+
+TABLE_VERSION_HEADER = "X-Metricsgw-Table-Version"
+# The worker looks at its QueryContext this often while peers answer (disconnect, deadline).
+POLL_S = 0.05
+# Peers get at most this share of what is left of the query's deadline, so that a query whose
+# peer does not answer still answers in time, without it and with a warning, instead of timing out
+# (a metadata call's deadline, --query.metadata-timeout, is as long as --cluster.peer-timeout).
+DEADLINE_SHARE = 0.5
+# A decoded sample is ~18 bytes on the wire; a query may hold SAMPLE_BYTES per sample. The body
+# (compressed or not) is bounded by what the query has left, never more than this.
+MAX_RESPONSE_BYTES = 1 << 30
+
+
+@dataclass
+class PeerAnswer:
+    peer: str
+    results: list[PeerSeries]  # one per query asked
+    table_version: int | None  # the newest table version the peer had committed when it answered
+
+
+@dataclass
+class PeerFailure:
+    peer: str
+    result: str  # down | refused | timeout | garbage: the metric's label
+    reason: str
+
+
+class _TooBig(Exception):
+    """The body is more than the query may still hold."""
+
+
+class _Refused(Exception):
+    """The peer answered, but not 200."""
+
+
+class Peer:
+    """One configured peer: its own HTTP session (a Unix-socket connector for ``unix:`` peers)."""
+
+    def __init__(self, url: str) -> None:
+        # credentials in the URL (http://user:password@host:port) authenticate; they never reach
+        # a warning, a log line or a metric label
+        self._auth: dict[str, str] = {}
+        if url.startswith("unix:"):
+            self.name = url
+            self._socket, self._url = url[len("unix:"):], "http://localhost/api/v1/read?scope=head"
+        else:
+            parts = urllib.parse.urlsplit(url)
+            userinfo, _, hostport = parts.netloc.rpartition("@")
+            if userinfo:
+                user, _, password = userinfo.partition(":")
+                login = f"{urllib.parse.unquote(user)}:{urllib.parse.unquote(password)}".encode()
+                self._auth = {"Authorization": "Basic " + base64.b64encode(login).decode()}
+            self.name = urllib.parse.urlunsplit(parts._replace(netloc=hostport))
+            self._socket, self._url = None, self.name + "/api/v1/read?scope=head"
+        self._session: aiohttp.ClientSession | None = None
+        self.state = "ok"  # the last call's result, so a change is logged once
+
+    def _session_now(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            connector = aiohttp.UnixConnector(path=self._socket) if self._socket else aiohttp.TCPConnector()
+            self._session = aiohttp.ClientSession(connector=connector)
+        return self._session
+
+    async def read(self, body: bytes, timeout_s: float, max_bytes: int) -> PeerAnswer:
+        headers = {"Content-Type": "application/x-protobuf", "Content-Encoding": "snappy",
+                   "X-Prometheus-Remote-Read-Version": "0.1.0", **self._auth}
+        async with self._session_now().post(self._url, data=body, headers=headers,
+                                            timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
+            if resp.status != 200:
+                text = (await resp.content.read(300)).decode("utf-8", "replace").strip()
+                raise _Refused(f"HTTP {resp.status}: {text}")
+            if resp.headers.get("Content-Type", "") != "application/x-protobuf":
+                raise BadData(f"unexpected Content-Type {resp.headers.get('Content-Type')!r}")
+            data = bytearray()
+            async for chunk in resp.content.iter_chunked(1 << 16):
+                data += chunk
+                if len(data) > max_bytes:
+                    raise _TooBig()
+            version = resp.headers.get(TABLE_VERSION_HEADER)
+        results = await asyncio.to_thread(read_client_codec.decode_response, bytes(data), max_bytes)
+        return PeerAnswer(self.name, results, int(version) if version and version.isdigit() else None)
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+
+class PeerFanout:
+    """All peers of this gateway; ``read`` is called from query worker threads."""
+
+    def __init__(self, urls: list[str], timeout_s: float, telemetry) -> None:
+        self.peers = [Peer(u) for u in urls]
+        self.timeout_s = timeout_s
+        self._tel = telemetry
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._state_lock = threading.Lock()
+
+    def bind(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The event loop the HTTP calls run on (the server's)."""
+        self._loop = loop
+
+    async def close(self) -> None:
+        for p in self.peers:
+            await p.close()
+
+    def read(self, queries: list[tuple[list[Matcher], int, int]], series_only: bool,
+             ctx: QueryContext) -> list[PeerAnswer | PeerFailure]:
+        """Every peer's answer to these queries, or why it has none; blocks the calling worker.
+
+        Raises the query's own errors: QueryCanceled/QueryTimeout (the calls are cancelled) and
+        LimitExceeded when a peer's samples cross the query's budgets."""
+        if not self.peers:
+            return []
+        ctx.check("peer read")
+        body = read_client_codec.encode_request(queries, series_only)
+        timeout = min(self.timeout_s, max(ctx.remaining() * DEADLINE_SHARE, 0.001))
+        max_bytes = max(0, min(MAX_RESPONSE_BYTES, ctx.max_bytes - ctx.bytes))
+        futures = {asyncio.run_coroutine_threadsafe(self._call(p, body, timeout, max_bytes), self._loop): p
+                   for p in self.peers}
+        out: dict[str, PeerAnswer | PeerFailure] = {}
+        pending = set(futures)
+        try:
+            while pending:
+                done, pending = concurrent.futures.wait(pending, timeout=POLL_S,
+                                                        return_when=concurrent.futures.FIRST_COMPLETED)
+                for fut in done:
+                    got = fut.result()
+                    if isinstance(got, PeerAnswer):  # charged as it arrives, not after all peers
+                        ctx.charge_samples(sum(len(r.block) for r in got.results), f"peer read ({got.peer})")
+                        ctx.charge_series(sum(len(r.labels) for r in got.results), f"peer read ({got.peer})")
+                    out[futures[fut].name] = got
+                ctx.check("peer read")
+        finally:
+            for fut in pending:
+                fut.cancel()
+        return [out[p.name] for p in self.peers]
+
+    async def _call(self, peer: Peer, body: bytes, timeout_s: float, max_bytes: int) -> PeerAnswer | PeerFailure:
+        try:
+            got: PeerAnswer | PeerFailure = await peer.read(body, timeout_s, max_bytes)
+        except (_TooBig, PayloadTooLarge):
+            raise LimitExceeded(f"peer {peer.name}'s recent samples would hold more memory than the query may "
+                                "(raise --query.max-memory-per-query or narrow the query)") from None
+        except asyncio.TimeoutError:
+            got = PeerFailure(peer.name, "timeout", f"no answer within {timeout_s:g}s (--cluster.peer-timeout)")
+        except _Refused as err:
+            got = PeerFailure(peer.name, "refused", str(err))
+        except BadData as err:
+            got = PeerFailure(peer.name, "garbage", str(err))
+        except (aiohttp.ClientError, OSError) as err:
+            got = PeerFailure(peer.name, "down", f"{type(err).__name__}: {err}")
+        self._observe(peer, got)
+        return got
+
+    def _observe(self, peer: Peer, got: PeerAnswer | PeerFailure) -> None:
+        result = "ok" if isinstance(got, PeerAnswer) else got.result
+        if self._tel is not None:
+            self._tel.peer_requests.labels(peer.name, result).inc()
+        with self._state_lock:
+            before, peer.state = peer.state, result
+        if before == result:
+            return
+        if result == "ok":
+            log.info("peer %s answers again", peer.name)
+        else:
+            log.warning("peer %s: %s (%s); answers lack its recent samples until it is back",
+                        peer.name, result, got.reason)

@@ -1,0 +1,127 @@
+"""A read source over the local storage and every peer's recent samples, for one query.
+
+The PromQL engine and the metadata APIs read through it as they read the storage (the same seam:
+select_series / estimate_samples / read_samples, label_names / label_values), so neither knows
+where a sample came from. For each selection the peers are asked first (all at once, one remote
+read each), then the local storage, so the table snapshot read locally is at least as new as the
+versions the peers' answers are relative to (docs/cluster.md); the answers are merged and
+de-duplicated by (sid, t), local samples first. Series ids are the blake2b of the labels, the same
+in every process, so a series a peer holds is the same series here.
+
+One object per query: what the peers answered is kept for that query only (a selection's samples
+serve its read), and ``warnings`` lists, once per peer, what the answer lacks because a peer could
+not answer.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..limits.context import QueryContext
+from ..model import METRIC_NAME, Matcher
+from ..storage.batch import SampleBlock, SeriesSet
+from ..storage.head import select_sorted
+from ..storage.merge import merge_parts
+from .peers import PeerFailure, PeerFanout
+
+# What a label listing without match[] asks peers for (remote read needs a matcher).
+ANY_SERIES = [Matcher(METRIC_NAME, "=~", ".+")]
+
+
+class ClusterSource:
+    def __init__(self, local, fanout: PeerFanout, samples: bool = True) -> None:
+        """``samples``: selections fetch the peers' samples with the series (PromQL); without,
+        only label sets (the metadata APIs)."""
+        self.local = local
+        self.fanout = fanout
+        self.samples = samples
+        self.warnings: list[str] = []
+        self._failed: set[str] = set()
+        # (matchers, start, end) -> each answering peer's series (and samples) for that selection
+        self._answers: dict[tuple, list] = {}
+
+    # ---------------------------------------------------------------- peers
+    def _from_peers(self, matchers: list[Matcher], start_ms: int, end_ms: int, ctx: QueryContext) -> list:
+        key = (tuple(matchers), start_ms, end_ms)
+        got = self._answers.get(key)
+        if got is None:
+            got = []
+            newest = -1
+            for answer in self.fanout.read([(matchers, start_ms, end_ms)], not self.samples, ctx):
+                if isinstance(answer, PeerFailure):
+                    self._warn(answer)
+                    continue
+                got.append(answer.results[0])
+                if answer.table_version is not None:
+                    newest = max(newest, answer.table_version)
+            # What a peer no longer holds in memory it had committed by the version it named: the local
+            # snapshot read next must include that version, or a sample being flushed is seen zero times.
+            if newest >= 0:
+                self.local.ensure_version(newest)
+            self._answers[key] = got
+        return got
+
+    def _warn(self, failure: PeerFailure) -> None:
+        if failure.peer in self._failed:
+            return
+        self._failed.add(failure.peer)
+        what = "samples" if self.samples else "series"
+        self.warnings.append(f"partial answer: peer {failure.peer} did not answer ({failure.result}: "
+                             f"{failure.reason}); its recent {what}, not yet in the shared table, are missing")
+
+    # ---------------------------------------------------------------- the read seam
+    def select_series(self, matchers: list[Matcher], start_ms: int | None, end_ms: int | None,
+                      ctx: QueryContext | None = None, limit: int | None = None) -> SeriesSet:
+        window = _window(start_ms, end_ms)
+        peers = self._from_peers(matchers, *window, ctx)  # peers first: see the module docstring
+        local = self.local.select_series(matchers, start_ms, end_ms, ctx, limit)
+        known = set(local.ids.tolist())
+        extra: dict[int, tuple] = {}
+        for res in peers:  # a peer answers only series with samples in the window (or, series only, in its head)
+            for sid, labels in zip(res.ids.tolist(), res.labels):
+                if sid not in known:
+                    extra.setdefault(sid, labels)
+        if not extra:
+            return local
+        # Peer series were charged as they arrived (peers.py); the local ones by the storage.
+        ids = np.concatenate([local.ids, np.fromiter(extra, np.int64, len(extra))])
+        labels = local.labels + list(extra.values())
+        order = sorted(range(len(ids)), key=labels.__getitem__)[:limit]
+        return SeriesSet(ids[np.array(order, np.int64)], [labels[i] for i in order])
+
+    def estimate_samples(self, series: SeriesSet, start_ms: int, end_ms: int) -> int:
+        """The local estimate only: the peers' samples are held (and charged) already."""
+        return self.local.estimate_samples(series, start_ms, end_ms)
+
+    def read_samples(self, ids: np.ndarray, start_ms: int, end_ms: int, ctx: QueryContext) -> SampleBlock:
+        """Local samples, then those of every peer answer to a selection covering the window."""
+        ids_sorted = np.unique(np.asarray(ids, np.int64))
+        parts = [self.local.read_samples(ids_sorted, start_ms, end_ms, ctx)]
+        for (_, lo, hi), results in self._answers.items():
+            if lo <= start_ms and end_ms <= hi:
+                for res in results:
+                    parts.append(select_sorted(res.block.sid, res.block.t, res.block.v, ids_sorted, start_ms, end_ms))
+        ctx.check("peer merge")
+        return merge_parts(ids_sorted, [p for p in parts if len(p)], start_ms, end_ms)
+
+    # ---------------------------------------------------------------- metadata
+    def label_names(self, matchers: list[Matcher], start_ms: int | None, end_ms: int | None,
+                    ctx: QueryContext | None = None, limit: int | None = None) -> list[str]:
+        names = set(self.local.label_names(matchers, start_ms, end_ms, ctx))
+        for res in self._from_peers(matchers or ANY_SERIES, *_window(start_ms, end_ms), ctx):
+            names.update(n for labels in res.labels for n, _ in labels)
+        out = sorted(names)
+        return out[:limit] if limit else out
+
+    def label_values(self, name: str, matchers: list[Matcher], start_ms: int | None, end_ms: int | None,
+                     ctx: QueryContext | None = None, limit: int | None = None) -> list[str]:
+        values = set(self.local.label_values(name, matchers, start_ms, end_ms, ctx))
+        for res in self._from_peers(matchers or ANY_SERIES, *_window(start_ms, end_ms), ctx):
+            values.update(v for labels in res.labels for n, v in labels if n == name)
+        out = sorted(values)
+        return out[:limit] if limit else out
+
+
+def _window(start_ms: int | None, end_ms: int | None) -> tuple[int, int]:
+    lo, hi = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+    return (lo if start_ms is None else start_ms), (hi if end_ms is None else end_ms)

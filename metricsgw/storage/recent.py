@@ -1,0 +1,61 @@
+"""The samples this process holds in memory and has not committed yet: what a peer asks for.
+
+``POST /api/v1/read?scope=head`` answers from a ``RecentView`` instead of the storage: the same read
+seam (select_series / estimate_samples / read_samples), over the head and the snapshots being
+flushed only. The view takes the heads and the file set version under the storage's swap lock, the
+lock a flush commits and drops its snapshot under, so every sample not in the heads it reads is in
+a committed version <= ``table_version``: a reader that reads the table at that version or newer
+after this view sees each sample at least once (and de-duplicates by (sid, t)).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..limits.context import QueryContext
+from ..model import Matcher
+from .batch import SampleBlock, SeriesSet
+from .merge import merge_parts
+
+
+class RecentView:
+    def __init__(self, storage) -> None:
+        self._storage = storage
+        self.heads, self.table_version = storage.recent_heads()
+
+    def select_series(self, matchers: list[Matcher], start_ms: int | None, end_ms: int | None,
+                      ctx: QueryContext | None = None, limit: int | None = None) -> SeriesSet:
+        """The series of the table selection that have samples in memory overlapping the window
+        (by their first and last sample there, as Prometheus's head selects by chunk time range)."""
+        ss = self._storage.select_series(matchers, start_ms, end_ms, ctx, limit)
+        if not len(ss):
+            return ss
+        lo = np.iinfo(np.int64).min if start_ms is None else start_ms
+        hi = np.iinfo(np.int64).max if end_ms is None else end_ms
+        order = np.argsort(ss.ids, kind="stable")
+        held = np.zeros(len(ss), bool)
+        for head in self.heads:
+            for b in head.blocks():
+                a = np.searchsorted(b.sid, ss.ids[order], "left")
+                z = np.searchsorted(b.sid, ss.ids[order], "right")
+                has = z > a
+                first = np.where(has, b.t[np.minimum(a, len(b) - 1)], hi)
+                last = np.where(has, b.t[np.maximum(z - 1, 0)], lo)
+                held[order] |= has & (first <= hi) & (last >= lo)
+        keep = np.flatnonzero(held)
+        return SeriesSet(ss.ids[keep], [ss.labels[i] for i in keep.tolist()])
+
+    def estimate_samples(self, series: SeriesSet, start_ms: int, end_ms: int) -> int:
+        return sum(len(b) for b in self._blocks(series.ids, start_ms, end_ms))
+
+    def read_samples(self, ids: np.ndarray, start_ms: int, end_ms: int, ctx: QueryContext) -> SampleBlock:
+        ids_sorted = np.unique(np.asarray(ids, np.int64))
+        parts = self._blocks(ids_sorted, start_ms, end_ms)
+        for b in parts:
+            ctx.charge_samples(len(b), "head read")
+        ctx.check("sample merge")
+        return merge_parts(ids_sorted, parts, start_ms, end_ms)
+
+    def _blocks(self, ids, start_ms: int, end_ms: int) -> list[SampleBlock]:
+        ids_sorted = np.unique(np.asarray(ids, np.int64))
+        return [b for h in self.heads for b in h.select(ids_sorted, start_ms, end_ms) if len(b)]
