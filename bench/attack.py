@@ -32,7 +32,6 @@ import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-import psutil
 
 from bench import procs
 from bench.load import Plan, check_loopback, prepare, send_all
@@ -152,8 +151,7 @@ def run_attack(server_name: str, base: str, pid: int | None, attack: Attack, win
                timeout_s: float, linger_s: float) -> Result:
     sampler = None
     if pid:
-        proc = psutil.Process(pid)
-        rss0 = proc.memory_info().rss
+        rss0 = procs.tree_rss(pid)
         sampler = procs.ResourceSampler(pid, period_s=0.05).start()
     t0 = time.perf_counter()
     if attack.hang_up_after_s > 0:
@@ -193,12 +191,11 @@ def _wait_idle(pid: int | None, max_s: float = 120.0) -> None:
     """Let the previous case's leftover work finish (Prometheus goes on after a client leaves)."""
     if not pid:
         return
-    proc = psutil.Process(pid)
     end = time.monotonic() + max_s
     while time.monotonic() < end:
-        c0 = sum(proc.cpu_times()[:2])
+        c0 = procs.tree_cpu_s(pid) or 0.0
         time.sleep(0.5)
-        if sum(proc.cpu_times()[:2]) - c0 < 0.1:  # < 20% of a core
+        if (procs.tree_cpu_s(pid) or 0.0) - c0 < 0.1:  # < 20% of a core
             return
 
 

@@ -73,6 +73,16 @@ class Server:
             time.sleep(0.1)
         raise TimeoutError(f"{self.name} not ready after {timeout_s}s; log: {self.log_tail()}")
 
+    def kill(self) -> None:
+        """SIGKILL to the server and every process it started (its session): a crash of the whole server,
+        as the machine losing power or the OOM killer would make it."""
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.proc.wait()
+
     def stop(self, timeout_s: float = 60.0) -> int:
         """SIGTERM (every server shuts down cleanly on it), SIGKILL if it hangs."""
         if self.proc.poll() is None:
@@ -80,8 +90,7 @@ class Server:
             try:
                 self.proc.wait(timeout_s)
             except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+                self.kill()
         return self.proc.returncode
 
     def log_tail(self, n: int = 2000) -> str:
@@ -152,6 +161,53 @@ def targets(text: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
 
 
+def gateway_children(front_pid: int) -> dict[str, psutil.Process]:
+    """{"shard-0": process, "querier-0": ...}: the children a metricsgw front runs now (by their --role/--index)."""
+    out = {}
+    for p in psutil.Process(front_pid).children():
+        try:
+            args = p.cmdline()
+            alive = p.status() != psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            continue
+        role = next((a.split("=", 1)[1] for a in args if a.startswith("--role=")), None)
+        index = next((a.split("=", 1)[1] for a in args if a.startswith("--index=")), None)
+        if role and alive:
+            out[f"{role}-{index}"] = p
+    return out
+
+
+def tree_rss(pid: int) -> int:
+    """RSS of a process and the processes it runs (metricsgw's front and its children), bytes."""
+    proc = psutil.Process(pid)
+    rss = proc.memory_info().rss
+    for child in proc.children(recursive=True):
+        try:
+            rss += child.memory_info().rss
+        except psutil.Error:
+            pass
+    return rss
+
+
+def tree_cpu_s(pid: int) -> float | None:
+    """CPU seconds (user + system) of a process and the processes it runs now (metricsgw's front and its
+    children), plus those it has waited for; None if the process is gone."""
+    try:
+        proc = psutil.Process(pid)
+        t = proc.cpu_times()
+        kids = proc.children(recursive=True)
+    except psutil.Error:
+        return None
+    total = t.user + t.system + t.children_user + t.children_system
+    for kid in kids:
+        try:
+            k = kid.cpu_times()
+        except psutil.Error:
+            continue
+        total += k.user + k.system
+    return total
+
+
 @dataclass
 class Usage:
     cpu_s: float = 0.0
@@ -172,17 +228,10 @@ class ResourceSampler:
         self._cpu0 = 0.0
 
     def _cpu(self) -> float:
-        t = self.proc.cpu_times()
-        return t.user + t.system + t.children_user + t.children_system
+        return tree_cpu_s(self.proc.pid) or 0.0
 
     def _rss(self) -> int:
-        rss = self.proc.memory_info().rss
-        for child in self.proc.children(recursive=True):
-            try:
-                rss += child.memory_info().rss
-            except psutil.Error:
-                pass
-        return rss
+        return tree_rss(self.proc.pid)
 
     def _run(self) -> None:
         while not self._stop.is_set():

@@ -29,7 +29,6 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import psutil
 
 from metricsgw.config import parse_duration
 
@@ -224,7 +223,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"{ds.num_series:,} series; load s {ds.load_s}; restart s {ds.restart_s}", flush=True)
         results = run({s.name: s.base_url for s in ds.servers}, args.end or ds.end_ms / 1000, window, step,
                       args.repeat)
-        rss = {s.name: psutil.Process(s.pid).memory_info().rss for s in ds.servers}
+        rss = {s.name: procs.tree_rss(s.pid) for s in ds.servers}
     finally:
         ds.stop()
     print("gw = metricsgw, prom = Prometheus 2.42, vm = VictoriaMetrics (response cache off)\n")

@@ -26,7 +26,6 @@ import time
 import urllib.parse
 from pathlib import Path
 
-import psutil
 
 from bench import procs
 from bench.load import Plan, prepare, send_all
@@ -48,12 +47,6 @@ def _count(server: procs.Server, t_s: float) -> int | None:
     return int(float(result[0]["value"][1])) if result else 0
 
 
-def _cpu_s(pid: int) -> float | None:
-    try:
-        t = psutil.Process(pid).cpu_times()
-    except psutil.Error:
-        return None
-    return t.user + t.system
 
 
 def _until(cond, timeout_s: float) -> float | None:
@@ -85,13 +78,12 @@ def run_one(kind: str, shards, preamble, expect: int, last_t_s: float, work: Pat
         out["disk_bytes"] = procs.dir_bytes(server.data_dir)
         out["disk_bytes_per_sample"] = out["disk_bytes"] / max(acked, 1)
         out["rss_before_kill"] = procs.ResourceSampler(server.pid).start().stop().rss_last
-        server.proc.kill()
-        server.proc.wait()
+        server.kill()
         t0 = time.perf_counter()
         server = start(work / kind, port=port)
         ready = _until(lambda: procs.http_get(server.base_url + server.ready_path, timeout=2)[0] == 200, 600)
         out["ready_s"] = ready
-        out["ready_cpu_s"] = _cpu_s(server.pid)  # steadier than wall time on a shared machine
+        out["ready_cpu_s"] = procs.tree_cpu_s(server.pid)  # steadier than wall time on a shared machine
         answered = _until(lambda: _count(server, last_t_s) is not None, 600)
         out["first_query_s"] = None if answered is None else time.perf_counter() - t0
         got = _count(server, last_t_s) or 0

@@ -2,6 +2,7 @@
 
     python -m bench.soak --nodes 500 --duration 10m                       # soak
     python -m bench.soak --mode attack --nodes 1000 --duration 30s --clients 30
+    python -m bench.soak --mode writes-under-queries --nodes 300 --duration 2m --clients 3
     python -m bench.soak --targets metricsgw,prometheus,victoria-metrics ...
 
 Per server (fresh data dir, loopback): --history of past scrapes is written as fast as it is
@@ -11,7 +12,10 @@ taken, then for --duration every series gets a sample each --interval at the wal
   the last hour) every --refresh, and one abusive call goes out every 20 s, in turn: `{le!=""}`
   series with no range, a client that hangs up 1 s into `count({__name__=~".+"})` over 24 h,
   `__name__` values, a 24 h `sum by (le) (rate(apiserver..._bucket[5m]))`;
-- attack: --clients clients send heavy PromQL back to back (HEAVY below).
+- attack: --clients clients send heavy PromQL back to back (HEAVY below);
+- writes-under-queries: ingest alone for --duration (the idle write latency), then for another --duration
+  with --clients (3) heavy clients as in attack; reported: write p99 idle, under queries, and their ratio
+  (issue 10's target: within 1.5x). Compare `--metricsgw-flag=--server.single-process` with the default.
 /-/ready is polled every 0.5 s (2 s timeout). Reported: peak RSS and RSS --settle seconds after
 the load stopped, write latency p50/p99/max, writes that never got a 2xx, non-2xx write answers,
 ready probes that failed, query answers by status. Writes to bench/results/soak-<time>.json.
@@ -186,11 +190,11 @@ def run_server(kind: str, a, workload: Workload, work: Path) -> dict:
         if a.mode == "soak":
             threads.append(threading.Thread(target=abuser, args=(server.base_url, stop, 20.0, abuse), daemon=True))
         sampler = procs.ResourceSampler(server.pid, period_s=0.1).start()
+        if a.mode == "writes-under-queries":
+            out["idle"] = _write_figures(_live(server, workload, a, interval_ms))
         for t in threads:
             t.start()
-        first_ms = (int(time.time() * 1000) // interval_ms + 1) * interval_ms
-        writes = asyncio.run(live_ingest(server.write_url, workload, first_ms, max(1, int(a.duration // a.interval)),
-                                         interval_ms, a.connections))
+        writes = _live(server, workload, a, interval_ms)
         stop.set()
         probe_stop.set()
         prober.join(10.0)
@@ -199,12 +203,8 @@ def run_server(kind: str, a, workload: Workload, work: Path) -> dict:
             t.join(130.0)
         time.sleep(a.settle)
         usage = sampler.stop()
-        lat = np.array(writes.latencies_ms) if writes.latencies_ms else np.zeros(1)
         out |= {"rss_idle_mib": rss_idle / MiB, "rss_peak_mib": usage.rss_peak / MiB,
-                "rss_after_mib": usage.rss_last / MiB, "write_p50_ms": float(np.percentile(lat, 50)),
-                "write_p99_ms": float(np.percentile(lat, 99)), "write_max_ms": float(lat.max()),
-                "writes": writes.requests_ok, "writes_failed": writes.requests_failed + writes.requests_not_sent,
-                "write_answers": writes.status_counts, "samples_ok": writes.samples_ok, "ready": ready,
+                "rss_after_mib": usage.rss_last / MiB, **_write_figures(writes), "ready": ready,
                 "queries": queries.by_status, "query_p50_s": _pct(queries.seconds, 50),
                 "abuse": {k: c.by_status for k, c in abuse.items()},
                 "errors": {"queries": queries.first_error, **{k: c.first_error for k, c in abuse.items()}}}
@@ -212,6 +212,20 @@ def run_server(kind: str, a, workload: Workload, work: Path) -> dict:
         out["exit_code"] = server.stop()
         out["log_tail"] = server.log_tail(1500)
     return out
+
+
+def _live(server, workload: Workload, a, interval_ms: int) -> LoadResult:
+    first_ms = (int(time.time() * 1000) // interval_ms + 1) * interval_ms
+    return asyncio.run(live_ingest(server.write_url, workload, first_ms, max(1, int(a.duration // a.interval)),
+                                   interval_ms, a.connections))
+
+
+def _write_figures(writes: LoadResult) -> dict:
+    lat = np.array(writes.latencies_ms) if writes.latencies_ms else np.zeros(1)
+    return {"write_p50_ms": float(np.percentile(lat, 50)), "write_p99_ms": float(np.percentile(lat, 99)),
+            "write_max_ms": float(lat.max()), "writes": writes.requests_ok,
+            "writes_failed": writes.requests_failed + writes.requests_not_sent,
+            "write_answers": writes.status_counts, "samples_ok": writes.samples_ok}
 
 
 def _pct(xs: list[float], q: float) -> float:
@@ -229,7 +243,9 @@ def table(results: dict[str, dict]) -> str:
     for label, key, fmt in rows:
         lines.append(f"| {label} | " + " | ".join(fmt.format(results[n][key]) if key in results[n] else "-"
                                                    for n in names) + " |")
-    for label, fn in (("write answers", lambda r: r["write_answers"]),
+    for label, fn in (("write p99 ms with no queries (first phase)", lambda r: f'{r["idle"]["write_p99_ms"]:,.0f}'),
+                      ("write p99 under queries / idle", lambda r: f'{r["write_p99_ms"] / r["idle"]["write_p99_ms"]:.2f}'),
+                      ("write answers", lambda r: r["write_answers"]),
                       ("/-/ready failed / probes (max s)",
                        lambda r: f'{r["ready"]["failed"]} / {r["ready"]["probes"]} ({r["ready"]["max_s"]:.2f})'),
                       ("queries by status", lambda r: r["queries"]), ("query p50 s", lambda r: f'{r["query_p50_s"]:.2f}'),
@@ -250,7 +266,7 @@ def _cell(fn, r: dict) -> str:
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--mode", choices=("soak", "attack"), default="soak")
+    ap.add_argument("--mode", choices=("soak", "attack", "writes-under-queries"), default="soak")
     ap.add_argument("--nodes", type=int, default=500)
     ap.add_argument("--duration", default="10m", help="live phase (real time)")
     ap.add_argument("--history", default="10m", help="past scrapes written before the live phase")
@@ -265,7 +281,7 @@ def main(argv: list[str] | None = None) -> dict:
     for name in ("duration", "history", "interval", "refresh", "settle"):
         setattr(a, name, parse_duration(getattr(a, name)))
     if a.clients is None:
-        a.clients = 4 if a.mode == "soak" else 30
+        a.clients = {"soak": 4, "attack": 30, "writes-under-queries": 3}[a.mode]
     workload = Workload(a.nodes)
     print(f"{a.mode}: {a.nodes} nodes, {workload.num_series:,} series every {a.interval:g}s for {a.duration:g}s "
           f"after {a.history:g}s of history; {a.clients} clients", flush=True)

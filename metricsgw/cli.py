@@ -43,7 +43,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def config_from_args(args: argparse.Namespace):
+    """The settings of a parsed ``serve`` command line (ConfigError names a bad one)."""
+    overrides = {s.name: getattr(args, s.attr) for s in SETTINGS if hasattr(args, s.attr)}
+    return load(overrides, args.config_file)
+
+
+def setup_logging(cfg, process: str | None = None) -> None:
+    proc = f"proc={process} " if process else ""
+    logging.basicConfig(level=getattr(logging, cfg.log_level.upper().replace("WARN", "WARNING"), logging.INFO),
+                        format=f"ts=%(asctime)s level=%(levelname)s {proc}component=%(name)s msg=%(message)s")
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     args = build_parser().parse_args(argv)
     if args.command == "check" and args.what == "web-config":
         from .web.check import main as check_web_config
@@ -51,19 +64,22 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "check":
         from .rules.check import main as check_rules
         return check_rules(args.files)
-    overrides = {s.name: getattr(args, s.attr) for s in SETTINGS if hasattr(args, s.attr)}
     try:
-        cfg = load(overrides, args.config_file)
+        cfg = config_from_args(args)
     except ConfigError as err:
         print(f"metricsgw: error: {err}", file=sys.stderr)
         return 2
-    logging.basicConfig(level=getattr(logging, cfg.log_level.upper().replace("WARN", "WARNING"), logging.INFO),
-                        format="ts=%(asctime)s level=%(levelname)s component=%(name)s msg=%(message)s")
+    setup_logging(cfg, process=None if cfg.server_single_process else "front")
     from . import malloc
 
     malloc.tune()  # before any thread starts: arenas and the mmap threshold (malloc.py)
     try:
-        asyncio.run(_serve(cfg))
+        if cfg.server_single_process:
+            asyncio.run(_serve(cfg))
+        else:
+            from .procs.front import serve as serve_front
+
+            asyncio.run(serve_front(cfg, argv[argv.index("serve") + 1:]))
     except ConfigError as err:
         print(f"metricsgw: error: {err}", file=sys.stderr)
         return 2

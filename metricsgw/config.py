@@ -163,6 +163,15 @@ SETTINGS: tuple[Setting, ...] = (
             "(a brute force waits for them; the event loop and logged-in senders do not). 64 per thread may wait; "
             "past that a login gets 503."),
     # --- storage
+    # --- processes (metricsgw/procs/)
+    Setting("server.single-process", B, False, "Run the whole gateway in this one process (ingest and queries share "
+            "one core and its GIL) instead of a front with ingest shard and query processes."),
+    Setting("ingest.shards", I, 0, "Ingest shard processes, each with its own WAL, head and flush; the front splits "
+            "every remote-write request over them by series (0 = one per core; 1 until query processes can read "
+            "the shared table, see docs/cluster.md)."),
+    Setting("query.processes", I, 0, "Query processes the front passes queries to (least busy first; 0 = one per 4 "
+            "cores, at least 1: each holds the series table). Per-gateway budgets (--query.max-memory, "
+            "--query.max-concurrency, --query.max-queue) are split evenly over them."),
     Setting("storage.path", S, "./data", "Directory for the WAL, Parquet partitions and the series table."),
     Setting("storage.flush-interval", D, 120.0, "How often the in-memory head is flushed to Parquet (and the WAL truncated)."),
     Setting("storage.flush-max-samples", P, 2_000_000, "Flush the head early once it holds this many samples."),

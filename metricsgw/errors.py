@@ -73,3 +73,14 @@ class IngestRejected(BadData):
     """Some series of a write were refused on purpose (bad labels, limits).
 
     The valid remainder was stored; the sender must not retry (4xx)."""
+
+
+class ForwardedError(GatewayError):
+    """The answer of a child process (ingest shard, querier), passed on by the front with its status, so the
+    sender's retry logic sees what the child decided (4xx: do not retry; 429/5xx: retry)."""
+
+    def __init__(self, status: int, msg: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(msg)
+        self.status = status
+        self.error_type = ("unavailable" if status in (429, 503) else "internal" if status >= 500 else "bad_data")
+        self.headers = headers or {}

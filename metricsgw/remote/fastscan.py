@@ -38,7 +38,7 @@ class ScannedSeries:
     label_counts: np.ndarray | None = None  # int64 label records per series (lets callers split keys in bulk)
 
 
-def _varints(buf: np.ndarray, at: np.ndarray, max_len: int) -> tuple[np.ndarray, np.ndarray] | None:
+def varints(buf: np.ndarray, at: np.ndarray, max_len: int) -> tuple[np.ndarray, np.ndarray] | None:
     """Decode one varint at each position: (values as uint64, encoded lengths)."""
     first = buf[at]
     if not (first & 0x80).any():  # the common case: every length fits one byte
@@ -72,7 +72,7 @@ def scan_series(blobs: list[bytes]) -> ScannedSeries | None:
         tags = buf[p]
         if not _KNOWN_TAGS[tags].all():
             return None
-        decoded = _varints(buf, p + 1, 5)
+        decoded = varints(buf, p + 1, 5)
         if decoded is None:
             return None
         plen, vlen = decoded
@@ -155,7 +155,7 @@ def _samples(buf: np.ndarray, start: np.ndarray, length: np.ndarray) -> tuple[np
         want = end[has_t] - at  # the varint must fill the rest of the message exactly
         if (want < 1).any() or (want > 10).any():
             return None
-        decoded = _varints(buf, at, 10)
+        decoded = varints(buf, at, 10)
         if decoded is None:
             return None
         val, vlen = decoded

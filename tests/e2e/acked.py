@@ -79,10 +79,11 @@ class AckedLoad:
             self.next_i[k] = i + 1  # a refused request is not resent: its timestamp is simply skipped
 
 
-def stored_samples(base_url: str, start_ms: int, end_ms: int) -> collections.Counter:
-    """(series, t, value) -> how many times the server returns it, over [start_ms, end_ms]."""
+def stored_samples(base_url: str, start_ms: int, end_ms: int, ask=api) -> collections.Counter:
+    """(series, t, value) -> how many times the server returns it, over [start_ms, end_ms]. ``ask`` is
+    ``api`` or any function of the same signature (e.g. one that queries over a Unix socket)."""
     window_s = (end_ms - start_ms) // 1000 + 1
-    status, body = api(base_url, "/api/v1/query", {"query": f"{METRIC}[{window_s}s]", "time": end_ms / 1000},
+    status, body = ask(base_url, "/api/v1/query", {"query": f"{METRIC}[{window_s}s]", "time": end_ms / 1000},
                        timeout=120)
     assert status == 200, body
     out: collections.Counter = collections.Counter()
@@ -93,12 +94,15 @@ def stored_samples(base_url: str, start_ms: int, end_ms: int) -> collections.Cou
     return out
 
 
-def assert_exactly_once(base_url: str, load: AckedLoad, since_ms: int | None = None) -> int:
-    """Every acknowledged sample (at or after ``since_ms``) is stored once, with its value."""
+def assert_exactly_once(base_url: str | list[str], load: AckedLoad, since_ms: int | None = None, ask=api) -> int:
+    """Every acknowledged sample (at or after ``since_ms``) is stored once, with its value; several servers
+    (``base_url`` a list) are checked as one: each sample once among all of them."""
     acked = [a for a in load.acked if since_ms is None or a[1] >= since_ms]
     assert acked, "nothing was acknowledged"
     start = min(a[1] for a in acked)
-    stored = stored_samples(base_url, start, max(a[1] for a in acked))
+    stored: collections.Counter = collections.Counter()
+    for url in [base_url] if isinstance(base_url, str) else base_url:
+        stored += stored_samples(url, start, max(a[1] for a in acked), ask)
     missing = [a for a in acked if a not in stored]
     assert not missing, f"{len(missing)} of {len(acked)} acknowledged samples lost or changed, e.g. {missing[:3]}"
     twice = [k for k, n in stored.items() if n > 1]

@@ -18,6 +18,7 @@ answers are complete again.
 from __future__ import annotations
 
 import asyncio
+import re
 import urllib.request
 
 import pytest
@@ -186,8 +187,9 @@ def test_metadata_on_any_gateway_equals_the_reference(cluster, gateway):
 
 def _peer_requests(url: str, peer: str, result: str) -> float:
     text = urllib.request.urlopen(url + "/metrics", timeout=30).read().decode()
-    line = f'metricsgw_peer_requests_total{{peer="{peer}",result="{result}"}} '
-    return sum(float(x[len(line):]) for x in text.splitlines() if x.startswith(line))
+    # a multi-process gateway labels each sample by process first (metricsgw/procs/exposition.py)
+    line = re.compile(rf'^metricsgw_peer_requests_total\{{(process="[^"]*",)?peer="{re.escape(peer)}",result="{result}"\}} (\S+)$')
+    return sum(float(m.group(2)) for m in map(line.match, text.splitlines()) if m)
 
 
 def _count_all(url: str, c: Cluster) -> tuple[int, dict]:

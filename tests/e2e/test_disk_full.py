@@ -11,16 +11,14 @@ import time
 
 from bench.procs import http_get, start_metricsgw
 from tests.e2e.acked import AckedLoad, assert_exactly_once
+from tests.guard.helpers import own_metrics
 from tests.storage.tmpfs import fill, small_tmpfs
 
 
 def _metric(base_url: str, name: str) -> float:
-    status, body = http_get(base_url + "/metrics")
-    assert status == 200
-    for line in body.decode().splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    raise AssertionError(f"{name} not in /metrics")
+    values = [v for (n, _), v in own_metrics(base_url).items() if n == name]
+    assert values, f"{name} not in /metrics"
+    return sum(values)  # one sample per process of the gateway
 
 
 def _ready_body(server) -> bytes:
@@ -61,8 +59,7 @@ def test_disk_full_under_load_then_freed(tmp_path):
             load.wait(lambda: _metric(server.base_url, "metricsgw_flush_failures_total") > failures,
                       "a flush to fail on the full disk")
             load.wait(lambda: not list(disk.rglob("*.tmp")), "no half-written file left by the failed flushes")
-            server.proc.kill()  # and killed while full
-            server.proc.wait()
+            server.kill()  # and killed while full
             load.stop()
 
             server = start_metricsgw(disk, port=port, extra=["--storage.flush-interval=1s"])

@@ -10,10 +10,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-import psutil
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.procs import ResourceSampler, http_get
+from bench.procs import ResourceSampler, http_get, tree_cpu_s, tree_rss
 from tests.e2e.client import api
 
 MiB = 1 << 20
@@ -38,7 +37,14 @@ def own_metrics(base: str) -> dict[tuple[str, tuple], float]:
 
 
 def metric(base: str, name: str, **labels) -> float:
-    return own_metrics(base).get((name, tuple(sorted(labels.items()))), 0.0)
+    """The sample with exactly these labels; a multi-process gateway labels each sample by process
+    (metricsgw/procs/exposition.py), so without a ``process`` label given this sums over the processes."""
+    want = tuple(sorted(labels.items()))
+    total = 0.0
+    for (n, got), v in own_metrics(base).items():
+        if n == name and (got if "process" in labels else tuple(kv for kv in got if kv[0] != "process")) == want:
+            total += v
+    return total
 
 
 @dataclass
@@ -58,7 +64,7 @@ class RssReport:
 @contextmanager
 def rss_of(pid: int):
     """Samples the server's RSS every 20 ms while the block runs."""
-    rep = RssReport(before=psutil.Process(pid).memory_info().rss)
+    rep = RssReport(before=tree_rss(pid))
     sampler = ResourceSampler(pid, period_s=0.02).start()
     try:
         yield rep
@@ -68,8 +74,7 @@ def rss_of(pid: int):
 
 
 def cpu_seconds(pid: int) -> float:
-    t = psutil.Process(pid).cpu_times()
-    return t.user + t.system
+    return tree_cpu_s(pid) or 0.0  # the server and its children
 
 
 def busy_fraction(pid: int, window_s: float = 0.5) -> float:

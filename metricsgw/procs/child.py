@@ -1,0 +1,101 @@
+"""A child of the front: ``python -m metricsgw.procs.child --role=shard --index=0 ... -- <serve flags>``.
+
+It is a whole one-process gateway (``build_app``) with the settings ``layout.child_config`` gives it,
+listening on its Unix socket only. It dies with the front (PR_SET_PDEATHSIG, SIGKILL), shuts down in order on
+SIGTERM (the last flush included), and reloads its rules on SIGHUP, as ``metricsgw serve`` does. If it
+cannot start with its settings (another live process holds its writer id, a setting is refused) it exits
+with ``EXIT_REFUSED`` and the front stops the gateway instead of restarting it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import ctypes
+import logging
+import os
+import signal
+import sys
+
+from ..cli import build_parser, config_from_args, setup_logging
+from ..config import ConfigError
+from ..storage.writer_lock import WriterIdInUse
+from .layout import Child, Layout, child_config
+
+PR_SET_PDEATHSIG = 1
+EXIT_REFUSED = 3  # the child cannot start with these settings (writer id in use, a bad setting): no restart
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Let the kernel kill us when the front exits, however it exits. SIGKILL, not SIGTERM: a front that
+    exits in order stops its children first, so this fires only when it died (kill -9, OOM); a child still
+    flushing then could meet the next front's child on the same WAL, and the WAL already holds everything
+    acknowledged."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
+    if os.getppid() != parent_pid:  # the front died before prctl took effect
+        sys.exit(0)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="metricsgw.procs.child")
+    p.add_argument("--role", choices=("shard", "querier"), required=True)
+    p.add_argument("--index", type=int, required=True)
+    p.add_argument("--socket", required=True)
+    p.add_argument("--parent-pid", type=int, required=True)
+    p.add_argument("--shards", type=int, required=True)
+    p.add_argument("--queriers", type=int, required=True)
+    p.add_argument("serve_args", nargs=argparse.REMAINDER)
+    own = p.parse_args(argv)
+    die_with_parent(own.parent_pid)
+    serve_args = own.serve_args[1:] if own.serve_args[:1] == ["--"] else own.serve_args
+    front_cfg = config_from_args(build_parser().parse_args(["serve", *serve_args]))
+    child = Child(own.role, own.index, own.socket)
+    layout = Layout(own.shards, own.queriers, os.path.dirname(own.socket))
+    cfg = child_config(front_cfg, child, layout)
+    setup_logging(cfg, process=child.name)
+    from .. import malloc
+
+    malloc.tune()
+    try:
+        asyncio.run(_serve(cfg, child))
+    except (ConfigError, WriterIdInUse) as err:  # starting again would fail again: tell the front to give up
+        print(f"metricsgw: error: {child.name}: {err}", file=sys.stderr)
+        return EXIT_REFUSED
+    return 0
+
+
+async def _serve(cfg, child: Child) -> None:
+    from aiohttp import web
+
+    from ..app import build_app
+    from ..appkeys import RULES
+
+    app = build_app(cfg)
+    runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
+    await runner.setup()
+    _unlink(child.socket)  # left by a predecessor that was killed
+    site = web.UnixSite(runner, child.socket)
+    await site.start()
+    logging.getLogger("metricsgw").info("%s listening on %s, storage at %s", child.name, child.socket,
+                                        cfg.storage_path)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    loop.add_signal_handler(signal.SIGINT, lambda: None)  # a terminal's Ctrl-C reaches the front, which stops us
+    loop.add_signal_handler(signal.SIGHUP, lambda: app[RULES].reload())
+    await stop.wait()
+    await runner.cleanup()
+    _unlink(child.socket)  # a copy of a stopped gateway's directory (a backup, tests) must not meet a socket
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+if __name__ == "__main__":
+    sys.exit(main())

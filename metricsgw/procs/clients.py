@@ -1,0 +1,33 @@
+"""HTTP over the children's Unix sockets: one keep-alive connection pool per child, and its load."""
+
+from __future__ import annotations
+
+import aiohttp
+
+from .layout import Child
+
+# The front passes bodies through as they are: a querier's answer is not decompressed on the way.
+_NO_TIMEOUT = aiohttp.ClientTimeout(total=None, sock_connect=5)
+
+
+class ChildClient:
+    def __init__(self, child: Child) -> None:
+        self.child = child
+        self.in_flight = 0  # requests the front has open to this child (least-busy routing)
+        self._session: aiohttp.ClientSession | None = None
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None:  # created inside the running loop
+            self._session = aiohttp.ClientSession(
+                base_url="http://child", connector=aiohttp.UnixConnector(path=self.child.socket, limit=0),
+                timeout=_NO_TIMEOUT, auto_decompress=False, skip_auto_headers=("User-Agent",))
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+
+def least_busy(clients: list[ChildClient]) -> ChildClient:
+    return min(clients, key=lambda c: c.in_flight)

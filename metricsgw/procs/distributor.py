@@ -1,0 +1,112 @@
+"""POST /api/v1/write on the front: split the request by series over the ingest shards, forward each part to
+its shard's own /api/v1/write, and answer the sender with what they decided together.
+
+With one shard the body goes on untouched (nothing decoded). With several, ``remote/split.py`` cuts it
+(1.0 and 2.0 alike, by series hash) and every part is sent at once. The combined answer keeps Prometheus's
+retry semantics (``combine``): 204 only when every part was stored; any 5xx -> 5xx and any 429 -> 429 (the
+sender retries the whole request; a part stored twice is harmless: a series holds one sample per timestamp,
+the first written); otherwise a 4xx carries every shard's message (the valid rest was stored, no retry).
+Remote-Write 2.0's written counts are the sum of the shards' counts, which are exact each.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+import aiohttp
+import snappy
+from aiohttp import web
+
+from ..errors import ForwardedError, GatewayError
+from ..remote import codec, split
+from ..remote.write_handler import H_EXEMPLARS, H_HISTOGRAMS, H_SAMPLES, read_bounded
+from .clients import ChildClient
+
+log = logging.getLogger(__name__)
+
+WRITTEN_HEADERS = (H_SAMPLES, H_HISTOGRAMS, H_EXEMPLARS)
+_PASSED_HEADERS = ("Content-Type", "Content-Encoding", "X-Prometheus-Remote-Write-Version", "User-Agent")
+
+
+@dataclass(frozen=True)
+class PartAnswer:
+    shard: str
+    status: int
+    text: str
+    headers: dict[str, str]
+
+
+def combine(answers: list[PartAnswer], version: int) -> tuple[int, str, dict[str, str]]:
+    """(status, message, headers) for the sender, from the answers to each part."""
+    headers: dict[str, str] = {}
+    if version == 2:
+        for h in WRITTEN_HEADERS:
+            headers[h] = str(sum(int(a.headers.get(h, 0) or 0) for a in answers))
+    failed = [a for a in answers if a.status >= 300]
+    if not failed:
+        return 204, "", headers
+    server = [a for a in failed if a.status >= 500]
+    throttled = [a for a in failed if a.status == 429]
+    chosen = server or throttled or failed
+    status = chosen[0].status if all(a.status == chosen[0].status for a in chosen) else (
+        503 if server else 429 if throttled else 400)
+    if status == 429 or status == 503:
+        retry = max((int(a.headers["Retry-After"]) for a in chosen if a.headers.get("Retry-After", "").isdigit()),
+                    default=1)
+        headers["Retry-After"] = str(retry)
+    message = "\n".join(f"{a.shard}: {a.text.strip()}" for a in failed)
+    return status, message, headers
+
+
+class Distributor:
+    def __init__(self, cfg, shards: list[ChildClient], telemetry) -> None:
+        self.cfg = cfg
+        self.shards = shards
+        self.tel = telemetry
+
+    async def handle(self, request: web.Request) -> web.Response:
+        ctype, cenc = request.headers.get("Content-Type"), request.headers.get("Content-Encoding")
+        try:
+            version = codec.negotiate(ctype, cenc)  # 415 before reading anything
+            body = await read_bounded(request, self.cfg.remote_write_max_body_size)
+            headers = {h: request.headers[h] for h in _PASSED_HEADERS if h in request.headers}
+            parts = self._parts(body, version)
+            answers = await asyncio.gather(*(self._forward(self.shards[i], part, headers)
+                                             for i, part in enumerate(parts) if part is not None))
+            status, message, out_headers = combine(list(answers), version)
+        except GatewayError as err:  # 413/415/400 of the whole request, before any part is sent
+            self.tel.write_requests.labels(str(err.status)).inc()
+            raise
+        self.tel.write_requests.labels(str(status)).inc()
+        if status != 204:
+            raise ForwardedError(status, message, out_headers)
+        return web.Response(status=204, headers=out_headers)
+
+    def _parts(self, body: bytes, version: int) -> list[bytes | None]:
+        """The compressed body for each shard (None: nothing for it)."""
+        n = len(self.shards)
+        if n == 1:
+            return [body]
+        raw = codec.decompress(body, self.cfg.remote_write_max_decoded_size)
+        cut = split.split_v1(raw, n) if version == 1 else split.split_v2(raw, n)
+        parts = [snappy.compress(p) if p else None for p in cut]
+        if all(p is None for p in parts):  # an empty request: one shard answers it as a single process would
+            parts[0] = body
+        return parts
+
+    async def _forward(self, shard: ChildClient, part: bytes, headers: dict[str, str]) -> PartAnswer:
+        name = shard.child.name
+        shard.in_flight += 1
+        try:
+            async with shard.session.post("/api/v1/write", data=part, headers=headers) as resp:
+                text = await resp.text(errors="replace")
+                answer = PartAnswer(name, resp.status, text, dict(resp.headers))
+        except (aiohttp.ClientError, OSError) as err:  # down or restarting: the sender retries
+            answer = PartAnswer(name, 503, f"ingest shard is unavailable ({err.__class__.__name__}: {err})",
+                                {"Retry-After": "1"})
+        finally:
+            shard.in_flight -= 1
+        self.tel.shard_forwards.labels(name, str(answer.status)).inc()
+        return answer

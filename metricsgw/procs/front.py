@@ -1,0 +1,174 @@
+"""The front: the `serve` process of the multi-process gateway (docs/cluster.md "The picture").
+
+It owns the public listener (TLS, authentication, roles and the lifecycle gate of ``metricsgw/web/``, as a
+one-process gateway has them), supervises the children, distributes remote writes over the ingest shards
+(distributor.py), passes every other route to a query process (proxy.py), and answers for the whole gateway:
+- ``/metrics``: its own figures and every child's, each sample labelled by process (exposition.py);
+- ``/-/ready``: 200 only when every child is running and ready, else 503 naming the child and its reason;
+- ``/-/reload`` (behind --web.enable-lifecycle) and SIGHUP: passed to every child; 200 when all reloaded.
+Shutdown (SIGTERM/SIGINT): the listener closes, requests in flight finish, then the query processes and the
+shards stop in order (each shard flushes its head), and the front exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+
+import aiohttp
+from aiohttp import web
+from prometheus_client import (CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, disable_created_metrics,
+                               generate_latest)
+
+from ..api.middleware import prometheus_errors
+from ..config import Config, ConfigError
+from ..web import install as install_access_control
+from ..web import listen_site
+from . import exposition
+from .clients import ChildClient
+from .distributor import Distributor
+from .layout import Layout, resolve
+from .proxy import NO_QUERY_PROCESS, QueryProxy
+from .supervisor import Supervisor
+
+log = logging.getLogger(__name__)
+
+disable_created_metrics()  # as telemetry.py does for the children: no *_created series beside every counter
+
+CHILD_CHECK_TIMEOUT_S = 5.0  # /-/ready, /metrics and /-/reload of one child
+SHUTDOWN_DRAIN_S = 60.0  # requests in flight when SIGTERM comes
+
+
+class FrontTelemetry:
+    def __init__(self) -> None:
+        self.registry = r = CollectorRegistry()
+        self.child_up = Gauge("metricsgw_front_child_up", "1 while the child process runs.", ["child"], registry=r)
+        self.child_restarts = Counter("metricsgw_front_child_restarts", "Child processes restarted after they "
+                                      "ended on their own (crash, kill).", ["child"], registry=r)
+        self.write_requests = Counter("metricsgw_front_write_requests", "Remote-write requests answered by the "
+                                      "front, by status code.", ["code"], registry=r)
+        self.shard_forwards = Counter("metricsgw_front_shard_writes", "Parts of remote-write requests sent to an "
+                                      "ingest shard, by its answer.", ["child", "code"], registry=r)
+        self.proxied = Counter("metricsgw_front_proxied_requests", "Requests passed to a query process, by "
+                               "status code.", ["child", "code"], registry=r)
+
+
+class Front:
+    def __init__(self, cfg: Config, layout: Layout, supervisor: Supervisor, telemetry: FrontTelemetry) -> None:
+        self.cfg, self.layout, self.supervisor, self.tel = cfg, layout, supervisor, telemetry
+        self.clients = {c.name: ChildClient(c) for c in layout.children}
+        self.distributor = Distributor(cfg, [self.clients[c.name] for c in layout.shard_children], telemetry)
+        self.proxy = QueryProxy(cfg, [self.clients[c.name] for c in layout.query_targets], telemetry)
+
+    def build_app(self) -> web.Application:
+        app = web.Application(middlewares=[prometheus_errors], client_max_size=self.cfg.remote_write_max_body_size)
+        install_access_control(app, self.cfg, self.tel.registry)
+        own = {("POST", "/api/v1/write"): self.distributor.handle, ("GET", "/-/healthy"): self.healthy,
+               ("GET", "/-/ready"): self.ready, ("POST", "/-/reload"): self.reload, ("PUT", "/-/reload"): self.reload,
+               ("GET", "/metrics"): self.metrics}
+        for (method, path), handler in own.items():
+            app.router.add_route(method, path, handler)
+        # GET /-/reload must resolve to the /-/reload resource (not the proxy below), so the lifecycle gate of
+        # metricsgw/web answers it with Prometheus's words; if it ever reached this handler it would be a 405.
+        app.router.add_route("GET", "/-/reload", self.method_not_allowed)
+        allowed = {}
+        for method, path in own:
+            allowed.setdefault(path, set()).add(method)
+
+        async def everything_else(request: web.Request) -> web.StreamResponse:
+            if request.path in allowed:  # the front's own path, another method: 405 as a single process says
+                raise web.HTTPMethodNotAllowed(request.method, allowed[request.path])
+            return await self.proxy.handle(request)
+
+        app.router.add_route("*", "/{tail:.*}", everything_else)
+        app.on_cleanup.append(self._close_clients)
+        return app
+
+    async def _close_clients(self, app: web.Application) -> None:
+        await asyncio.gather(*(c.close() for c in self.clients.values()))
+
+    async def _ask(self, name: str, method: str, path: str) -> tuple[int, str]:
+        """One child's answer to a small request; (503, why) when it cannot answer."""
+        proc = self.supervisor.children[name]
+        if not proc.running:
+            return 503, proc.not_running_reason()
+        try:
+            async with self.clients[name].session.request(
+                    method, path, timeout=aiohttp.ClientTimeout(total=CHILD_CHECK_TIMEOUT_S)) as resp:
+                return resp.status, await resp.text(errors="replace")
+        except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as err:
+            return 503, f"{name} does not answer ({err.__class__.__name__}: {err})"
+
+    async def _ask_all(self, method: str, path: str) -> dict[str, tuple[int, str]]:
+        names = list(self.clients)
+        answers = await asyncio.gather(*(self._ask(n, method, path) for n in names))
+        return dict(zip(names, answers))
+
+    async def method_not_allowed(self, request: web.Request) -> web.Response:
+        raise web.HTTPMethodNotAllowed(request.method, ["POST", "PUT"])
+
+    async def healthy(self, request: web.Request) -> web.Response:
+        return web.Response(text="metricsgw is Healthy.\n")
+
+    async def ready(self, request: web.Request) -> web.Response:
+        answers = await self._ask_all("GET", "/-/ready")
+        bad = {n: text.strip().removeprefix("Service Unavailable: ") for n, (status, text) in answers.items()
+               if status != 200}
+        if not self.layout.query_targets:
+            bad["front"] = NO_QUERY_PROCESS
+        if not bad:
+            return web.Response(text="metricsgw is Ready.\n")
+        reasons = "; ".join(f"{n}: {why}" for n, why in bad.items())
+        return web.Response(status=503, text=f"Service Unavailable: {reasons}\n")
+
+    async def reload(self, request: web.Request) -> web.Response:
+        answers = await self._ask_all("POST", "/-/reload")
+        failed = {n: text.strip() for n, (status, text) in answers.items() if status != 200}
+        if not failed:
+            return web.Response(text=next(iter(answers.values()))[1])
+        return web.Response(status=500, text="\n".join(f"{n}: {why}" for n, why in failed.items()) + "\n")
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        answers = await self._ask_all("GET", "/metrics")
+        parts = [("front", generate_latest(self.tel.registry).decode())]
+        parts += [(n, text) for n, (status, text) in answers.items() if status == 200]
+        return web.Response(text=exposition.merge(parts), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+async def serve(cfg: Config, serve_args: list[str]) -> None:
+    layout = resolve(cfg)
+    tel = FrontTelemetry()
+    stop = asyncio.Event()
+    refused: list[str] = []
+
+    def give_up(child: str) -> None:
+        refused.append(child)
+        stop.set()
+
+    supervisor = Supervisor(layout, serve_args, tel, give_up)
+    front = Front(cfg, layout, supervisor, tel)
+    app = front.build_app()  # checks the web config before any child starts
+    if not layout.query_targets:
+        log.warning("%s", NO_QUERY_PROCESS)
+    supervisor.start()
+    runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=SHUTDOWN_DRAIN_S)
+    await runner.setup()
+    host, _, port = cfg.web_listen_address.rpartition(":")
+    site = listen_site(runner, host or "0.0.0.0", int(port), cfg.web_max_connections)
+    await site.start()
+    log.info("listening on %s; %d ingest shard(s), %d query process(es), sockets in %s", site.name,
+             layout.shards, layout.queriers, layout.run_dir)
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, stop.set)
+    loop.add_signal_handler(signal.SIGINT, stop.set)
+    loop.add_signal_handler(signal.SIGHUP, lambda: supervisor.signal_all(signal.SIGHUP))
+    try:
+        await stop.wait()
+    finally:
+        log.info("shutting down: draining requests, then the children")
+        await runner.cleanup()  # stops accepting, waits for the requests in flight
+        await supervisor.stop()
+        log.info("stopped")
+    if refused:
+        raise ConfigError(f"{', '.join(refused)} could not start with these settings (its error is logged above)")

@@ -1,0 +1,119 @@
+"""Which processes one gateway runs, where they listen, and the settings each child gets (pure).
+
+Budgets that are per gateway are split so the gateway as a whole keeps them:
+- ingest shards: ``--ingest.max-series`` and ``--ingest.max-series-per-metric`` are divided by the number of
+  shards (rounded up). The distributor spreads series by hash, so each shard holds about 1/N of every metric;
+  the gateway admits up to the limit, give or take the hash's unevenness (a few per cent at thousands of
+  series). Per-series limits (label count and lengths, sample age) apply unchanged.
+- query processes: ``--query.max-memory``, ``--query.max-concurrency`` and ``--query.max-queue`` are divided
+  by the number of query processes (at least 1 slot each); per-query limits (``--query.max-samples``,
+  ``--query.max-memory-per-query``, ``--query.timeout``) apply unchanged to every query.
+- A shard that also answers queries (the one-shard layout, until query processes read the shared table)
+  keeps the query budgets whole: it is the only process evaluating queries.
+
+Children listen on Unix sockets in ``<--storage.path>/run/`` (mode 0700: only this user reaches them; the
+front does TLS and authentication for everyone), or in a private temporary directory when that path is too
+long for a socket address.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+
+from ..config import Config
+
+# Query processes read flushed data from the shared table and recent data from the shards' heads through the
+# peer read source (docs/cluster.md). The table is here; until the peer source (branch `cluster`) is merged a
+# querier would miss what the shards hold in memory, so the default is one shard that answers queries too.
+QUERIERS_CAN_READ_THE_TABLE = False
+CORES_PER_QUERIER = 4
+_MAX_SOCKET_PATH = 100  # sun_path is 108 bytes on Linux
+
+
+@dataclass(frozen=True)
+class Child:
+    role: str  # "shard" or "querier"
+    index: int
+    socket: str
+
+    @property
+    def name(self) -> str:
+        return f"{self.role}-{self.index}"
+
+
+@dataclass(frozen=True)
+class Layout:
+    shards: int
+    queriers: int  # 0: queries go to the one shard
+    run_dir: str
+
+    @property
+    def children(self) -> list[Child]:
+        return ([Child("shard", i, os.path.join(self.run_dir, f"shard-{i}.sock")) for i in range(self.shards)]
+                + [Child("querier", i, os.path.join(self.run_dir, f"querier-{i}.sock")) for i in range(self.queriers)])
+
+    @property
+    def shard_children(self) -> list[Child]:
+        return [c for c in self.children if c.role == "shard"]
+
+    @property
+    def query_targets(self) -> list[Child]:
+        """Where the front sends queries: the query processes, or the only shard; none when several shards hold
+        data no process can read together yet."""
+        queriers = [c for c in self.children if c.role == "querier"]
+        if queriers:
+            return queriers
+        return self.shard_children if self.shards == 1 else []
+
+
+def resolve(cfg: Config, cpus: int | None = None, run_dir: str | None = None) -> Layout:
+    cpus = cpus or os.cpu_count() or 1
+    shards = cfg.ingest_shards or (cpus if QUERIERS_CAN_READ_THE_TABLE else 1)
+    queriers = 0
+    if QUERIERS_CAN_READ_THE_TABLE:
+        queriers = cfg.query_processes or max(1, cpus // CORES_PER_QUERIER)
+    return Layout(shards, queriers, run_dir or socket_dir(cfg.storage_path))
+
+
+def socket_dir(storage_path: str) -> str:
+    """``<storage>/run`` made private (0700), or a private temporary directory if its socket paths would be
+    longer than a socket address allows."""
+    path = os.path.join(os.path.abspath(storage_path), "run")
+    if len(os.path.join(path, "querier-999.sock")) > _MAX_SOCKET_PATH:
+        return tempfile.mkdtemp(prefix="metricsgw-")  # created 0700
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    os.chmod(path, 0o700)  # an existing directory too
+    return path
+
+
+def shard_writer_id(writer_id: str, index: int, shards: int) -> str:
+    """Shard i writes to the table under --storage.path as writer ``<--storage.writer-id>-s<i>`` (its own WAL
+    and files; docs/cluster.md). One shard keeps the id itself: it is the one-process gateway's writer, so it
+    replays that WAL and loads that writer's series. Change --ingest.shards only after a clean stop (which
+    flushes every WAL): a writer id no shard has any more would leave its unflushed WAL unread."""
+    return writer_id if shards == 1 else f"{writer_id}-s{index}"
+
+
+def _share(total: int, parts: int) -> int:
+    return -(-total // parts) if total else 0  # ceil; 0 stays "no limit"
+
+
+def child_config(cfg: Config, child: Child, layout: Layout) -> Config:
+    """The settings of ``child``: the front's, with the per-gateway budgets split and the front's own duties
+    (TLS, authentication, the lifecycle gate) taken off: the child's socket is reached only through the front."""
+    v = dict(cfg.values)
+    v.update(web_config_file="", web_write_only_users=[], web_read_only_users=[], web_enable_lifecycle=True,
+             server_single_process=True)
+    if child.role == "shard":
+        v["storage_writer_id"] = shard_writer_id(cfg.storage_writer_id, child.index, layout.shards)
+        v["ingest_max_series"] = _share(cfg.ingest_max_series, layout.shards)
+        v["ingest_max_series_per_metric"] = _share(cfg.ingest_max_series_per_metric, layout.shards)
+    else:
+        q = layout.queriers
+        v["query_max_memory"] = max(cfg.query_max_memory // q, 1)
+        v["query_max_concurrency"] = max(cfg.query_max_concurrency // q, 1)
+        v["query_max_queue"] = cfg.query_max_queue // q
+    return Config(v)
+

@@ -1,0 +1,68 @@
+"""Every route of the front but remote write and its own endpoints: passed to a query process, streamed.
+
+The least busy query process gets the request (ties: the first). The body is read (bounded, as the child
+would bound it) and sent on; the answer is streamed back chunk by chunk, status and headers as the child
+set them, so errors keep Prometheus's envelope and remote read's frames go out as they are made. A client
+that hangs up cancels this handler (``handler_cancellation``), which closes the connection to the child,
+whose handler is cancelled in turn: the query stops there, as it stops in a single process.
+"""
+
+from __future__ import annotations
+
+import aiohttp
+from aiohttp import web
+from yarl import URL
+
+from ..errors import Unavailable
+from ..remote.write_handler import read_bounded
+from .clients import ChildClient, least_busy
+
+# Hop-by-hop headers (RFC 9110 7.6.1) and those the two connections set for themselves.
+_NOT_PASSED = frozenset(h.lower() for h in ("Connection", "Keep-Alive", "Proxy-Connection", "TE", "Trailer",
+                                            "Transfer-Encoding", "Upgrade", "Host", "Content-Length"))
+NO_QUERY_PROCESS = ("queries over several ingest shards need query processes that read the shared table "
+                    "(not in this build, see docs/cluster.md); run with --ingest.shards=1")
+
+
+def _passed(headers) -> dict[str, str]:
+    return {k: v for k, v in headers.items() if k.lower() not in _NOT_PASSED}
+
+
+class QueryProxy:
+    def __init__(self, cfg, targets: list[ChildClient], telemetry) -> None:
+        self.cfg = cfg
+        self.targets = targets
+        self.tel = telemetry
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        if not self.targets:
+            raise Unavailable(NO_QUERY_PROCESS)
+        body = await read_bounded(request, self.cfg.remote_write_max_body_size, "request body") \
+            if request.body_exists else None
+        target = least_busy(self.targets)
+        name = target.child.name
+        target.in_flight += 1
+        out: web.StreamResponse | None = None
+        try:
+            # The URL as the client encoded it: decoding and re-encoding it would change a query's bytes.
+            url = URL(request.rel_url.raw_path_qs, encoded=True)
+            async with target.session.request(request.method, url, data=body,
+                                              headers=_passed(request.headers), allow_redirects=False) as resp:
+                out = web.StreamResponse(status=resp.status, reason=resp.reason, headers=_passed(resp.headers))
+                if resp.content_length is not None:
+                    out.content_length = resp.content_length
+                await out.prepare(request)
+                async for chunk in resp.content.iter_any():
+                    await out.write(chunk)
+                await out.write_eof()
+                self.tel.proxied.labels(name, str(resp.status)).inc()
+                return out
+        except (aiohttp.ClientError, OSError) as err:
+            self.tel.proxied.labels(name, "503").inc()
+            if out is not None and out.prepared:  # the status is sent: dropping the connection is all we can say
+                if request.transport is not None:
+                    request.transport.close()
+                return out
+            raise Unavailable(f"{name} is unavailable ({err.__class__.__name__}: {err})") from None
+        finally:
+            target.in_flight -= 1

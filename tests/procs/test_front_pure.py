@@ -1,0 +1,108 @@
+"""The front's pure parts: the combined remote-write answer, the merged /metrics, the children's settings."""
+
+from __future__ import annotations
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from metricsgw.config import load
+from metricsgw.procs.distributor import PartAnswer, combine
+from metricsgw.procs.exposition import merge
+from metricsgw.procs.layout import Child, Layout, child_config, resolve
+from metricsgw.remote.write_handler import H_SAMPLES
+
+
+def _a(shard: str, status: int, text: str = "", **headers) -> PartAnswer:
+    return PartAnswer(shard, status, text, {k.replace("_", "-"): v for k, v in headers.items()})
+
+
+def test_204_only_when_every_part_is_stored():
+    assert combine([_a("shard-0", 204), _a("shard-1", 204)], 1) == (204, "", {})
+
+
+@pytest.mark.parametrize("statuses, want", [
+    ([204, 503], 503),  # one shard could not store: the sender must retry
+    ([400, 503], 503),  # a retry beats a refusal: the refused series are refused again, the rest is stored
+    ([204, 429], 429),
+    ([429, 500], 500),
+    ([500, 503], 503),  # mixed server errors: 503
+    ([204, 400], 400),  # refused on purpose (invalid data, limits): no retry, the rest was stored
+    ([413, 400], 400),
+])
+def test_the_status_keeps_prometheus_retry_semantics(statuses, want):
+    status, message, _ = combine([_a(f"shard-{i}", s, f"why {i}") for i, s in enumerate(statuses)], 1)
+    assert status == want
+    for i, s in enumerate(statuses):
+        assert (f"shard-{i}: why {i}" in message) == (s != 204)
+
+
+def test_retry_after_is_the_longest_asked_for():
+    _, _, headers = combine([_a("shard-0", 503, Retry_After="1"), _a("shard-1", 503, Retry_After="5")], 1)
+    assert headers["Retry-After"] == "5"
+
+
+def test_remote_write_2_written_counts_are_summed_over_the_parts():
+    answers = [_a("shard-0", 204, **{H_SAMPLES.replace("-", "_"): "120"}),
+               _a("shard-1", 400, "bad labels", **{H_SAMPLES.replace("-", "_"): "30"})]
+    status, _, headers = combine(answers, 2)
+    assert status == 400 and headers[H_SAMPLES] == "150"
+    assert H_SAMPLES not in combine(answers, 1)[2]
+
+
+CHILD = """# HELP metricsgw_ingested_samples_total Samples stored.
+# TYPE metricsgw_ingested_samples_total counter
+metricsgw_ingested_samples_total 100.0
+# HELP metricsgw_discarded_samples_total Samples not stored, by reason.
+# TYPE metricsgw_discarded_samples_total counter
+metricsgw_discarded_samples_total{reason="too_old"} 3.0
+# HELP metricsgw_query_duration_seconds Query durations.
+# TYPE metricsgw_query_duration_seconds histogram
+metricsgw_query_duration_seconds_bucket{le="0.1"} 1.0
+metricsgw_query_duration_seconds_bucket{le="+Inf"} 2.0
+metricsgw_query_duration_seconds_count 2.0
+metricsgw_query_duration_seconds_sum 0.5
+"""
+
+
+def test_metrics_of_every_process_in_one_valid_exposition_labelled_by_process():
+    text = merge([("front", "# HELP metricsgw_front_child_up Up.\n# TYPE metricsgw_front_child_up gauge\n"
+                            'metricsgw_front_child_up{child="shard-0"} 1.0\n'),
+                  ("shard-0", CHILD), ("shard-1", CHILD.replace("100.0", "50.0"))])
+    families = {f.name: f for f in text_string_to_metric_families(text)}  # the official parser accepts it
+    ingested = {s.labels["process"]: s.value for s in families["metricsgw_ingested_samples"].samples}
+    assert ingested == {"shard-0": 100.0, "shard-1": 50.0}
+    assert {(s.labels["process"], s.labels["reason"]) for s in families["metricsgw_discarded_samples"].samples} == {
+        ("shard-0", "too_old"), ("shard-1", "too_old")}
+    hist = families["metricsgw_query_duration_seconds"]
+    assert hist.type == "histogram" and len(hist.samples) == 8
+    assert text.count("# TYPE metricsgw_ingested_samples_total") == 1
+    up = families["metricsgw_front_child_up"].samples
+    assert [s.labels for s in up] == [{"process": "front", "child": "shard-0"}]
+
+
+def test_budgets_per_gateway_are_split_and_the_front_keeps_authentication():
+    cfg = load({"ingest.max-series": "1000", "ingest.max-series-per-metric": "99", "query.max-memory": "1GiB",
+                "query.max-concurrency": "5", "query.max-queue": "20", "web.enable-lifecycle": "false"})
+    layout = Layout(shards=3, queriers=2, run_dir="/run/x")
+    shard = child_config(cfg, Child("shard", 1, "/run/x/shard-1.sock"), layout)
+    assert (shard.ingest_max_series, shard.ingest_max_series_per_metric) == (334, 33)
+    assert shard.storage_path == cfg.storage_path and shard.storage_writer_id == "gw0-s1"  # one table, own writer
+    assert shard.query_max_memory == cfg.query_max_memory
+    alone = child_config(cfg, Child("shard", 0, "s"), Layout(shards=1, queriers=0, run_dir="/run/x"))
+    assert alone.storage_writer_id == "gw0"  # one shard is the one-process gateway's writer: same WAL, same series
+    querier = child_config(cfg, Child("querier", 0, "/run/x/querier-0.sock"), layout)
+    assert (querier.query_max_memory, querier.query_max_concurrency, querier.query_max_queue) == (
+        512 * 1024**2, 2, 10)
+    assert querier.ingest_max_series == 1000
+    for child in (shard, querier):  # the socket is private; the front authenticates and gates /-/reload
+        assert child.web_config_file == "" and child.web_enable_lifecycle and child.server_single_process
+    assert child_config(load({}), Child("shard", 0, "s"), layout).ingest_max_series == 0  # no limit stays none
+
+
+def test_until_the_table_lands_the_default_is_one_shard_that_answers_queries(tmp_path):
+    layout = resolve(load({"storage.path": str(tmp_path)}), cpus=8)
+    assert (layout.shards, layout.queriers) == (1, 0)
+    assert [c.name for c in layout.query_targets] == ["shard-0"]
+    two = resolve(load({"storage.path": str(tmp_path), "ingest.shards": "2"}), cpus=8)
+    assert two.query_targets == []  # no process can read both shards' data yet: queries answer 503
+    assert oct((tmp_path / "run").stat().st_mode & 0o777) == "0o700"
