@@ -129,11 +129,12 @@ class Storage(StorageReader):
         self._last_follow = time.monotonic()  # the table was just read: the next follow is an interval away
         self._load_metadata()
         wal_dir = self.writer_dir
-        replayed = startup.replay_wal(self, wal_dir, self.table.committed_wal_segment())
+        committed = self.table.committed_wal_segment()
+        replayed = startup.replay_wal(self, wal_dir, committed)
         if self.telemetry:
             self.telemetry.head_samples.set(len(self.head))
         self.wal = WAL(wal_dir, self.wal_segment_size, SegmentEncoder, on_fsync=self._observe_fsync,
-                       on_health=self._observe_wal_health)
+                       on_health=self._observe_wal_health, after_segment=committed)
         self._observe_wal_health(self.wal.error, write=False)
         elapsed = time.perf_counter() - t0
         if self.telemetry:
