@@ -19,20 +19,11 @@ from deltalake import DeltaTable
 from bench.procs import start_metricsgw
 from metricsgw.remote.codec import encode_v1
 from tests.e2e.client import api, remote_write
+from tests.e2e.test_cluster_prometheus import _wait
 from tests.remote.read_client import build_request, decode_samples, post
 
 SERIES = 50
 FLUSH_AT = SERIES  # one request of one sample per series fills B's head: it flushes at its next check
-
-
-def _wait(cond, what: str, timeout_s: float = 120.0):
-    deadline = time.monotonic() + timeout_s
-    while True:
-        got = cond()
-        if got:
-            return got
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.1)
 
 
 def _head_of(url: str, now_ms: int) -> tuple[dict, int]:
@@ -90,7 +81,7 @@ def test_samples_a_peer_flushed_before_answering_are_read_from_the_table_once(tm
         now_ms = int(time.time()) * 1000
         body = encode_v1([((("__name__", "flushed_test"), ("s", str(s))), [(now_ms, float(s))]) for s in range(SERIES)])
         assert remote_write(b.base_url, body)[0] == 204
-        _wait(lambda: _flushed(b.base_url, shared, now_ms), "B to flush its head")
+        _wait("B to flush its head", lambda: _flushed(b.base_url, shared, now_ms))
         for call, reader in zip(CALLS, readers):
             call(reader.base_url, now_ms)
     finally:
