@@ -182,6 +182,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("storage.writer-id", _writer_id, "gw0", "This process's name among the writers of the table under "
             "--storage.path (letters, digits, '_', '-'): unique per table, so each gateway sharing a directory needs "
             "its own. Its WAL is <storage.path>/wal/<writer id>/; a second live process with the same id is refused."),
+    Setting("storage.follow-interval", D, 5.0, "How often this process loads the other writers' commits to the table "
+            "under --storage.path (their series for the metadata APIs, their files for queries). A query that asks "
+            "--cluster.peers loads them at once when a peer names a newer table version, whatever this is."),
     Setting("storage.vacuum-delay", D, 300.0, "A file compaction or retention removed from the table is deleted once "
             "no query of this process holds it and this long has passed since its remove, for queries of other "
             "processes reading the same table. Keep it above --query.timeout."),

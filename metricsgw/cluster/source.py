@@ -116,16 +116,18 @@ class ClusterSource:
     # ---------------------------------------------------------------- metadata
     def label_names(self, matchers: list[Matcher], start_ms: int | None, end_ms: int | None,
                     ctx: QueryContext | None = None, limit: int | None = None) -> list[str]:
+        peers = self._from_peers(matchers or ANY_SERIES, *_window(start_ms, end_ms), ctx)  # first: module docstring
         names = set(self.local.label_names(matchers, start_ms, end_ms, ctx))
-        for res in self._from_peers(matchers or ANY_SERIES, *_window(start_ms, end_ms), ctx):
+        for res in peers:
             names.update(n for labels in res.labels for n, _ in labels)
         out = sorted(names)
         return out[:limit] if limit else out
 
     def label_values(self, name: str, matchers: list[Matcher], start_ms: int | None, end_ms: int | None,
                      ctx: QueryContext | None = None, limit: int | None = None) -> list[str]:
+        peers = self._from_peers(matchers or ANY_SERIES, *_window(start_ms, end_ms), ctx)  # first: module docstring
         values = set(self.local.label_values(name, matchers, start_ms, end_ms, ctx))
-        for res in self._from_peers(matchers or ANY_SERIES, *_window(start_ms, end_ms), ctx):
+        for res in peers:
             values.update(v for labels in res.labels for n, v in labels if n == name)
         out = sorted(values)
         return out[:limit] if limit else out
