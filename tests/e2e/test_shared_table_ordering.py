@@ -87,3 +87,34 @@ def test_samples_a_peer_flushed_before_answering_are_read_from_the_table_once(tm
     finally:
         for s in readers + [b]:
             s.stop()
+
+
+def test_what_a_dead_peer_committed_is_read_from_the_table_with_a_warning(tmp_path):
+    """B commits its head as it stops (SIGTERM flushes), then cannot answer: A, whose view of the table predates
+    that commit and which never follows on its own, must read the table as it is now: every sample once, and a
+    warning naming B (its head, had it kept one, would be missing). Without the refresh on a failed peer in
+    cluster/source.py, A answers nothing."""
+    shared = tmp_path / "shared"
+    common = [f"--storage.path={shared}", "--storage.flush-interval=24h", "--server.single-process"]
+    b = start_metricsgw(tmp_path / "b", extra=common + ["--storage.writer-id=gwb"])
+    a = None
+    try:
+        b.wait_ready()
+        a = start_metricsgw(tmp_path / "a", extra=common + [
+            "--storage.writer-id=gwa", "--storage.follow-interval=24h", f"--cluster.peers={b.base_url}"])
+        a.wait_ready()  # A has read the table: B has committed nothing yet
+        now_ms = int(time.time()) * 1000
+        body = encode_v1([((("__name__", "flushed_test"), ("s", str(s))), [(now_ms, float(s))]) for s in range(SERIES)])
+        assert remote_write(b.base_url, body)[0] == 204
+        b.stop()  # its last flush commits every sample, then it is gone
+        assert sum(DeltaTable(str(shared / "table" / "samples")).get_add_actions(flatten=True)
+                   .column("num_records").to_pylist()) == SERIES
+        status, got = api(a.base_url, "/api/v1/query", {"query": "count_over_time(flushed_test[1m])",
+                                                        "time": now_ms / 1000})
+        assert status == 200, got
+        assert any(b.base_url in w for w in got.get("warnings", [])), got
+        assert {(r["metric"]["s"], r["value"][1]) for r in got["data"]["result"]} == \
+            {(str(s), "1") for s in range(SERIES)}, "every committed sample once"
+    finally:
+        for s in ([a] if a else []) + [b]:
+            s.stop()
