@@ -25,8 +25,9 @@ from dataclasses import dataclass
 from ..config import Config
 
 # Query processes read flushed data from the shared table and recent data from the shards' heads through the
-# peer read source (docs/cluster.md). The table is here; until the peer source (branch `cluster`) is merged a
-# querier would miss what the shards hold in memory, so the default is one shard that answers queries too.
+# peer read source (docs/cluster.md). Remote read (?scope=head) does not carry a shard's unflushed native
+# histograms and exemplars, its metric metadata nor its TSDB status yet: until it does, a querier would answer
+# those without what the shards hold, so the default is one shard that answers queries too.
 QUERIERS_CAN_READ_THE_TABLE = False
 CORES_PER_QUERIER = 4
 _MAX_SOCKET_PATH = 100  # sun_path is 108 bytes on Linux
