@@ -4,6 +4,8 @@ and groups are reduced with ufunc.at / masked sorts, for all steps at once."""
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
+from typing import Callable
 
 import numpy as np
 
@@ -14,19 +16,42 @@ from .value import Series
 
 
 def group_labels(labels: Labels, without: bool, names: list[str]) -> Labels:
+    return grouper(without, names)(labels)
+
+
+def grouper(without: bool, names: list[str]) -> Callable[[Labels], Labels]:
+    """The function from a series' labels to its group's labels, for ``by``/``without (names)``.
+
+    Called once per series of an aggregation: ``by`` looks each name up by bisection (label
+    sets are sorted by name), instead of testing every pair of every series."""
     if without:
         drop = set(names) | {METRIC_NAME}
-        return tuple(p for p in labels if p[0] not in drop)
-    keep = set(names)
-    return tuple(p for p in labels if p[0] in keep)
+        return lambda labels: tuple(p for p in labels if p[0] not in drop)
+    keys = [(n,) for n in sorted(set(names))]  # sorts just before any (n, value) pair
+
+    def by(labels: Labels) -> Labels:
+        out = []
+        for key in keys:
+            i = bisect_left(labels, key)
+            if i < len(labels) and labels[i][0] == key[0]:
+                out.append(labels[i])
+        return tuple(out)
+
+    return by
+
+
+def group_ids(labels: list[Labels], without: bool, names: list[str],
+              keys: dict[Labels, int] | None = None) -> np.ndarray:
+    """Each series' group number, numbering new groups in order of appearance in ``keys``."""
+    keys = {} if keys is None else keys
+    of = grouper(without, names)
+    setdefault = keys.setdefault
+    return np.fromiter((setdefault(of(l), len(keys)) for l in labels), np.int64, len(labels))
 
 
 def _groups(s: Series, without: bool, names: list[str]) -> tuple[list[Labels], np.ndarray]:
     keys: dict[Labels, int] = {}
-    gid = np.empty(len(s), np.int64)
-    for i, lbls in enumerate(s.labels):
-        g = group_labels(lbls, without, names)
-        gid[i] = keys.setdefault(g, len(keys))
+    gid = group_ids(s.labels, without, names, keys)
     return list(keys), gid
 
 
