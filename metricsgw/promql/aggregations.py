@@ -12,7 +12,7 @@ import numpy as np
 from ..errors import ExecError
 from ..model import METRIC_NAME, Labels
 from .format import format_value
-from .value import Series
+from .value import Series, drop_name
 
 
 def group_labels(labels: Labels, without: bool, names: list[str]) -> Labels:
@@ -25,6 +25,8 @@ def grouper(without: bool, names: list[str]) -> Callable[[Labels], Labels]:
     Called once per series of an aggregation: ``by`` looks each name up by bisection (label
     sets are sorted by name), instead of testing every pair of every series."""
     if without:
+        if not names:
+            return drop_name
         drop = set(names) | {METRIC_NAME}
         return lambda labels: tuple(p for p in labels if p[0] not in drop)
     keys = [(n,) for n in sorted(set(names))]  # sorts just before any (n, value) pair
