@@ -87,8 +87,8 @@ def _index_one_side(s: Series, on: bool, names: list[str], side: str):
     sig_ids: dict[Labels, int] = {}
     sig_of = group_ids(s.labels, not on, names, sig_ids)  # on (x): the labels x; ignoring (x): all but x and the name
     steps = s.mask.shape[1]
-    cnt = np.zeros((len(sig_ids), steps), np.int64)
-    np.add.at(cnt, sig_of, s.mask.astype(np.int64))
+    rr, kk = np.nonzero(s.mask)
+    cnt = np.bincount(sig_of[rr] * steps + kk, minlength=len(sig_ids) * steps).reshape(len(sig_ids), steps)
     if (cnt > 1).any():
         g, k = np.argwhere(cnt > 1)[0]
         rows = [i for i in np.flatnonzero(sig_of == g) if s.mask[i, k]][:2]
@@ -99,7 +99,6 @@ def _index_one_side(s: Series, on: bool, names: list[str], side: str):
             "many-to-many matching not allowed: matching labels must be unique on one side"
         )
     row = np.full((len(sig_ids), steps), -1, np.int64)
-    rr, kk = np.nonzero(s.mask)
     row[sig_of[rr], kk] = rr
     return sig_ids, row
 
@@ -194,8 +193,8 @@ def _match_rows(op: str, many: Series, one: Series, sigs: dict[Labels, int], row
     else:
         vals = res
     if card == "one-to-one" and len(rows):
-        matched = np.zeros((len(sigs), steps), np.int64)
-        np.add.at(matched, g, ok.astype(np.int64))
+        gg, kk = np.nonzero(ok)
+        matched = np.bincount(g[gg] * steps + kk, minlength=len(sigs) * steps)
         if (matched > 1).any():
             raise ExecError("multiple matches for labels: many-to-one matching must be explicit (group_left/group_right)")
     keep = np.flatnonzero(ok.any(axis=1))
