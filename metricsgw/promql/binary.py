@@ -132,16 +132,7 @@ def _match_each(op: str, many: Series, one: Series, sigs: dict[Labels, int], row
         if not ok.any():
             continue
         partner = one.values[np.maximum(r, 0), np.arange(steps)]
-        a, b = (partner, many.values[i]) if swap else (many.values[i], partner)
-        res = apply(op, a, b)
-        if op in COMPARE:
-            if return_bool:
-                vals = res.astype(np.float64)
-            else:
-                vals = a  # comparisons keep the left-hand value
-                ok = ok & res
-        else:
-            vals = res
+        vals, ok = _operate(op, partner, many.values[i], swap, ok, return_bool)
         if not ok.any():  # a filtering comparison can drop every point of the pair
             continue
         matched[g] += ok
@@ -181,17 +172,7 @@ def _match_rows(op: str, many: Series, one: Series, sigs: dict[Labels, int], row
     r = row[g]  # the partner's row at each step, -1 where it has none
     ok = (r >= 0) & many.mask[rows]
     partner = one.values[np.maximum(r, 0), np.arange(steps)[None, :]]
-    mine = many.values[rows]
-    a, b = (partner, mine) if swap else (mine, partner)
-    res = apply(op, a, b)
-    if op in COMPARE:
-        if return_bool:
-            vals = res.astype(np.float64)
-        else:
-            vals = a  # comparisons keep the left-hand value
-            ok &= res
-    else:
-        vals = res
+    vals, ok = _operate(op, partner, many.values[rows], swap, ok, return_bool)
     if card == "one-to-one" and len(rows):
         gg, kk = np.nonzero(ok)
         matched = np.bincount(g[gg] * steps + kk, minlength=len(sigs) * steps)
@@ -211,6 +192,19 @@ def _match_rows(op: str, many: Series, one: Series, sigs: dict[Labels, int], row
     if card != "one-to-one":
         return dedupe(res_s, "multiple matches for labels: grouping labels must ensure unique matches")
     return dedupe(res_s)
+
+
+def _operate(op: str, partner: np.ndarray, mine: np.ndarray, swap: bool, ok: np.ndarray,
+             return_bool: bool) -> tuple[np.ndarray, np.ndarray]:
+    """``op`` between the "many" side's values and their partners' (a row or whole matrices): the
+    values, and where there is a point (a filtering comparison drops where it is false)."""
+    a, b = (partner, mine) if swap else (mine, partner)
+    res = apply(op, a, b)
+    if op not in COMPARE:
+        return res, ok
+    if return_bool:
+        return res.astype(np.float64), ok
+    return a, ok & res  # comparisons keep the left-hand value
 
 
 def _result_labels(l: Labels, partner: Labels | None, op, on, names, card, include, return_bool) -> Labels:

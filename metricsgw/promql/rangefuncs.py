@@ -52,26 +52,27 @@ def _reset_corrections(r: Ranges) -> np.ndarray:
     if not len(pos):
         return np.zeros(r.lo.shape)
     before = r.v[pos - 1]
-    # resets strictly inside a window: positions p in (lo, hi). With upto[k] = resets at
-    # positions <= k, the window's first is pos[upto[lo]] and it has upto[hi - 1] - upto[lo]:
-    # two gathers per window instead of two binary searches.
-    flags = np.zeros(len(r.v), np.int64)
-    flags[pos] = 1
-    upto = np.cumsum(flags, out=flags)
-    lo1 = np.minimum(r.lo + 1, len(r.v))
-    a = np.take(upto, lo1 - 1)
-    np.maximum(r.hi, lo1, out=lo1)
-    lo1 -= 1
-    b = np.take(upto, lo1)
+    # Only the rows whose samples hold a reset need looking at (a window's samples lie between
+    # its row's first lo and last hi); for them, a window's resets strictly inside it, positions
+    # in (lo, hi), are a binary-searched range of ``pos``.
+    row_lo, row_hi = r.lo.min(axis=1), r.hi.max(axis=1)
+    rows = np.flatnonzero(np.searchsorted(pos, row_hi) > np.searchsorted(pos, np.minimum(row_lo + 1, len(r.v))))
+    out = np.zeros(r.lo.shape)
+    if not len(rows):
+        return out
+    lo1 = np.minimum(r.lo[rows] + 1, len(r.v))
+    a = np.searchsorted(pos, lo1)
+    b = np.searchsorted(pos, np.maximum(r.hi[rows], lo1))
     b -= a  # resets in the window
-    out = np.where(b == 1, np.take(before, np.minimum(a, len(pos) - 1)), 0.0)
+    sub = np.where(b == 1, np.take(before, np.minimum(a, len(pos) - 1)), 0.0)
     several = b >= 2
     if several.any():
         # Summed window by window, in order (reduceat), as Prometheus adds them: a window's
         # value depends on its own samples only, not on other series read with it.
         padded = np.concatenate([before, [0.0]])
         first = a[several]
-        out[several] = np.add.reduceat(padded, np.stack([first, first + b[several]], axis=1).ravel())[::2]
+        sub[several] = np.add.reduceat(padded, np.stack([first, first + b[several]], axis=1).ravel())[::2]
+    out[rows] = sub
     return out
 
 
