@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
+from bench import procs
 from metricsgw.config import parse_duration
 
 RESULTS = Path(__file__).resolve().parent / "results"

@@ -4,30 +4,72 @@ and groups are reduced with ufunc.at / masked sorts, for all steps at once."""
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
+from typing import Callable
 
 import numpy as np
 
 from ..errors import ExecError
 from ..model import METRIC_NAME, Labels
 from .format import format_value
-from .value import Series
+from .value import Series, drop_name
 
 
 def group_labels(labels: Labels, without: bool, names: list[str]) -> Labels:
+    return grouper(without, names)(labels)
+
+
+def grouper(without: bool, names: list[str]) -> Callable[[Labels], Labels]:
+    """The function from a series' labels to its group's labels, for ``by``/``without (names)``.
+
+    Called once per series of an aggregation: ``by`` looks each name up by bisection (label
+    sets are sorted by name), instead of testing every pair of every series."""
     if without:
+        if not names:
+            return drop_name
         drop = set(names) | {METRIC_NAME}
-        return tuple(p for p in labels if p[0] not in drop)
-    keep = set(names)
-    return tuple(p for p in labels if p[0] in keep)
+        return lambda labels: tuple(p for p in labels if p[0] not in drop)
+    keys = [(n,) for n in sorted(set(names))]  # sorts just before any (n, value) pair
+
+    def by(labels: Labels) -> Labels:
+        out = []
+        for key in keys:
+            i = bisect_left(labels, key)
+            if i < len(labels) and labels[i][0] == key[0]:
+                out.append(labels[i])
+        return tuple(out)
+
+    return by
+
+
+def group_ids(labels: list[Labels], without: bool, names: list[str],
+              keys: dict[Labels, int] | None = None) -> np.ndarray:
+    """Each series' group number, numbering new groups in order of appearance in ``keys``."""
+    keys = {} if keys is None else keys
+    of = grouper(without, names)
+    setdefault = keys.setdefault
+    return np.fromiter((setdefault(of(l), len(keys)) for l in labels), np.int64, len(labels))
 
 
 def _groups(s: Series, without: bool, names: list[str]) -> tuple[list[Labels], np.ndarray]:
     keys: dict[Labels, int] = {}
-    gid = np.empty(len(s), np.int64)
-    for i, lbls in enumerate(s.labels):
-        g = group_labels(lbls, without, names)
-        gid[i] = keys.setdefault(g, len(keys))
+    gid = group_ids(s.labels, without, names, keys)
     return list(keys), gid
+
+
+def group_sum(gid: np.ndarray, g: int, values: np.ndarray, into: np.ndarray | None = None) -> np.ndarray:
+    """Each group's rows of ``values`` added at every step, one row after the other in row order,
+    starting from ``into`` (or 0.0): the bits ``np.add.at(into, gid, values)`` gives (NaNs aside,
+    whose sign bit may differ, which nothing shows), by one weighted bincount over flat
+    (group, step) cells instead of ufunc.at's slow indexed loop."""
+    steps = values.shape[1]
+    cells = (gid[:, None] * steps + np.arange(steps)).ravel()
+    weights = values.ravel().astype(np.float64, copy=False)
+    if into is not None:
+        # the accumulator first: 0.0 + acc is acc (an accumulator that started at 0.0 is never -0.0)
+        cells = np.concatenate([np.arange(g * steps), cells])
+        weights = np.concatenate([into.ravel(), weights])
+    return np.bincount(cells, weights=weights, minlength=g * steps).reshape(g, steps)
 
 
 def aggregate(op: str, s: Series, without: bool, names: list[str], param=None) -> Series:
@@ -39,12 +81,10 @@ def aggregate(op: str, s: Series, without: bool, names: list[str], param=None) -
     glabels, gid = _groups(s, without, names)
     g = len(glabels)
     m, v = s.mask, s.values
-    count = np.zeros((g, steps))
-    np.add.at(count, gid, m.astype(np.float64))
+    count = group_sum(gid, g, m)
     present = count > 0
     if op == "sum":
-        out = np.zeros((g, steps))
-        np.add.at(out, gid, np.where(m, v, 0.0))
+        out = group_sum(gid, g, np.where(m, v, 0.0))
     elif op == "count":
         out = count
     elif op == "group":
@@ -72,12 +112,10 @@ def _avg(gid, g, v, m, count) -> np.ndarray:
     namespaces); sum / count equals it to ~n ulp, and both give the same NaN and +-Inf
     for infinite inputs. Only where a sum of finite values overflows do they differ: those
     groups take the running mean."""
-    total = np.zeros((g, v.shape[1]))
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # overflow is handled below
-        np.add.at(total, gid, np.where(m, v, 0.0))
+        total = group_sum(gid, g, np.where(m, v, 0.0))
         mean = total / count
-    inf_in = np.zeros((g, v.shape[1]), bool)
-    np.logical_or.at(inf_in, gid, m & np.isinf(v))
+    inf_in = group_sum(gid, g, m & np.isinf(v)) > 0
     overflow = np.isinf(mean) & ~inf_in & (count > 0)
     if overflow.any():
         groups = np.flatnonzero(overflow.any(axis=1))
@@ -173,8 +211,7 @@ def _quantile(gid, g, v, m, q) -> np.ndarray:
     tier = np.where(~m, 2, np.where(nan, 0, 1))  # NaN first, values, then absent
     order, start = _group_sort(gid, g, np.where(m & ~nan, v, 0.0), tier)
     sorted_v = np.take_along_axis(v, order, axis=0) if len(gid) else v
-    n = np.zeros((g, steps))
-    np.add.at(n, gid, m.astype(np.float64))
+    n = group_sum(gid, g, m)
     qv = np.broadcast_to(q.values[None, :], (g, steps))
     rank = qv * (n - 1)
     with np.errstate(invalid="ignore"):

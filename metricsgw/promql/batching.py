@@ -25,7 +25,7 @@ import promql_parser as pp
 from ..limits.context import SAMPLE_BYTES
 from ..model import METRIC_NAME, Labels
 from . import parser
-from .aggregations import aggregate, group_labels
+from .aggregations import aggregate, group_ids, group_sum
 from .calls import OVER_TIME, RATE_LIKE
 from .value import Series
 
@@ -159,13 +159,13 @@ class _Streamed:
     def add(self, s: Series) -> None:
         if not len(s):
             return
-        gid = np.fromiter((self.keys.setdefault(group_labels(l, self.without, self.names), len(self.keys))
-                           for l in s.labels), np.int64, len(s))
+        gid = group_ids(s.labels, self.without, self.names, self.keys)
         self._grow(len(self.keys))
         m, v = s.mask, s.values
-        np.add.at(self.count, gid, m.astype(np.float64))
+        g = len(self.count)
+        self.count = group_sum(gid, g, m, into=self.count)
         if self.op == "sum":
-            np.add.at(self.out, gid, np.where(m, v, 0.0))
+            self.out = group_sum(gid, g, np.where(m, v, 0.0), into=self.out)
         elif self.op in ("min", "max"):
             (np.fmin if self.op == "min" else np.fmax).at(self.out, gid, np.where(m, v, np.nan))
 

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..errors import ExecError
 from ..model import METRIC_NAME, Labels
+from .aggregations import group_ids, grouper
 from .value import ScalarSteps, Series, drop_name
 
 ARITH = {"+", "-", "*", "/", "%", "^", "atan2"}
@@ -74,11 +75,7 @@ def vector_scalar(op: str, vec: Series, sc: ScalarSteps, vec_on_left: bool, retu
 
 
 def _signature(labels: Labels, on: bool, names: list[str]) -> Labels:
-    if on:
-        keep = set(names)
-        return tuple(p for p in labels if p[0] in keep)
-    drop = set(names) | {METRIC_NAME}
-    return tuple(p for p in labels if p[0] not in drop)
+    return grouper(not on, names)(labels)
 
 
 def _fmt(labels: Labels) -> str:
@@ -88,12 +85,10 @@ def _fmt(labels: Labels) -> str:
 def _index_one_side(s: Series, on: bool, names: list[str], side: str):
     """For each signature, the row present at each step: (sigs, row[n_sigs, steps], has)."""
     sig_ids: dict[Labels, int] = {}
-    sig_of = np.empty(len(s), np.int64)
-    for i, l in enumerate(s.labels):
-        sig_of[i] = sig_ids.setdefault(_signature(l, on, names), len(sig_ids))
+    sig_of = group_ids(s.labels, not on, names, sig_ids)  # on (x): the labels x; ignoring (x): all but x and the name
     steps = s.mask.shape[1]
-    cnt = np.zeros((len(sig_ids), steps), np.int64)
-    np.add.at(cnt, sig_of, s.mask.astype(np.int64))
+    rr, kk = np.nonzero(s.mask)
+    cnt = np.bincount(sig_of[rr] * steps + kk, minlength=len(sig_ids) * steps).reshape(len(sig_ids), steps)
     if (cnt > 1).any():
         g, k = np.argwhere(cnt > 1)[0]
         rows = [i for i in np.flatnonzero(sig_of == g) if s.mask[i, k]][:2]
@@ -104,7 +99,6 @@ def _index_one_side(s: Series, on: bool, names: list[str], side: str):
             "many-to-many matching not allowed: matching labels must be unique on one side"
         )
     row = np.full((len(sig_ids), steps), -1, np.int64)
-    rr, kk = np.nonzero(s.mask)
     row[sig_of[rr], kk] = rr
     return sig_ids, row
 
@@ -113,10 +107,19 @@ def vector_vector(op: str, lhs: Series, rhs: Series, on: bool, names: list[str],
                   include: list[str], return_bool: bool) -> Series:
     if op in SETOPS:
         return _set_op(op, lhs, rhs, on, names)
-    steps = lhs.mask.shape[1]
     swap = card == "one-to-many"
     many, one = (rhs, lhs) if swap else (lhs, rhs)
     sigs, row = _index_one_side(one, on, names, "left" if swap else "right")
+    if not include:
+        return _match_rows(op, many, one, sigs, row, on, names, card, swap, return_bool)
+    return _match_each(op, many, one, sigs, row, on, names, card, include, swap, return_bool)
+
+
+def _match_each(op: str, many: Series, one: Series, sigs: dict[Labels, int], row: np.ndarray, on: bool,
+                names: list[str], card: str, include: list[str], swap: bool, return_bool: bool) -> Series:
+    """``vector_vector`` row by row: with group_x labels to include, a row's result labels come
+    from its partner at each step, which may change between steps."""
+    steps = many.mask.shape[1]
     out_labels: list[Labels] = []
     out_vals, out_mask = [], []
     matched = np.zeros((len(sigs), steps), np.int64)
@@ -129,16 +132,7 @@ def vector_vector(op: str, lhs: Series, rhs: Series, on: bool, names: list[str],
         if not ok.any():
             continue
         partner = one.values[np.maximum(r, 0), np.arange(steps)]
-        a, b = (partner, many.values[i]) if swap else (many.values[i], partner)
-        res = apply(op, a, b)
-        if op in COMPARE:
-            if return_bool:
-                vals = res.astype(np.float64)
-            else:
-                vals = a  # comparisons keep the left-hand value
-                ok = ok & res
-        else:
-            vals = res
+        vals, ok = _operate(op, partner, many.values[i], swap, ok, return_bool)
         if not ok.any():  # a filtering comparison can drop every point of the pair
             continue
         matched[g] += ok
@@ -163,6 +157,54 @@ def vector_vector(op: str, lhs: Series, rhs: Series, on: bool, names: list[str],
     if card != "one-to-one":
         return dedupe(res_s, "multiple matches for labels: grouping labels must ensure unique matches")
     return dedupe(res_s)
+
+
+def _match_rows(op: str, many: Series, one: Series, sigs: dict[Labels, int], row: np.ndarray, on: bool,
+                names: list[str], card: str, swap: bool, return_bool: bool) -> Series:
+    """``vector_vector`` without group_x labels to include: every row of the "many" side with its
+    partner at each step, as whole (rows x steps) matrices -- the same element-wise operations
+    the row-by-row loop does, so the same bits."""
+    steps = many.mask.shape[1]
+    of = grouper(not on, names)
+    g = np.fromiter((sigs.get(of(l), -1) for l in many.labels), np.int64, len(many))
+    rows = np.flatnonzero(g >= 0)
+    g = g[rows]
+    r = row[g]  # the partner's row at each step, -1 where it has none
+    ok = (r >= 0) & many.mask[rows]
+    partner = one.values[np.maximum(r, 0), np.arange(steps)[None, :]]
+    vals, ok = _operate(op, partner, many.values[rows], swap, ok, return_bool)
+    if card == "one-to-one" and len(rows):
+        gg, kk = np.nonzero(ok)
+        matched = np.bincount(g[gg] * steps + kk, minlength=len(sigs) * steps)
+        if (matched > 1).any():
+            raise ExecError("multiple matches for labels: many-to-one matching must be explicit (group_left/group_right)")
+    keep = np.flatnonzero(ok.any(axis=1))
+    if not len(keep):
+        return Series.empty(steps)
+    if card == "one-to-one" and not on and not names:
+        name_goes = op in DROPS_NAME or return_bool
+        labels = [drop_name(many.labels[i]) if name_goes else many.labels[i] for i in rows[keep].tolist()]
+    else:
+        labels = [_result_labels(many.labels[i], None, op, on, names, card, [], return_bool)
+                  for i in rows[keep].tolist()]
+    ok = ok[keep]
+    res_s = Series(labels, np.where(ok, vals[keep], 0.0), ok)
+    if card != "one-to-one":
+        return dedupe(res_s, "multiple matches for labels: grouping labels must ensure unique matches")
+    return dedupe(res_s)
+
+
+def _operate(op: str, partner: np.ndarray, mine: np.ndarray, swap: bool, ok: np.ndarray,
+             return_bool: bool) -> tuple[np.ndarray, np.ndarray]:
+    """``op`` between the "many" side's values and their partners' (a row or whole matrices): the
+    values, and where there is a point (a filtering comparison drops where it is false)."""
+    a, b = (partner, mine) if swap else (mine, partner)
+    res = apply(op, a, b)
+    if op not in COMPARE:
+        return res, ok
+    if return_bool:
+        return res.astype(np.float64), ok
+    return a, ok & res  # comparisons keep the left-hand value
 
 
 def _result_labels(l: Labels, partner: Labels | None, op, on, names, card, include, return_bool) -> Labels:

@@ -172,10 +172,8 @@ def _selector_matchers(node):
 def _dedupe_whole(s: Series) -> Series:
     """Range functions: two series with one label set (after dropping __name__) is an error
     for the whole result, as in Prometheus's matrix-function path."""
-    from .binary import dedupe
-
     if len(set(s.labels)) != len(s.labels):
         from ..errors import ExecError
 
         raise ExecError("vector cannot contain metrics with the same labelset")
-    return dedupe(s)
+    return s  # what dedupe() returns for distinct label sets, without hashing them again

@@ -31,7 +31,7 @@ from ..errors import ExecError
 from ..model import METRIC_NAME, STALE_NAN
 from . import native, native_math, parser, selectors
 from . import rangefuncs as R
-from .aggregations import group_labels
+from .aggregations import group_ids
 from .binary import dedupe
 from .value import Series, drop_name
 
@@ -158,7 +158,7 @@ def total_by_group(engine, node: "pp.AggregateExpr", env) -> HistSeries | None:
     without, names = parser.grouping(node)
     s = inner.series
     keys: dict = {}
-    gid = np.array([keys.setdefault(group_labels(lb, without, names), len(keys)) for lb in s.labels], np.int64)
+    gid = group_ids(s.labels, without, names, keys)
     steps = s.values.shape[1]
     values = np.zeros((len(keys), steps))
     mask = np.zeros((len(keys), steps), bool)

@@ -28,12 +28,15 @@ def _series(r: Ranges, values: np.ndarray, mask: np.ndarray, keep_name: bool = F
 
 def _first_last(r: Ranges):
     n = r.hi - r.lo
-    lo = np.minimum(r.lo, max(len(r.t) - 1, 0))
-    hi1 = np.clip(r.hi - 1, 0, max(len(r.t) - 1, 0))
     if len(r.t) == 0:
         z = np.zeros(r.lo.shape)
         return n, z, z, z.astype(np.int64), z.astype(np.int64)
-    return n, r.v[lo], r.v[hi1], r.t[lo], r.t[hi1]
+    last = len(r.t) - 1
+    lo = np.minimum(r.lo, last)
+    hi1 = r.hi - 1
+    np.clip(hi1, 0, last, out=hi1)
+    # np.take: the same elements as fancy indexing, a good deal faster for a 1-D source
+    return n, np.take(r.v, lo), np.take(r.v, hi1), np.take(r.t, lo), np.take(r.t, hi1)
 
 
 def _reset_corrections(r: Ranges) -> np.ndarray:
@@ -42,21 +45,34 @@ def _reset_corrections(r: Ranges) -> np.ndarray:
     same series; a drop at a series' first sample, from the previous series' last, is none),
     and a window's resets are a searchsorted range of them. A window with one reset (nearly all
     that have any) takes its value; several are added up window by window."""
-    pos = np.flatnonzero(r.v[1:] < r.v[:-1]) + 1
-    pos = pos[~np.isin(pos, r.offsets)]
+    drop = r.v[1:] < r.v[:-1]
+    pos = np.flatnonzero(drop) + 1
+    if len(pos):
+        pos = pos[~np.isin(pos, r.offsets)]
     if not len(pos):
         return np.zeros(r.lo.shape)
     before = r.v[pos - 1]
-    lo1 = np.minimum(r.lo + 1, len(r.v))  # resets strictly inside the window: (lo, hi)
+    # Only the rows whose samples hold a reset need looking at (a window's samples lie between
+    # its row's first lo and last hi); for them, a window's resets strictly inside it, positions
+    # in (lo, hi), are a binary-searched range of ``pos``.
+    row_lo, row_hi = r.lo.min(axis=1), r.hi.max(axis=1)
+    rows = np.flatnonzero(np.searchsorted(pos, row_hi) > np.searchsorted(pos, np.minimum(row_lo + 1, len(r.v))))
+    out = np.zeros(r.lo.shape)
+    if not len(rows):
+        return out
+    lo1 = np.minimum(r.lo[rows] + 1, len(r.v))
     a = np.searchsorted(pos, lo1)
-    b = np.searchsorted(pos, np.maximum(r.hi, lo1))
-    out = np.where(b - a == 1, before[np.minimum(a, len(pos) - 1)], 0.0)
-    several = (b - a) >= 2
+    b = np.searchsorted(pos, np.maximum(r.hi[rows], lo1))
+    b -= a  # resets in the window
+    sub = np.where(b == 1, np.take(before, np.minimum(a, len(pos) - 1)), 0.0)
+    several = b >= 2
     if several.any():
         # Summed window by window, in order (reduceat), as Prometheus adds them: a window's
         # value depends on its own samples only, not on other series read with it.
         padded = np.concatenate([before, [0.0]])
-        out[several] = np.add.reduceat(padded, np.stack([a[several], b[several]], axis=1).ravel())[::2]
+        first = a[several]
+        sub[several] = np.add.reduceat(padded, np.stack([first, first + b[several]], axis=1).ravel())[::2]
+    out[rows] = sub
     return out
 
 
@@ -65,11 +81,13 @@ def extrapolated_rate(r: Ranges, is_counter: bool, is_rate: bool) -> Series:
     ok = n >= 2
     result = v1 - v0
     if is_counter and len(r.v):
-        result = result + np.where(ok, _reset_corrections(r), 0.0)
+        corrections = _reset_corrections(r)
+        corrections[~ok] = 0.0
+        result += corrections
     factor = extrapolation_factor(r, n, t0, t1, is_rate, (v0, result) if is_counter else None)
     with np.errstate(invalid="ignore"):
-        out = result * factor
-    return _series(r, out, ok)
+        factor *= result  # result * factor: IEEE multiplication commutes bit for bit
+    return _series(r, factor, ok)
 
 
 def extrapolation_factor(r: Ranges, n: np.ndarray, t0: np.ndarray, t1: np.ndarray, is_rate: bool,
@@ -79,23 +97,37 @@ def extrapolation_factor(r: Ranges, n: np.ndarray, t0: np.ndarray, t1: np.ndarra
     (native histograms pass None: 2.42 does not do that for them)."""
     range_start = (r.range_end - r.range_ms)[None, :]
     range_end = r.range_end[None, :]
+    # The formulas of extrapolatedRate, step by step in place: the same IEEE operations in
+    # the same order as the plain expressions, with a few (series x step) buffers instead of
+    # one fresh array per operation.
     with np.errstate(divide="ignore", invalid="ignore"):
-        to_start = (t0 - range_start) / 1000.0
-        to_end = (range_end - t1) / 1000.0
-        sampled = (t1 - t0) / 1000.0
-        avg_gap = sampled / np.maximum(n - 1, 1)
+        to_start = np.subtract(t0, range_start)
+        to_start = np.divide(to_start, 1000.0)
+        to_end = np.subtract(range_end, t1)
+        to_end = np.divide(to_end, 1000.0)
+        sampled = np.subtract(t1, t0)
+        sampled = np.divide(sampled, 1000.0)
+        gaps = np.subtract(n, 1)
+        np.maximum(gaps, 1, out=gaps)
+        avg_gap = np.divide(sampled, gaps)
         if counter is not None:
             v0, result = counter
-            to_zero = sampled * (v0 / result)
-            clamp = (result > 0) & (v0 >= 0) & (to_zero < to_start)
-            to_start = np.where(clamp, to_zero, to_start)
+            to_zero = np.divide(v0, result)
+            to_zero *= sampled  # sampled * (v0 / result)
+            clamp = result > 0
+            clamp &= v0 >= 0
+            clamp &= to_zero < to_start
+            np.copyto(to_start, to_zero, where=clamp)
         thresh = avg_gap * 1.1
-        interval = sampled.copy()
-        interval += np.where(to_start < thresh, to_start, avg_gap / 2)
-        interval += np.where(to_end < thresh, to_end, avg_gap / 2)
-        factor = interval / sampled
+        avg_gap /= 2
+        # to_start if to_start < thresh else avg_gap / 2 (NaN compares false: avg_gap / 2)
+        np.copyto(to_start, avg_gap, where=~(to_start < thresh))
+        np.copyto(to_end, avg_gap, where=~(to_end < thresh))
+        interval = np.add(sampled, to_start, out=to_start)
+        interval += to_end
+        factor = np.divide(interval, sampled, out=interval)
         if is_rate:
-            factor = factor / (r.range_ms / 1000.0)
+            factor /= r.range_ms / 1000.0
     return factor
 
 

@@ -8,6 +8,7 @@ step, with a presence mask (a point may be missing at some steps). A range vecto
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -73,8 +74,17 @@ class Ranges:
         return len(self.labels)
 
 
+# Sorts just before any (METRIC_NAME, value) pair, so a bisection finds where the name would be.
+_NAME_KEY = (METRIC_NAME,)
+
+
 def drop_name(labels: Labels) -> Labels:
-    return tuple(p for p in labels if p[0] != METRIC_NAME)
+    """``labels`` without ``__name__``. Label sets are sorted by name (model.Labels), so the name
+    is found by bisection: range functions and arithmetic call this for every series."""
+    i = bisect_left(labels, _NAME_KEY)
+    if i < len(labels) and labels[i][0] == METRIC_NAME:
+        return labels[:i] + labels[i + 1:]
+    return labels
 
 
 # ---- Public results ---------------------------------------------------------------

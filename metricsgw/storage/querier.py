@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import threading
-from collections import OrderedDict
 
 import duckdb
 import numpy as np
@@ -20,6 +18,7 @@ from ..model import METRIC_NAME, Matcher
 from .batch import SampleBlock, SeriesSet
 from .head import select_sorted
 from .merge import merge_blocks, merge_parts, sort_block
+from .sample_cache import CACHED_SAMPLE_BYTES, CachedSamples, SampleCache
 from .stats import tsdb_status
 
 # Selective reads: only the wanted series (a join with the unique wanted sids, faster here
@@ -69,62 +68,6 @@ def _metric_sql(metrics: list[str]) -> tuple[str, dict]:
     return SELECT_SAMPLES.format(metric_params=", ".join(f"$m{i}" for i in range(len(metrics)))), params
 
 
-class _SampleCache:
-    """(file path, metric, "*" or a digest of the series) -> those samples in that (immutable)
-    file, sorted by (sid, t); and (tuple of file paths, metric, ...) -> the merge of those files.
-
-    Least recently used entries go first once ``max_bytes`` is exceeded; an entry bigger than a
-    quarter of it is not kept. Files replaced by compaction get new paths, so entries never go
-    stale; they are dropped when their file leaves the file list."""
-
-    def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        self._lock = threading.Lock()
-        self._items: OrderedDict[tuple[str, str, str], SampleBlock] = OrderedDict()
-        self.bytes = 0
-
-    @staticmethod
-    def _size(b: SampleBlock) -> int:
-        return b.sid.nbytes + b.t.nbytes + b.v.nbytes
-
-    def get(self, key: tuple[str, str, str]) -> SampleBlock | None:
-        with self._lock:
-            b = self._items.get(key)
-            if b is not None:
-                self._items.move_to_end(key)
-            return b
-
-    def put(self, key: tuple[str, str, str], b: SampleBlock) -> None:
-        size = self._size(b)
-        if size > self.max_bytes // 4:
-            return
-        for a in (b.sid, b.t, b.v):
-            a.flags.writeable = False  # shared by every query that reads it
-        with self._lock:
-            old = self._items.pop(key, None)
-            if old is not None:
-                self.bytes -= self._size(old)
-            self._items[key] = b
-            self.bytes += size
-            while self.bytes > self.max_bytes and self._items:
-                _, gone = self._items.popitem(last=False)
-                self.bytes -= self._size(gone)
-
-    def stats(self) -> tuple[int, int, set[str]]:
-        with self._lock:
-            files = {p for k in self._items for p in ((k[0],) if isinstance(k[0], str) else k[0])}
-            return len(self._items), self.bytes, files
-
-    def retain(self, paths: set[str]) -> None:
-        """Drop entries of files no longer listed (a merged entry names all its files)."""
-        def gone(k) -> bool:
-            return k[0] not in paths if isinstance(k[0], str) else not paths.issuperset(k[0])
-
-        with self._lock:
-            for key in [k for k in self._items if gone(k)]:
-                self.bytes -= self._size(self._items.pop(key))
-
-
 class StorageReader:
     """Mixed into ``Storage``; uses its catalog, head, flushing snapshots and table.
 
@@ -146,7 +89,7 @@ class StorageReader:
         self._db.execute("SET parquet_metadata_cache = true")  # files are immutable: parse footers once
         # Decoded samples of recently read (file, metric) pairs: dashboards re-read the same
         # metrics every refresh, and a cached read is a binary search instead of a Parquet scan.
-        self._sample_cache = _SampleCache(cache_bytes)
+        self._sample_cache = SampleCache(cache_bytes)
         self._cache_version = 0  # the newest table snapshot generation the sample cache was trimmed to
 
     def _close_reader(self) -> None:
@@ -328,14 +271,14 @@ class StorageReader:
             table = cat.tables[ti]
             ids_m = ids_sorted[tidx == ti]
             most = len(ids_m) >= WHOLE_METRIC_SHARE * len(table)
-            whole = most or 24 * len(table) * sum(spans) <= cap // 16  # sid + t + v per sample
+            whole = most or CACHED_SAMPLE_BYTES * len(table) * sum(spans) <= cap // 16
             key = "*" if whole else hashlib.blake2b(ids_m.tobytes(), digest_size=16).hexdigest()
             rows = len(table) if whole else len(ids_m)
             cached = all(self._sample_cache.get((p, table.name, key)) is not None for p in paths)
             # A fill holds the whole of it for a moment: only when the query's budgets allow
             # (a query evaluated in series batches asks for a small part of a big metric).
             affordable = ctx.can_hold(int(rows * sum(spans)))
-            if not cached and not (wide and affordable and 24 * rows * max(spans) <= cap // 4):
+            if not cached and not (wide and affordable and CACHED_SAMPLE_BYTES * rows * max(spans) <= cap // 4):
                 if most:
                     self._read_metric_window(paths, table.name, ids_m, start_ms, end_ms, ctx, per_file)
                 else:
@@ -348,17 +291,13 @@ class StorageReader:
                 # and the query holds only what it selects from them
                 ctx.release_to(mark)
                 for i, b in enumerate(blocks):
-                    sel = select_sorted(b.sid, b.t, b.v, ids_m, start_ms, end_ms)
+                    sel = b.select(ids_m, start_ms, end_ms)
                     ctx.charge_samples(len(sel), "parquet read (cached)")
                     per_file[i].append(sel)
                 continue
             # Refreshes: the files' blocks merged once and cached too (until the snapshot changes),
             # so a dashboard refresh is one binary search, not a merge.
-            b = self._merged_block(paths, table.name, key, blocks)
-            if len(ids_m) == len(table):  # every series of the metric: only the window to cut
-                sel = _in_window(b, start_ms, end_ms)
-            else:
-                sel = select_sorted(b.sid, b.t, b.v, ids_m, start_ms, end_ms)
+            sel = self._merged_block(paths, table.name, key, blocks).select(ids_m, start_ms, end_ms)
             ctx.charge_samples(len(sel), "parquet read (cached)")
             all_files.append(sel)
         if selective:
@@ -388,21 +327,21 @@ class StorageReader:
             b = sort_block(b)  # a no-op check: DuckDB keeps each file's row order
             per_file[i].append(select_sorted(b.sid, b.t, b.v, ids_m, start_ms, end_ms))
 
-    def _merged_block(self, paths: list[str], metric: str, key: str, blocks: list[SampleBlock]) -> SampleBlock:
+    def _merged_block(self, paths: list[str], metric: str, key: str, blocks: list[CachedSamples]) -> CachedSamples:
         if len(blocks) == 1:
             return blocks[0]
         mkey = (tuple(paths), metric, key)
         b = self._sample_cache.get(mkey)
         if b is None:
-            b = merge_blocks(blocks)
+            b = CachedSamples.of(merge_blocks([c.block() for c in blocks]))
             self._sample_cache.put(mkey, b)
         return b
 
     def _metric_blocks(self, paths: list[str], metric: str, key: str, ids: np.ndarray | None,
-                       ctx: QueryContext) -> tuple[list[SampleBlock], set[int]]:
+                       ctx: QueryContext) -> tuple[list[CachedSamples], set[int]]:
         """Samples of ``metric`` (all series, or just ``ids``) in each file, from the cache or
         read (and cached) now; plus the positions of the files read now."""
-        blocks: list[SampleBlock | None] = [self._sample_cache.get((p, metric, key)) for p in paths]
+        blocks: list[CachedSamples | None] = [self._sample_cache.get((p, metric, key)) for p in paths]
         missing = [i for i, b in enumerate(blocks) if b is None]
         if missing:
             params = {"files": [paths[i] for i in missing], "metric": metric}
@@ -412,9 +351,9 @@ class StorageReader:
                 tb = self._query(SELECT_METRIC_SERIES, params, ctx, pa.table({"sid": ids}))
             block, file_index = _block_of(tb)
             for j, b in enumerate(_split_by_file(block, file_index, len(missing))):
-                b = sort_block(b)
-                self._sample_cache.put((paths[missing[j]], metric, key), b)
-                blocks[missing[j]] = b
+                c = CachedSamples.of(sort_block(b))
+                self._sample_cache.put((paths[missing[j]], metric, key), c)
+                blocks[missing[j]] = c
         return blocks, set(missing)  # type: ignore[return-value]
 
     def _read_parquet(self, files: list[str], metrics: list[str], ids_sorted: np.ndarray, start_ms: int,
@@ -447,14 +386,6 @@ class StorageReader:
             ctx.remove_interrupter(con.interrupt)
             con.close()
         return pa.Table.from_batches(chunks) if chunks else None
-
-
-def _in_window(b: SampleBlock, start_ms: int, end_ms: int) -> SampleBlock:
-    keep = (b.t >= start_ms) & (b.t <= end_ms)
-    if keep.all():
-        return b
-    idx = np.flatnonzero(keep)
-    return SampleBlock(b.sid[idx], b.t[idx], b.v[idx])
 
 
 def _block_of(tb: pa.Table | None) -> tuple[SampleBlock, np.ndarray]:

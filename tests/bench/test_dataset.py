@@ -9,9 +9,9 @@ import json
 
 import pytest
 
-from bench import procs
+from bench import engine_cpu, procs
 from bench.dataset import DatasetPlan, open_dataset
-from bench.queries import METRICSGW, PROMETHEUS, VICTORIA_METRICS, post, run, table
+from bench.queries import DASHBOARD_QUERIES, METRICSGW, PROMETHEUS, VICTORIA_METRICS, post, run, table
 
 pytestmark = pytest.mark.skipif(not (procs.Path(procs.PROMETHEUS).exists()
                                      and procs.Path(procs.VICTORIA_METRICS).exists()),
@@ -24,7 +24,7 @@ def series_at(base: str, t_s: float) -> int:
     return int(float(body["data"]["result"][0]["value"][1]))
 
 
-def test_dataset_loads_once_and_three_servers_answer(tmp_path):
+def test_dataset_loads_once_and_three_servers_answer(tmp_path, capsys):
     plan = DatasetPlan(nodes=2, history_s=600, slab_scrapes=15, samples_per_series=5)
     ds = open_dataset(tmp_path, plan)
     try:
@@ -44,6 +44,11 @@ def test_dataset_loads_once_and_three_servers_answer(tmp_path):
         assert "| gw ms | prom ms | vm ms |" in out and "vm same as prom" in out
     finally:
         ds.stop()
+    # bench.engine_cpu over the stopped dataset's copy: every panel evaluated in one process
+    capsys.readouterr()
+    engine_cpu.main(["--dir", str(tmp_path), "--copy-to", str(tmp_path / "copy"), "--repeat", "2"])
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
+    assert [r.split(" | ")[0][2:] for r in rows[1:]] == [p for p, _ in DASHBOARD_QUERIES] + ["total"]
     again = open_dataset(tmp_path, plan)  # same plan: no second load
     try:
         assert again.end_ms == ds.end_ms and again.load_s == saved["load_s"]

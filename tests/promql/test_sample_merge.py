@@ -9,7 +9,7 @@ import pytest
 from metricsgw.storage.batch import SampleBlock
 from metricsgw.storage.head import select_sorted
 from metricsgw.storage.merge import is_sorted_strict, merge_parts
-from metricsgw.storage.querier import _SampleCache
+from metricsgw.storage.sample_cache import CachedSamples, SampleCache
 
 
 def _reference(parts: list[SampleBlock]) -> SampleBlock:
@@ -74,9 +74,9 @@ def test_select_sorted_windows_and_views():
 
 def test_sample_cache_evicts_least_recent_and_freezes_entries():
     def blk(n):
-        return SampleBlock(np.zeros(n, np.int64), np.zeros(n, np.int64), np.zeros(n))
+        return CachedSamples.of(SampleBlock(np.zeros(n, np.int64), np.arange(n, dtype=np.int64), np.zeros(n)))
 
-    cache = _SampleCache(max_bytes=24 * 100 * 4)  # four entries of 100 samples (one per quarter)
+    cache = SampleCache(max_bytes=blk(100).nbytes * 4)  # four entries of 100 samples (one per quarter)
     for i in range(4):
         cache.put((f"f{i}", "m", "*"), blk(100))
     cache.get(("f0", "m", "*"))  # f0 is now the most recent
@@ -89,6 +89,22 @@ def test_sample_cache_evicts_least_recent_and_freezes_entries():
     assert cache.get(("big", "m", "*")) is None
     cache.retain({"f0"})
     assert cache.get(("f4", "m", "*")) is None and cache.get(("f0", "m", "*")) is not None
+
+
+@pytest.mark.parametrize("t_span", [50_000, 2**33])  # int32 times from the entry's base; int64 past that
+def test_cached_samples_select_what_select_sorted_selects(t_span):
+    rng = np.random.default_rng(3)
+    ids = np.unique(rng.integers(-2**62, 2**62, 60))
+    block = _reference([_part(rng, ids, 0, 50_000, 0)])
+    block = SampleBlock(block.sid, block.t * (t_span // 50_000) + 1_796_000_000_000, block.v)
+    cached = CachedSamples.of(block)
+    assert cached.t.dtype == (np.int32 if t_span < 2**31 else np.int64) and len(cached) == len(block)
+    _same(cached.block(), block)
+    t0, t1 = int(block.t.min()), int(block.t.max())
+    absent = np.setdiff1d(np.arange(-5, 5), ids)
+    for want in (ids, np.sort(rng.choice(ids, 7, replace=False)), np.sort(np.r_[ids[:3], absent]), absent):
+        for lo, hi in [(t0, t1), (t0 - 10**12, t1 + 10**12), ((t0 + t1) // 2, t1 - 1), (t1 + 1, t1 + 5), (0, t0 - 1)]:
+            _same(cached.select(want, lo, hi), select_sorted(block.sid, block.t, block.v, want, lo, hi))
 
 
 def test_sortedness_check_survives_sid_overflow():
