@@ -47,7 +47,8 @@ def build_app(cfg: Config, telemetry: Telemetry | None = None) -> web.Applicatio
         partition_ms=int(cfg.storage_partition_duration * 1000), retention_ms=int(cfg.storage_retention_time * 1000),
         wal_segment_size=cfg.storage_wal_segment_size, duckdb_memory_limit=memory.duckdb,
         sample_cache_bytes=memory.cache, duckdb_threads=cfg.storage_duckdb_threads, telemetry=tel,
-        writer_id=cfg.storage_writer_id, vacuum_delay_s=cfg.storage_vacuum_delay)
+        writer_id=cfg.storage_writer_id, vacuum_delay_s=cfg.storage_vacuum_delay,
+        follow_others=cfg.storage_follow_others)
     rules = RuleHolder(cfg.rules_file, tel)
     app[K.CONFIG] = cfg
     app[K.TELEMETRY] = tel

@@ -167,8 +167,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("server.single-process", B, False, "Run the whole gateway in this one process (ingest and queries share "
             "one core and its GIL) instead of a front with ingest shard and query processes."),
     Setting("ingest.shards", I, 0, "Ingest shard processes, each with its own WAL, head and flush; the front splits "
-            "every remote-write request over them by series (0 = one per core; 1 until query processes can read "
-            "the shared table, see docs/cluster.md)."),
+            "every remote-write request over them by series (0 = one per core). Change it only after a clean stop, "
+            "which flushes every shard's WAL."),
     Setting("query.processes", I, 0, "Query processes the front passes queries to (least busy first; 0 = one per 4 "
             "cores, at least 1: each holds the series table). Per-gateway budgets (--query.max-memory, "
             "--query.max-concurrency, --query.max-queue) are split evenly over them."),
@@ -246,6 +246,11 @@ SETTINGS: tuple[Setting, ...] = (
 
 BY_NAME = {s.name: s for s in SETTINGS}
 
+# Settings the front gives its children (procs/layout.py), never a flag or a config key, so not in the table:
+# - storage_follow_others: load other writers' series into the catalog. An ingest shard answers no query but
+#   ?scope=head of its own head, so it skips them (memory, start time).
+CHILD_ONLY: dict[str, Any] = {"storage_follow_others": True}
+
 
 class ConfigError(ValueError):
     """A bad flag or config value; the message names the setting."""
@@ -296,7 +301,7 @@ def load(overrides: dict[str, Any] | None = None, config_file: str | None = None
             raw[name] = list(raw[name]) + list(val)
         else:
             raw[name] = val
-    values: dict[str, Any] = {}
+    values: dict[str, Any] = dict(CHILD_ONLY)
     for s in SETTINGS:
         if s.name not in raw:
             values[s.attr] = list(s.default) if s.repeated else s.default

@@ -8,8 +8,10 @@ Budgets that are per gateway are split so the gateway as a whole keeps them:
 - query processes: ``--query.max-memory``, ``--query.max-concurrency`` and ``--query.max-queue`` are divided
   by the number of query processes (at least 1 slot each); per-query limits (``--query.max-samples``,
   ``--query.max-memory-per-query``, ``--query.timeout``) apply unchanged to every query.
-- A shard that also answers queries (the one-shard layout, until query processes read the shared table)
-  keeps the query budgets whole: it is the only process evaluating queries.
+
+Queries never run in a shard's process. A query process is a follower of the table (every writer's flushed
+series and samples) and reads the shards' heads as peers (``--cluster.peers=unix:<shard socket>``, with the
+front's own peers, the other gateways): docs/cluster.md. Shards have no peers and load only their own series.
 
 Children listen on Unix sockets in ``<--storage.path>/run/`` (mode 0700: only this user reaches them; the
 front does TLS and authentication for everyone), or in a private temporary directory when that path is too
@@ -24,10 +26,9 @@ from dataclasses import dataclass
 
 from ..config import Config
 
-# Query processes read flushed data from the shared table and recent data from the shards' heads through the
-# peer read source (docs/cluster.md). The table is here; until the peer source (branch `cluster`) is merged a
-# querier would miss what the shards hold in memory, so the default is one shard that answers queries too.
-QUERIERS_CAN_READ_THE_TABLE = False
+# A query process holds the whole series catalog and evaluates queries in threads of its own; one per 4 cores
+# leaves most cores to ingest, which is the load that grows with every scraped node, while dashboards (a few
+# at a time, each bounded by the query guard) fit in one; --query.processes raises it for query-heavy sites.
 CORES_PER_QUERIER = 4
 _MAX_SOCKET_PATH = 100  # sun_path is 108 bytes on Linux
 
@@ -46,7 +47,7 @@ class Child:
 @dataclass(frozen=True)
 class Layout:
     shards: int
-    queriers: int  # 0: queries go to the one shard
+    queriers: int
     run_dir: str
 
     @property
@@ -60,20 +61,14 @@ class Layout:
 
     @property
     def query_targets(self) -> list[Child]:
-        """Where the front sends queries: the query processes, or the only shard; none when several shards hold
-        data no process can read together yet."""
-        queriers = [c for c in self.children if c.role == "querier"]
-        if queriers:
-            return queriers
-        return self.shard_children if self.shards == 1 else []
+        """Where the front sends queries: the query processes."""
+        return [c for c in self.children if c.role == "querier"]
 
 
 def resolve(cfg: Config, cpus: int | None = None, run_dir: str | None = None) -> Layout:
     cpus = cpus or os.cpu_count() or 1
-    shards = cfg.ingest_shards or (cpus if QUERIERS_CAN_READ_THE_TABLE else 1)
-    queriers = 0
-    if QUERIERS_CAN_READ_THE_TABLE:
-        queriers = cfg.query_processes or max(1, cpus // CORES_PER_QUERIER)
+    shards = cfg.ingest_shards or cpus
+    queriers = cfg.query_processes or max(1, cpus // CORES_PER_QUERIER)
     return Layout(shards, queriers, run_dir or socket_dir(cfg.storage_path))
 
 
@@ -96,6 +91,12 @@ def shard_writer_id(writer_id: str, index: int, shards: int) -> str:
     return writer_id if shards == 1 else f"{writer_id}-s{index}"
 
 
+def querier_writer_id(writer_id: str, index: int) -> str:
+    """Query process i's writer id ``<--storage.writer-id>-q<i>``: it receives no writes, but every process on
+    the table has its own id (and lock), so it never meets a shard's or another gateway's WAL."""
+    return f"{writer_id}-q{index}"
+
+
 def _share(total: int, parts: int) -> int:
     return -(-total // parts) if total else 0  # ceil; 0 stays "no limit"
 
@@ -110,8 +111,12 @@ def child_config(cfg: Config, child: Child, layout: Layout) -> Config:
         v["storage_writer_id"] = shard_writer_id(cfg.storage_writer_id, child.index, layout.shards)
         v["ingest_max_series"] = _share(cfg.ingest_max_series, layout.shards)
         v["ingest_max_series_per_metric"] = _share(cfg.ingest_max_series_per_metric, layout.shards)
+        v["cluster_peers"] = []  # a shard answers only ?scope=head (its own head) for the queriers
+        v["storage_follow_others"] = False
     else:
         q = layout.queriers
+        v["storage_writer_id"] = querier_writer_id(cfg.storage_writer_id, child.index)
+        v["cluster_peers"] = [f"unix:{c.socket}" for c in layout.shard_children] + list(cfg.cluster_peers)
         v["query_max_memory"] = max(cfg.query_max_memory // q, 1)
         v["query_max_concurrency"] = max(cfg.query_max_concurrency // q, 1)
         v["query_max_queue"] = cfg.query_max_queue // q
