@@ -198,7 +198,8 @@ SETTINGS: tuple[Setting, ...] = (
             "(POST /api/v1/read?scope=head). A peer that cannot answer gives a partial answer with a warning. Repeatable.",
             repeated=True),
     Setting("cluster.peer-timeout", D, 10.0, "How long a query waits for a peer's recent samples (and at most half "
-            "of what is left of the query's own deadline); a slower peer gives a partial answer with a warning."),
+            "of what is left of the query's own deadline); a slower peer gives a partial answer with a warning. A "
+            "front asked for its recent samples waits as long for its shards' (503 past it)."),
     Setting("rules.file", S, [], "Relabel/drop rule file (Prometheus relabel_config YAML list). Repeatable.", repeated=True),
     Setting("rules.ruler-url", _http_url, "", "Ruler that evaluates the alerting/recording rules against metricsgw (vmalert, or a "
             "Prometheus), e.g. http://127.0.0.1:8880; /api/v1/rules and /api/v1/alerts show its groups and alerts "

@@ -62,7 +62,7 @@ class Front:
         self.clients = {c.name: ChildClient(c) for c in layout.children}
         self.distributor = Distributor(cfg, [self.clients[c.name] for c in layout.shard_children], telemetry)
         self.proxy = QueryProxy(cfg, [self.clients[c.name] for c in layout.query_targets], telemetry)
-        self.head_read = HeadRead([self.clients[c.name] for c in layout.shard_children])
+        self.head_read = HeadRead([self.clients[c.name] for c in layout.shard_children], cfg.cluster_peer_timeout)
 
     def build_app(self) -> web.Application:
         app = web.Application(middlewares=[prometheus_errors], client_max_size=self.cfg.remote_write_max_body_size)

@@ -71,8 +71,11 @@ def join(answers: list[bytes]) -> bytes:
 
 
 class HeadRead:
-    def __init__(self, shards: list[ChildClient]) -> None:
+    def __init__(self, shards: list[ChildClient], timeout_s: float) -> None:
+        """``timeout_s``: --cluster.peer-timeout; the asking gateway gives up after it anyway, so a shard that
+        is alive but does not answer (stopped, swapping) is a 503 by then, not a request left open."""
         self.shards = shards
+        self.timeout = aiohttp.ClientTimeout(total=timeout_s)
 
     async def handle(self, request: web.Request) -> web.Response:
         body = await read_bounded(request, read_codec.MAX_REQUEST_BYTES, "remote-read request",
@@ -99,7 +102,7 @@ class HeadRead:
         """(table version, decoded ReadResponse) of one shard."""
         shard.in_flight += 1
         try:
-            async with shard.session.post(path_qs, data=body, headers=headers) as resp:
+            async with shard.session.post(path_qs, data=body, headers=headers, timeout=self.timeout) as resp:
                 data = await resp.read()
                 if 400 <= resp.status < 500 and resp.status != 429:
                     raise ForwardedError(resp.status, data.decode("utf-8", "replace").strip())
@@ -109,6 +112,8 @@ class HeadRead:
                 if resp.headers.get("Content-Type") != read_codec.SAMPLES_CONTENT_TYPE or not version.isdigit():
                     raise _ShardFailed(f"not a ?scope=head SAMPLES answer (Content-Type "
                                        f"{resp.headers.get('Content-Type')!r})")
+        except asyncio.TimeoutError:
+            raise _ShardFailed(f"no answer within --cluster.peer-timeout ({self.timeout.total:g}s)") from None
         except (aiohttp.ClientError, OSError) as err:
             raise _ShardFailed(f"unavailable ({err.__class__.__name__}: {err})") from None
         finally:
