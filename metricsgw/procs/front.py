@@ -7,6 +7,7 @@ one-process gateway has them), supervises the children, distributes remote write
 - ``/-/ready``: 200 only when every child is running and ready, else 503 naming the child and its reason;
 - ``/-/reload`` (behind --web.enable-lifecycle) and SIGHUP: passed to every child; 200 when all reloaded;
 - ``POST /api/v1/read?scope=head``: every shard's recent samples, for gateways on other machines (head_read.py).
+At start, WALs of this gateway's writers that no shard of this layout replays are flushed first (orphans.py).
 Shutdown (SIGTERM/SIGINT): the listener closes, requests in flight finish, then the query processes and the
 shards stop in order (each shard flushes its head), and the front exits.
 """
@@ -24,12 +25,14 @@ from prometheus_client import (CONTENT_TYPE_LATEST, CollectorRegistry, Counter, 
 
 from ..api.middleware import prometheus_errors
 from ..config import Config, ConfigError
+from ..storage.writer_lock import WriterIdInUse
 from ..web import install as install_access_control
 from ..web import listen_site
 from . import exposition
 from .clients import ChildClient
 from .distributor import Distributor
 from .layout import Layout, resolve
+from .orphans import flush_orphans
 from .head_read import HeadRead
 from .proxy import QueryProxy
 from .supervisor import Supervisor
@@ -159,6 +162,10 @@ async def serve(cfg: Config, serve_args: list[str]) -> None:
     supervisor = Supervisor(layout, serve_args, tel, give_up)
     front = Front(cfg, layout, supervisor, tel)
     app = front.build_app()  # checks the web config before any child starts
+    try:
+        await asyncio.to_thread(flush_orphans, cfg, layout)
+    except WriterIdInUse as err:
+        raise ConfigError(str(err)) from None
     supervisor.start()
     runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=SHUTDOWN_DRAIN_S)
     await runner.setup()

@@ -264,3 +264,24 @@ def test_children_die_with_the_front_even_when_it_is_killed(tmp_path):
         assert not alive, f"children outlived the front: {alive}"
     finally:
         gw.kill()
+
+
+def test_a_changed_layout_after_kill_9_replays_the_old_writers_wals_first(tmp_path):
+    """Acknowledged samples in the WAL of a writer the new layout does not have (one process -> 2 shards ->
+    1 shard, each run ended by kill -9) are flushed into the table at start, then read once through the front."""
+    gw_dir = tmp_path / "gw"
+    load = AckedLoad("", _base_ms(), writers=2, series=30)
+    for extra in (["--server.single-process"], TWO_SHARDS, ["--ingest.shards=1"]):
+        gw = start_metricsgw(gw_dir, extra=[*extra, "--storage.flush-interval=1h"])
+        try:
+            gw.wait_ready()
+            acked_before = len(load.acked)
+            load.start(gw.base_url)
+            load.wait(lambda: len(load.acked) >= acked_before + 30 * 10, f"acknowledged writes with {extra}")
+            load.stop()
+            assert set(load.statuses) == {204}
+            assert assert_exactly_once(gw.base_url, load) == len(load.acked)
+        finally:
+            load.stop()
+            gw.kill()  # every process at once: what is acknowledged is in the WALs only
+    assert "flushing it into the table first" in gw.log_tail(100_000)
