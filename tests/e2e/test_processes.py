@@ -22,7 +22,7 @@ from tests.e2e.client import api, remote_write
 from tests.e2e.compare import diff
 from tests.e2e.procs_helpers import unix_post, wait_for
 from tests.e2e.prometheus import Exporter, start_scraping_prometheus
-from tests.guard.helpers import QueryHold, metric, send_and_hang_up
+from tests.guard.helpers import QueryHold, metric, own_metrics, send_and_hang_up
 from tests.remote.read_client import HEADERS, build_request, decode_samples, post
 from metricsgw.remote.codec import encode_v1, encode_v2
 from metricsgw.remote.read_handler import TABLE_VERSION_HEADER
@@ -119,6 +119,8 @@ def test_a_query_held_in_the_querier_holds_up_no_write_and_one_whose_client_hang
         assert status == 200, body  # the querier goes on serving
         status, body = _query(gw.base_url, "count_over_time(during_hold[2h])")
         assert status == 200 and sorted(float(r["value"][1]) for r in body["data"]["result"]) == [20.0] * 10, body
+        answered = {labels["child"] for labels in _front_proxied(gw.base_url)}
+        assert answered == {"querier-0"}, answered  # every query went to the querier, none to a shard
     finally:
         hold.release()
         gw.stop()
@@ -242,6 +244,11 @@ def test_reload_and_sighup_reach_the_children_and_sigterm_stops_them_in_order(tm
     assert "proc=shard-0" in log and "proc=shard-1" in log and "proc=querier-0" in log and "stopped" in log
     # The shard flushed on the way out: its samples are in the table's Parquet files.
     assert any((tmp_path / "gw" / "data" / "table" / "samples").rglob("*.parquet"))
+
+
+def _front_proxied(base_url: str) -> list[dict]:
+    return [dict(labels) for (name, labels), _ in own_metrics(base_url).items()
+            if name == "metricsgw_front_proxied_requests_total"]
 
 
 def _kept(base_url: str) -> bool:
