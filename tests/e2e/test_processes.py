@@ -182,8 +182,13 @@ def test_every_acknowledged_sample_once_through_the_front_flushed_or_in_the_shar
         assert assert_exactly_once(gw.base_url, load) == len(load.acked)  # table and both heads, once each
         status, body = _query(gw.base_url, "count(count_over_time(acked_test[2h]))")
         assert status == 200 and body["data"]["result"][0]["value"][1] == "60" and "warnings" not in body, body
-        # ?scope=head on the front (what a gateway on another machine asks) is both shards' heads together.
         request = build_request([{"matchers": [("__name__", "=", "acked_test")], "start": 0, "end": 2**62}])
+        # Remote read (Prometheus's remote_read) through the front: the querier's table and the shards' heads.
+        status, _, raw = post(gw.base_url + "/api/v1/read", request)
+        assert status == 200, raw
+        read = decode_samples(raw)[0]
+        assert len(read) == 60 and sum(len(v) for v in read.values()) == len(load.acked)
+        # ?scope=head on the front (what a gateway on another machine asks) is both shards' heads together.
         per_shard = []
         for sock in _sockets(gw_dir):
             status, headers, raw = unix_post(sock, "/api/v1/read?scope=head", request, HEADERS)
