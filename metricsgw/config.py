@@ -167,8 +167,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("server.single-process", B, False, "Run the whole gateway in this one process (ingest and queries share "
             "one core and its GIL) instead of a front with ingest shard and query processes."),
     Setting("ingest.shards", I, 0, "Ingest shard processes, each with its own WAL, head and flush; the front splits "
-            "every remote-write request over them by series (0 = one per core). Change it only after a clean stop, "
-            "which flushes every shard's WAL."),
+            "every remote-write request over them by series (0 = one per core). After a change, the front first "
+            "flushes the WAL of every writer the new count has no shard for."),
     Setting("query.processes", I, 0, "Query processes the front passes queries to (least busy first; 0 = one per 4 "
             "cores, at least 1: each holds the series table). Per-gateway budgets (--query.max-memory, "
             "--query.max-concurrency, --query.max-queue) are split evenly over them."),

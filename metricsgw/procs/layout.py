@@ -86,8 +86,8 @@ def socket_dir(storage_path: str) -> str:
 def shard_writer_id(writer_id: str, index: int, shards: int) -> str:
     """Shard i writes to the table under --storage.path as writer ``<--storage.writer-id>-s<i>`` (its own WAL
     and files; docs/cluster.md). One shard keeps the id itself: it is the one-process gateway's writer, so it
-    replays that WAL and loads that writer's series. Change --ingest.shards only after a clean stop (which
-    flushes every WAL): a writer id no shard has any more would leave its unflushed WAL unread."""
+    replays that WAL and loads that writer's series. A writer id no shard has any more (another shard
+    count) is flushed by the front at start (orphans.py)."""
     return writer_id if shards == 1 else f"{writer_id}-s{index}"
 
 
