@@ -45,7 +45,7 @@ def storage_for(cfg: Config, memory: MemoryShares, telemetry: Telemetry | None =
         wal_segment_size=cfg.storage_wal_segment_size, duckdb_memory_limit=memory.duckdb,
         sample_cache_bytes=memory.cache, duckdb_threads=cfg.storage_duckdb_threads, telemetry=telemetry,
         writer_id=writer_id or cfg.storage_writer_id, vacuum_delay_s=cfg.storage_vacuum_delay,
-        follow_others=cfg.storage_follow_others)
+        follow_others=cfg.storage_follow_others, follow_interval_s=cfg.storage_follow_interval)
 
 
 def build_app(cfg: Config, telemetry: Telemetry | None = None) -> web.Application:

@@ -166,12 +166,13 @@ SETTINGS: tuple[Setting, ...] = (
     # --- processes (metricsgw/procs/)
     Setting("server.single-process", B, False, "Run the whole gateway in this one process (ingest and queries share "
             "one core and its GIL) instead of a front with ingest shard and query processes."),
-    Setting("ingest.shards", I, 0, "Ingest shard processes, each with its own WAL, head and flush; the front splits "
-            "every remote-write request over them by series (0 = one per core). After a change, the front first "
-            "flushes the WAL of every writer the new count has no shard for."),
-    Setting("query.processes", I, 0, "Query processes the front passes queries to (least busy first; 0 = one per 4 "
-            "cores, at least 1: each holds the series table). Per-gateway budgets (--query.max-memory, "
-            "--query.max-concurrency, --query.max-queue) are split evenly over them."),
+    Setting("ingest.shards", I, 1, "Ingest shard processes, each with its own WAL, head and flush; the front splits "
+            "every remote-write request over them by series (0 = one per core). One shard answers the queries too; "
+            "more start query processes of their own. After a change, the front first flushes the WAL of every "
+            "writer the new count has no shard for."),
+    Setting("query.processes", I, 0, "Query processes the front passes queries to (least busy first; 0 = none with "
+            "one shard, else one per 4 cores, at least 1: each holds the series table). Per-gateway budgets "
+            "(--query.max-memory, --query.max-concurrency, --query.max-queue) are split evenly over them."),
     Setting("storage.path", S, "./data", "Directory for the WAL, Parquet partitions and the series table."),
     Setting("storage.flush-interval", D, 120.0, "How often the in-memory head is flushed to Parquet (and the WAL truncated)."),
     Setting("storage.flush-max-samples", P, 2_000_000, "Flush the head early once it holds this many samples."),
@@ -182,6 +183,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("storage.writer-id", _writer_id, "gw0", "This process's name among the writers of the table under "
             "--storage.path (letters, digits, '_', '-'): unique per table, so each gateway sharing a directory needs "
             "its own. Its WAL is <storage.path>/wal/<writer id>/; a second live process with the same id is refused."),
+    Setting("storage.follow-interval", D, 5.0, "How often this process loads the other writers' commits to the table "
+            "under --storage.path (their series for the metadata APIs, their files for queries). A query that asks "
+            "--cluster.peers loads them at once when a peer names a newer table version, whatever this is."),
     Setting("storage.vacuum-delay", D, 300.0, "A file compaction or retention removed from the table is deleted once "
             "no query of this process holds it and this long has passed since its remove, for queries of other "
             "processes reading the same table. Keep it above --query.timeout."),

@@ -39,6 +39,7 @@ class ClusterSource:
         self._failed: set[str] = set()
         # (matchers, start, end) -> each answering peer's series (and samples) for that selection
         self._answers: dict[tuple, list] = {}
+        self._followed = False  # the local table view was brought up to date for a failed peer
 
     # ---------------------------------------------------------------- native histograms
     # The table's (every writer's flushed histograms) and this process's head; a peer's histograms not
@@ -56,9 +57,11 @@ class ClusterSource:
         if got is None:
             got = []
             newest = -1
+            failed = False
             for answer in self.fanout.read([(matchers, start_ms, end_ms)], not self.samples, ctx):
                 if isinstance(answer, PeerFailure):
                     self._warn(answer)
+                    failed = True
                     continue
                 got.append(answer.results[0])
                 if answer.table_version is not None:
@@ -67,6 +70,11 @@ class ClusterSource:
             # snapshot read next must include that version, or a sample being flushed is seen zero times.
             if newest >= 0:
                 self.local.ensure_version(newest)
+            # A peer that did not answer named no version, but what it committed before it went away must
+            # still be answered (only its head is missing): read the table as it is now, not as last followed.
+            if failed and not self._followed:
+                self.local.follow()
+                self._followed = True
             self._answers[key] = got
         return got
 
@@ -116,16 +124,18 @@ class ClusterSource:
     # ---------------------------------------------------------------- metadata
     def label_names(self, matchers: list[Matcher], start_ms: int | None, end_ms: int | None,
                     ctx: QueryContext | None = None, limit: int | None = None) -> list[str]:
+        peers = self._from_peers(matchers or ANY_SERIES, *_window(start_ms, end_ms), ctx)  # first: module docstring
         names = set(self.local.label_names(matchers, start_ms, end_ms, ctx))
-        for res in self._from_peers(matchers or ANY_SERIES, *_window(start_ms, end_ms), ctx):
+        for res in peers:
             names.update(n for labels in res.labels for n, _ in labels)
         out = sorted(names)
         return out[:limit] if limit else out
 
     def label_values(self, name: str, matchers: list[Matcher], start_ms: int | None, end_ms: int | None,
                      ctx: QueryContext | None = None, limit: int | None = None) -> list[str]:
+        peers = self._from_peers(matchers or ANY_SERIES, *_window(start_ms, end_ms), ctx)  # first: module docstring
         values = set(self.local.label_values(name, matchers, start_ms, end_ms, ctx))
-        for res in self._from_peers(matchers or ANY_SERIES, *_window(start_ms, end_ms), ctx):
+        for res in peers:
             values.update(v for labels in res.labels for n, v in labels if n == name)
         out = sorted(values)
         return out[:limit] if limit else out

@@ -61,13 +61,18 @@ class Layout:
 
     @property
     def query_targets(self) -> list[Child]:
-        """Where the front sends queries: the query processes."""
-        return [c for c in self.children if c.role == "querier"]
+        """Where the front sends queries: the query processes, or the one shard when there are none."""
+        return [c for c in self.children if c.role == "querier"] or self.shard_children[:1]
 
 
 def resolve(cfg: Config, cpus: int | None = None, run_dir: str | None = None) -> Layout:
+    """One shard that answers queries too (the default), or N shards (``--ingest.shards``, 0 = one per core) and
+    query processes of their own. Queriers are not the default yet: ?scope=head does not carry a shard's
+    unflushed native histograms and exemplars, metric metadata nor TSDB status."""
     cpus = cpus or os.cpu_count() or 1
     shards = cfg.ingest_shards or cpus
+    if shards == 1 and not cfg.query_processes:
+        return Layout(1, 0, run_dir or socket_dir(cfg.storage_path))
     queriers = cfg.query_processes or max(1, cpus // CORES_PER_QUERIER)
     return Layout(shards, queriers, run_dir or socket_dir(cfg.storage_path))
 
@@ -111,8 +116,10 @@ def child_config(cfg: Config, child: Child, layout: Layout) -> Config:
         v["storage_writer_id"] = shard_writer_id(cfg.storage_writer_id, child.index, layout.shards)
         v["ingest_max_series"] = _share(cfg.ingest_max_series, layout.shards)
         v["ingest_max_series_per_metric"] = _share(cfg.ingest_max_series_per_metric, layout.shards)
-        v["cluster_peers"] = []  # a shard answers only ?scope=head (its own head) for the queriers
-        v["storage_follow_others"] = False
+        if layout.queriers:  # the shard answers only ?scope=head (its own head) for the queriers
+            v["cluster_peers"] = []
+            v["storage_follow_others"] = False
+        # else it is the gateway's one process that answers queries too: the front's peers and every writer's data
     else:
         q = layout.queriers
         v["storage_writer_id"] = querier_writer_id(cfg.storage_writer_id, child.index)

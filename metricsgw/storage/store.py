@@ -46,7 +46,6 @@ log = logging.getLogger(__name__)
 
 _ACTIVE_WINDOW_MS = 3600_000  # a series is active if it received a sample within the last hour
 FLUSH_RETRY_S = 5.0  # a failed flush is retried this soon
-FOLLOW_INTERVAL_S = 5.0  # how often the flusher loads other writers' commits
 
 
 def _load_malloc_trim():
@@ -77,13 +76,14 @@ class Storage(NativeStore, StorageReader):
                  partition_ms: int = 3600_000, retention_ms: int = 15 * 86400_000,
                  wal_segment_size: int = 64 << 20, duckdb_memory_limit: int = 256 << 20, duckdb_threads: int = 2,
                  sample_cache_bytes: int = 128 << 20, telemetry=None, clock=time.time, writer_id: str = "gw0",
-                 vacuum_delay_s: float = 0.0, follow_others: bool = True) -> None:
+                 vacuum_delay_s: float = 0.0, follow_others: bool = True, follow_interval_s: float = 5.0) -> None:
         self.path = os.path.abspath(path)
         self.writer_id = writer_id
         self.writer_dir = os.path.join(self.path, "wal", writer_id)  # the WAL and this writer's own state
         # Other writers' series and spans join the catalog (a querier, a gateway sharing the table);
         # an ingest shard holds only its own.
         self.follow_others = follow_others
+        self.follow_interval_s = follow_interval_s  # how often the flusher loads other writers' commits
         self.flush_interval_s = flush_interval_s
         self.flush_max_samples = flush_max_samples
         self.partition_ms = partition_ms
@@ -128,13 +128,15 @@ class Storage(NativeStore, StorageReader):
         files = self.table.current
         if self.follow_others:
             self._follow_catalog(files)
+        self._last_follow = time.monotonic()  # the table was just read: the next follow is an interval away
         self._load_metadata()
         wal_dir = self.writer_dir
-        replayed = startup.replay_wal(self, wal_dir, self.table.committed_wal_segment())
+        committed = self.table.committed_wal_segment()
+        replayed = startup.replay_wal(self, wal_dir, committed)
         if self.telemetry:
             self.telemetry.head_samples.set(len(self.head))
         self.wal = WAL(wal_dir, self.wal_segment_size, NativeSegmentEncoder, on_fsync=self._observe_fsync,
-                       on_health=self._observe_wal_health)
+                       on_health=self._observe_wal_health, after_segment=committed)
         self._observe_wal_health(self.wal.error, write=False)
         elapsed = time.perf_counter() - t0
         if self.telemetry:
@@ -209,7 +211,7 @@ class Storage(NativeStore, StorageReader):
         try:
             self.follow()
         except Exception:  # noqa: BLE001 - reads go on with the view loaded last; retried at the next step
-            log.exception("loading other writers' commits failed; retried in %ss", FOLLOW_INTERVAL_S)
+            log.exception("loading other writers' commits failed; retried in %ss", self.follow_interval_s)
             self._last_follow = time.monotonic()
 
     def _follow_catalog(self, now: Snapshot) -> None:
@@ -331,7 +333,7 @@ class Storage(NativeStore, StorageReader):
                     last = time.monotonic() - self.flush_interval_s + min(self.flush_interval_s, FLUSH_RETRY_S)
                 self.maintenance.run()  # retention, compaction, side tables: each retried on its own
                 release_free_memory()  # compaction's buffers too
-            if time.monotonic() - self._last_follow >= FOLLOW_INTERVAL_S:
+            if time.monotonic() - self._last_follow >= self.follow_interval_s:
                 self._follow_step()
             self.table.collect()  # removed files no query holds any more, past the vacuum delay
             if self.telemetry:

@@ -103,7 +103,10 @@ class WAL:
     def __init__(self, wal_dir: str, segment_size: int, new_encoder: Callable[[], object],
                  on_fsync: Callable[[float, int], None] | None = None,
                  on_health: Callable[[BaseException | None, bool], None] | None = None,
-                 probe_interval_s: float = 1.0):
+                 probe_interval_s: float = 1.0, after_segment: int = 0):
+        """``after_segment``: the highest segment number ever cut (the table's committed cut): new segments
+        are numbered above it even when a clean shutdown left the directory empty, or a commit covering
+        that number would also cover them and a restart after kill -9 would delete them unreplayed."""
         self.dir = wal_dir
         os.makedirs(wal_dir, exist_ok=True)
         self.segment_size = segment_size
@@ -116,7 +119,7 @@ class WAL:
         self._closed = False
         self.error: BaseException | None = None  # why the WAL cannot be written now; None = writable
         segs = list_segments(wal_dir)
-        self._seq = (segs[-1] + 1) if segs else 1  # the segment the next record goes to
+        self._seq = max(segs[-1] if segs else 0, after_segment) + 1  # the segment the next record goes to
         self._fh = None  # opened at the first write
         self._encoder = None
         self._cut_requested = False

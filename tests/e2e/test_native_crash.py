@@ -30,7 +30,8 @@ def test_acknowledged_histograms_and_exemplars_survive_kill_9(tmp_path, monkeypa
     if crash_at:
         monkeypatch.setenv(crashpoints.ENV, f"{crash_at}:1")
     flush = "1s" if crash_at else "1h"  # without a crash point nothing is flushed before the kill
-    server = start_metricsgw(tmp_path, extra=[f"--storage.flush-interval={flush}"])
+    # one process: a crash point must kill the gateway, not a child its front would restart
+    server = start_metricsgw(tmp_path, extra=[f"--storage.flush-interval={flush}", "--server.single-process"])
     want: dict[tuple[str, int], dict] = {}
     exemplars: list[tuple[int, str]] = []
     try:
@@ -59,7 +60,8 @@ def test_acknowledged_histograms_and_exemplars_survive_kill_9(tmp_path, monkeypa
     finally:
         server.stop()
     monkeypatch.delenv(crashpoints.ENV, raising=False)
-    restarted = start_metricsgw(tmp_path, port=int(server.base_url.rsplit(":", 1)[1]))
+    restarted = start_metricsgw(tmp_path, port=int(server.base_url.rsplit(":", 1)[1]),
+                                extra=["--server.single-process"])
     try:
         restarted.wait_ready()
         end_s = (base_ms + REQUESTS * 1000) / 1000

@@ -99,15 +99,25 @@ def test_budgets_per_gateway_are_split_and_the_front_keeps_authentication():
     assert child_config(load({}), Child("shard", 0, "s"), layout).ingest_max_series == 0  # no limit stays none
 
 
-def test_the_default_is_one_shard_per_core_and_a_query_process_per_4_cores(tmp_path):
+def test_the_default_is_one_shard_answering_queries_and_more_shards_bring_query_processes(tmp_path):
     layout = resolve(load({"storage.path": str(tmp_path)}), cpus=2)
-    assert (layout.shards, layout.queriers) == (2, 1)
-    assert [c.name for c in layout.query_targets] == ["querier-0"]  # queries never go to a shard
-    assert (resolve(load({"storage.path": str(tmp_path)}), cpus=8).shards,
-            resolve(load({"storage.path": str(tmp_path)}), cpus=8).queriers) == (8, 2)
+    assert (layout.shards, layout.queriers) == (1, 0)
+    assert [c.name for c in layout.query_targets] == ["shard-0"]
+    cores = resolve(load({"storage.path": str(tmp_path), "ingest.shards": "0"}), cpus=2)
+    assert (cores.shards, cores.queriers) == (2, 1)
+    assert [c.name for c in cores.query_targets] == ["querier-0"]  # queries never go to a shard
+    eight = resolve(load({"storage.path": str(tmp_path), "ingest.shards": "0"}), cpus=8)
+    assert (eight.shards, eight.queriers) == (8, 2)
     asked = resolve(load({"storage.path": str(tmp_path), "ingest.shards": "3", "query.processes": "2"}), cpus=2)
     assert (asked.shards, asked.queriers) == (3, 2)
     assert oct((tmp_path / "run").stat().st_mode & 0o777) == "0o700"
+
+
+def test_the_one_shard_that_answers_queries_reads_every_writer_and_the_peers():
+    cfg = load({"cluster.peers": ["http://gw2:9201"]})
+    layout = Layout(shards=1, queriers=0, run_dir="/run/x")
+    shard = child_config(cfg, Child("shard", 0, "/run/x/shard-0.sock"), layout)
+    assert shard.cluster_peers == ["http://gw2:9201"] and shard.storage_follow_others
 
 
 def test_a_querier_follows_every_writer_and_reads_the_shards_and_other_gateways_as_peers():

@@ -362,3 +362,25 @@ def test_the_log_is_checkpointed_so_opening_reads_few_entries(tmp_path):
         assert len(read_all(st, 0, NOW)[1]) == 55
     finally:
         st.close(flush=False)
+
+
+def test_a_restart_after_a_clean_stop_numbers_its_wal_above_the_committed_cut(tmp_path):
+    """Found by tests/e2e/test_shared_table.py: a clean stop flushes and removes every WAL segment, and the
+    next start numbered its segments from 1 again -- below or at the cut the table had committed. Killed
+    before its first flush committed, the start after replayed none of them (they looked flushed) and the
+    samples it had acknowledged were gone."""
+    series = [one_series(i) for i in range(3)]
+    st = opened(tmp_path)
+    append(st, series, NOW, 1.0)
+    st.close()  # flushes: the committed cut covers every segment so far, the WAL directory is empty
+    st = opened(tmp_path)
+    assert st.wal.current_segment > st.table.committed_wal_segment() > 0
+    append(st, series, NOW + 1000, 2.0)
+    st.close(flush=False)  # as kill -9 leaves it: the acknowledged samples are in the WAL only
+    st = opened(tmp_path)
+    try:
+        sids, ts, vs = read_all(st, NOW - HOUR, NOW + HOUR)
+        assert sorted(zip(sids, ts, vs)) == sorted([(sid, NOW, 1.0) for sid, _ in series]
+                                                   + [(sid, NOW + 1000, 2.0) for sid, _ in series])
+    finally:
+        st.close(flush=False)
