@@ -8,8 +8,10 @@ Budgets that are per gateway are split so the gateway as a whole keeps them:
 - query processes: ``--query.max-memory``, ``--query.max-concurrency`` and ``--query.max-queue`` are divided
   by the number of query processes (at least 1 slot each); per-query limits (``--query.max-samples``,
   ``--query.max-memory-per-query``, ``--query.timeout``) apply unchanged to every query.
-- A shard that also answers queries (the one-shard layout, until query processes read the shared table)
-  keeps the query budgets whole: it is the only process evaluating queries.
+
+Queries never run in a shard's process. A query process is a follower of the table (every writer's flushed
+series and samples) and reads the shards' heads as peers (``--cluster.peers=unix:<shard socket>``, with the
+front's own peers, the other gateways): docs/cluster.md. Shards have no peers and load only their own series.
 
 Children listen on Unix sockets in ``<--storage.path>/run/`` (mode 0700: only this user reaches them; the
 front does TLS and authentication for everyone), or in a private temporary directory when that path is too
@@ -24,11 +26,9 @@ from dataclasses import dataclass
 
 from ..config import Config
 
-# Query processes read flushed data from the shared table and recent data from the shards' heads through the
-# peer read source (docs/cluster.md). Remote read (?scope=head) does not carry a shard's unflushed native
-# histograms and exemplars, its metric metadata nor its TSDB status yet: until it does, a querier would answer
-# those without what the shards hold, so the default is one shard that answers queries too.
-QUERIERS_CAN_READ_THE_TABLE = False
+# A query process holds the whole series catalog and evaluates queries in threads of its own; one per 4 cores
+# leaves most cores to ingest, which is the load that grows with every scraped node, while dashboards (a few
+# at a time, each bounded by the query guard) fit in one; --query.processes raises it for query-heavy sites.
 CORES_PER_QUERIER = 4
 _MAX_SOCKET_PATH = 100  # sun_path is 108 bytes on Linux
 
@@ -47,7 +47,7 @@ class Child:
 @dataclass(frozen=True)
 class Layout:
     shards: int
-    queriers: int  # 0: queries go to the one shard
+    queriers: int
     run_dir: str
 
     @property
@@ -61,20 +61,19 @@ class Layout:
 
     @property
     def query_targets(self) -> list[Child]:
-        """Where the front sends queries: the query processes, or the only shard; none when several shards hold
-        data no process can read together yet."""
-        queriers = [c for c in self.children if c.role == "querier"]
-        if queriers:
-            return queriers
-        return self.shard_children if self.shards == 1 else []
+        """Where the front sends queries: the query processes, or the one shard when there are none."""
+        return [c for c in self.children if c.role == "querier"] or self.shard_children[:1]
 
 
 def resolve(cfg: Config, cpus: int | None = None, run_dir: str | None = None) -> Layout:
+    """One shard that answers queries too (the default), or N shards (``--ingest.shards``, 0 = one per core) and
+    query processes of their own. Queriers are not the default yet: ?scope=head does not carry a shard's
+    unflushed native histograms and exemplars, metric metadata nor TSDB status."""
     cpus = cpus or os.cpu_count() or 1
-    shards = cfg.ingest_shards or (cpus if QUERIERS_CAN_READ_THE_TABLE else 1)
-    queriers = 0
-    if QUERIERS_CAN_READ_THE_TABLE:
-        queriers = cfg.query_processes or max(1, cpus // CORES_PER_QUERIER)
+    shards = cfg.ingest_shards or cpus
+    if shards == 1 and not cfg.query_processes:
+        return Layout(1, 0, run_dir or socket_dir(cfg.storage_path))
+    queriers = cfg.query_processes or max(1, cpus // CORES_PER_QUERIER)
     return Layout(shards, queriers, run_dir or socket_dir(cfg.storage_path))
 
 
@@ -92,9 +91,15 @@ def socket_dir(storage_path: str) -> str:
 def shard_writer_id(writer_id: str, index: int, shards: int) -> str:
     """Shard i writes to the table under --storage.path as writer ``<--storage.writer-id>-s<i>`` (its own WAL
     and files; docs/cluster.md). One shard keeps the id itself: it is the one-process gateway's writer, so it
-    replays that WAL and loads that writer's series. Change --ingest.shards only after a clean stop (which
-    flushes every WAL): a writer id no shard has any more would leave its unflushed WAL unread."""
+    replays that WAL and loads that writer's series. A writer id no shard has any more (another shard
+    count) is flushed by the front at start (orphans.py)."""
     return writer_id if shards == 1 else f"{writer_id}-s{index}"
+
+
+def querier_writer_id(writer_id: str, index: int) -> str:
+    """Query process i's writer id ``<--storage.writer-id>-q<i>``: it receives no writes, but every process on
+    the table has its own id (and lock), so it never meets a shard's or another gateway's WAL."""
+    return f"{writer_id}-q{index}"
 
 
 def _share(total: int, parts: int) -> int:
@@ -111,8 +116,14 @@ def child_config(cfg: Config, child: Child, layout: Layout) -> Config:
         v["storage_writer_id"] = shard_writer_id(cfg.storage_writer_id, child.index, layout.shards)
         v["ingest_max_series"] = _share(cfg.ingest_max_series, layout.shards)
         v["ingest_max_series_per_metric"] = _share(cfg.ingest_max_series_per_metric, layout.shards)
+        if layout.queriers:  # the shard answers only ?scope=head (its own head) for the queriers
+            v["cluster_peers"] = []
+            v["storage_follow_others"] = False
+        # else it is the gateway's one process that answers queries too: the front's peers and every writer's data
     else:
         q = layout.queriers
+        v["storage_writer_id"] = querier_writer_id(cfg.storage_writer_id, child.index)
+        v["cluster_peers"] = [f"unix:{c.socket}" for c in layout.shard_children] + list(cfg.cluster_peers)
         v["query_max_memory"] = max(cfg.query_max_memory // q, 1)
         v["query_max_concurrency"] = max(cfg.query_max_concurrency // q, 1)
         v["query_max_queue"] = cfg.query_max_queue // q

@@ -22,8 +22,9 @@ import numpy as np
 from aiohttp import web
 
 from ..api.running import guarded
+from ..api.sources import read_source
 from ..appkeys import CONFIG, READ_GATE, STORAGE
-from ..errors import BadData, GatewayError, LimitExceeded
+from ..errors import BadData, GatewayError, LimitExceeded, Unavailable
 from ..limits.context import QueryContext
 from ..limits.guard import QueryGuard
 from ..storage.batch import SeriesSet
@@ -85,15 +86,38 @@ async def handle_read(request: web.Request) -> web.StreamResponse:
 
 
 def _source(request: web.Request) -> tuple[object, dict[str, str]]:
-    """What the read answers from: the whole storage, or (scope=head) its uncommitted samples."""
+    """What the read answers from: the whole storage with the peers' recent samples (--cluster.peers: a query
+    process reads its gateway's shards so), or (scope=head) this process's uncommitted samples."""
     scope = request.rel_url.query.get("scope", "")
     storage = request.app[STORAGE]
     if scope == "":
-        return storage, {}
+        source, warnings = read_source(request, storage)
+        return _Complete(source, warnings), {}
     if scope != "head":
         raise BadData(f'invalid parameter "scope": {scope!r} (supported: head)')
     view = RecentView(storage)
     return view, {TABLE_VERSION_HEADER: str(view.table_version)}
+
+
+class _Complete:
+    """A read source that refuses to answer without a peer's recent samples: remote read has no warnings to
+    say an answer is partial, so a peer that cannot answer makes the read 503 (the client retries) rather
+    than a short answer that looks complete."""
+
+    def __init__(self, source, warnings: list[str]) -> None:
+        self.source, self.warnings = source, warnings
+
+    def select_series(self, *args, **kwargs) -> SeriesSet:
+        selected = self.source.select_series(*args, **kwargs)
+        if self.warnings:
+            raise Unavailable(self.warnings[0])
+        return selected
+
+    def estimate_samples(self, *args, **kwargs) -> int:
+        return self.source.estimate_samples(*args, **kwargs)
+
+    def read_samples(self, *args, **kwargs):
+        return self.source.read_samples(*args, **kwargs)
 
 
 # ---------------------------------------------------------------- selection

@@ -99,10 +99,34 @@ def test_budgets_per_gateway_are_split_and_the_front_keeps_authentication():
     assert child_config(load({}), Child("shard", 0, "s"), layout).ingest_max_series == 0  # no limit stays none
 
 
-def test_until_the_table_lands_the_default_is_one_shard_that_answers_queries(tmp_path):
-    layout = resolve(load({"storage.path": str(tmp_path)}), cpus=8)
+def test_the_default_is_one_shard_answering_queries_and_more_shards_bring_query_processes(tmp_path):
+    layout = resolve(load({"storage.path": str(tmp_path)}), cpus=2)
     assert (layout.shards, layout.queriers) == (1, 0)
     assert [c.name for c in layout.query_targets] == ["shard-0"]
-    two = resolve(load({"storage.path": str(tmp_path), "ingest.shards": "2"}), cpus=8)
-    assert two.query_targets == []  # no process can read both shards' data yet: queries answer 503
+    cores = resolve(load({"storage.path": str(tmp_path), "ingest.shards": "0"}), cpus=2)
+    assert (cores.shards, cores.queriers) == (2, 1)
+    assert [c.name for c in cores.query_targets] == ["querier-0"]  # queries never go to a shard
+    eight = resolve(load({"storage.path": str(tmp_path), "ingest.shards": "0"}), cpus=8)
+    assert (eight.shards, eight.queriers) == (8, 2)
+    asked = resolve(load({"storage.path": str(tmp_path), "ingest.shards": "3", "query.processes": "2"}), cpus=2)
+    assert (asked.shards, asked.queriers) == (3, 2)
     assert oct((tmp_path / "run").stat().st_mode & 0o777) == "0o700"
+
+
+def test_the_one_shard_that_answers_queries_reads_every_writer_and_the_peers():
+    cfg = load({"cluster.peers": ["http://gw2:9201"]})
+    layout = Layout(shards=1, queriers=0, run_dir="/run/x")
+    shard = child_config(cfg, Child("shard", 0, "/run/x/shard-0.sock"), layout)
+    assert shard.cluster_peers == ["http://gw2:9201"] and shard.storage_follow_others
+
+
+def test_a_querier_follows_every_writer_and_reads_the_shards_and_other_gateways_as_peers():
+    cfg = load({"cluster.peers": ["http://gw2:9201"], "storage.writer-id": "gwA"})
+    layout = Layout(shards=2, queriers=2, run_dir="/run/x")
+    querier = child_config(cfg, Child("querier", 1, "/run/x/querier-1.sock"), layout)
+    assert querier.storage_writer_id == "gwA-q1"
+    assert querier.cluster_peers == ["unix:/run/x/shard-0.sock", "unix:/run/x/shard-1.sock", "http://gw2:9201"]
+    assert querier.storage_follow_others
+    shard = child_config(cfg, Child("shard", 0, "/run/x/shard-0.sock"), layout)
+    assert shard.cluster_peers == [] and not shard.storage_follow_others  # its own series only
+    assert load({}).storage_follow_others  # a one-process gateway reads every writer
