@@ -162,7 +162,6 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("web.auth.max-concurrent-checks", P, 1, "bcrypt password checks run at once, in threads of their own "
             "(a brute force waits for them; the event loop and logged-in senders do not). 64 per thread may wait; "
             "past that a login gets 503."),
-    # --- storage
     # --- processes (metricsgw/procs/)
     Setting("server.single-process", B, False, "Run the whole gateway in this one process (ingest and queries share "
             "one core and its GIL) instead of a front with ingest shard and query processes."),
@@ -173,6 +172,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("query.processes", I, 0, "Query processes the front passes queries to (least busy first; 0 = none with "
             "one shard, else one per 4 cores, at least 1: each holds the series table). Per-gateway budgets "
             "(--query.max-memory, --query.max-concurrency, --query.max-queue) are split evenly over them."),
+    # --- storage
     Setting("storage.path", S, "./data", "Directory for the WAL, Parquet partitions and the series table."),
     Setting("storage.flush-interval", D, 120.0, "How often the in-memory head is flushed to Parquet (and the WAL truncated)."),
     Setting("storage.flush-max-samples", P, 2_000_000, "Flush the head early once it holds this many samples."),

@@ -15,10 +15,8 @@ Other writers' commits (ingest shards, other gateways on the same directory) joi
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import ctypes
 import ctypes.util
-import json
 import logging
 import os
 import threading
@@ -29,7 +27,7 @@ import pyarrow as pa
 
 from ..errors import Unavailable
 from ..model import series_keys
-from . import catalog_checkpoint, crashpoints, migrate, parquet_io, startup
+from . import catalog_checkpoint, crashpoints, metadata_file, migrate, parquet_io, startup
 from .batch import AppendBatch, MetricMetadata
 from .catalog import Catalog
 from .table import Snapshot, Table, Transaction
@@ -40,7 +38,8 @@ from .maintenance import Maintenance
 from .native_store import NativeStore
 from .native_wal import NativeSegmentEncoder
 from .querier import StorageReader
-from .wal import WAL, fsync_dir
+from .retention_share import RetentionShare
+from .wal import WAL
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +70,7 @@ def release_free_memory() -> None:
         _MALLOC_TRIM(0)
 
 
-class Storage(NativeStore, StorageReader):
+class Storage(RetentionShare, NativeStore, StorageReader):
     def __init__(self, path: str, *, flush_interval_s: float = 120.0, flush_max_samples: int = 5_000_000,
                  partition_ms: int = 3600_000, retention_ms: int = 15 * 86400_000,
                  wal_segment_size: int = 64 << 20, duckdb_memory_limit: int = 256 << 20, duckdb_threads: int = 2,
@@ -129,7 +128,7 @@ class Storage(NativeStore, StorageReader):
         if self.follow_others:
             self._follow_catalog(files)
         self._last_follow = time.monotonic()  # the table was just read: the next follow is an interval away
-        self._load_metadata()
+        self.metadata_by_metric.update(metadata_file.load(self.writer_dir))
         wal_dir = self.writer_dir
         committed = self.table.committed_wal_segment()
         replayed = startup.replay_wal(self, wal_dir, committed)
@@ -389,7 +388,7 @@ class Storage(NativeStore, StorageReader):
                         parquet_io.write_series(path, new_series)
                         tx.add_side("series", path)
                     crashpoints.reached("flush.files")
-                    self._write_metadata(meta)
+                    metadata_file.write(self.writer_dir, meta)
                     tx.commit(wal_cut=cut)  # the cut rides in the samples commit: the WAL marker
                     with self._swap_lock:
                         self.flushing = [h for h in self.flushing if h not in snaps]
@@ -453,88 +452,3 @@ class Storage(NativeStore, StorageReader):
         gaps = gaps[gaps > 0]
         if len(gaps):
             self._interval_ms = float(np.median(gaps))
-
-    # ---------------------------------------------------------------- small side files
-    def _write_json_atomic(self, name: str, obj) -> None:
-        path = os.path.join(self.writer_dir, name)
-        try:
-            with open(path + ".tmp", "w", encoding="utf-8") as fh:
-                json.dump(obj, fh)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(path + ".tmp", path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.remove(path + ".tmp")
-            raise
-        fsync_dir(self.writer_dir)
-
-    def _write_metadata(self, meta: dict[str, list[MetricMetadata]]) -> None:
-        self._write_json_atomic("metadata.json", {k: [[m.type, m.help, m.unit] for m in v] for k, v in meta.items()})
-
-    def _load_metadata(self) -> None:
-        try:
-            with open(os.path.join(self.writer_dir, "metadata.json"), encoding="utf-8") as fh:
-                data = json.load(fh)
-        except FileNotFoundError:
-            return
-        for metric, entries in data.items():
-            self.metadata_by_metric[metric] = {MetricMetadata(metric, *e): None for e in entries}
-
-    # ---------------------------------------------------------------- retention's share
-    def unflushed_min_t(self) -> int:
-        """The oldest sample not yet in a committed file (int64 max when there is none)."""
-        with self._swap_lock:
-            return min([h.min_t for h in self.flushing] + [self.head.min_t, self.native_min_t()])
-
-    def drop_series_before(self, horizon_ms: int) -> np.ndarray:
-        """Forget the series with no sample left: every sample on disk is at or after ``horizon_ms``
-        (retention just deleted the older partitions), theirs are all older, and none is in memory.
-        The catalog is rebuilt without them (its label caches go with it) while appends go on, and
-        swapped in under the lock appends take; spans are clamped to the oldest sample kept, and
-        metadata of metrics left with no series goes. Returns their sids (the caller rewrites the
-        series files); callers caching sids see ``series_epoch`` move."""
-        none = np.empty(0, np.int64)
-        with self._swap_lock:
-            cat = self.catalog
-            dead = self._dead_series(cat, horizon_ms, clamp=True)
-        if not dead.any():
-            return none
-        new = cat.without(dead)  # the slow part, outside the lock: ingest goes on
-        with self._swap_lock:
-            at = np.flatnonzero(dead)
-            if not np.array_equal(np.flatnonzero(self._dead_series(cat, horizon_ms)[: len(dead)]), at):
-                return none  # a write reached one of them meanwhile: keep them all, decide again next pass
-            cat.catch_up(new)
-            self.catalog = new
-            for name in set(cat.metrics) - set(new.metrics):
-                self.metadata_by_metric.pop(name, None)
-            sids = cat.sids.a[at].copy()
-            self._series_epoch += 1
-            self._dropped = self._dropped[-7:] + [(self._series_epoch, sids)]
-        # The checkpoint still holds them: a restart must not bring them back. The next flush writes a new one.
-        catalog_checkpoint.discard(self.writer_dir)
-        self._checkpointed_series = 0
-        log.info("retention: %d series with no samples left dropped, %d kept", len(sids), len(new))
-        return sids
-
-    def _dead_series(self, cat: Catalog, horizon_ms: int, clamp: bool = False) -> np.ndarray:
-        """Mask over ``cat``'s dense indexes: series with a span, all of it before ``horizon_ms``, and
-        no sample in memory. Holding the swap lock. ``clamp`` moves span starts up to the oldest
-        sample kept (on disk or in memory), so estimates and windowed metadata calls stay true."""
-        first, last = cat.first_ms.view, cat.last_ms.view[: len(cat.first_ms.view)]
-        spanned = first != np.iinfo(np.int64).max  # a series never seen with a sample keeps its entry
-        dead = spanned & (last < horizon_ms)
-        at = np.flatnonzero(dead)
-        if len(at):
-            sids = cat.sids.a[at]
-            order = np.argsort(sids)
-            held = np.zeros(len(at), bool)
-            for h in self.flushing + [self.head]:
-                held[order] |= h.holding(sids[order])
-            held[order] |= self.native_holding(sids[order])
-            dead[at[held]] = False
-        if clamp:
-            floor = min([horizon_ms, self.head.min_t, self.native_min_t()] + [h.min_t for h in self.flushing])
-            np.maximum(first, floor, out=first, where=spanned & ~dead)
-        return dead
