@@ -71,6 +71,13 @@ def _nonneg_int(text: str) -> int:
     return v
 
 
+def _niceness(text: str) -> int:
+    v = _nonneg_int(text)
+    if v > 19:
+        raise ValueError(f"must be 0-19 (the range of nice), got {v}")
+    return v
+
+
 def _positive_int(text: str) -> int:
     v = _nonneg_int(text)
     if v == 0:
@@ -165,13 +172,15 @@ SETTINGS: tuple[Setting, ...] = (
     # --- processes (metricsgw/procs/)
     Setting("server.single-process", B, False, "Run the whole gateway in this one process (ingest and queries share "
             "one core and its GIL) instead of a front with ingest shard and query processes."),
-    Setting("ingest.shards", I, 1, "Ingest shard processes, each with its own WAL, head and flush; the front splits "
-            "every remote-write request over them by series (0 = one per core). One shard answers the queries too; "
-            "more start query processes of their own. After a change, the front first flushes the WAL of every "
-            "writer the new count has no shard for."),
-    Setting("query.processes", I, 0, "Query processes the front passes queries to (least busy first; 0 = none with "
-            "one shard, else one per 4 cores, at least 1: each holds the series table). Per-gateway budgets "
-            "(--query.max-memory, --query.max-concurrency, --query.max-queue) are split evenly over them."),
+    Setting("ingest.shards", I, 0, "Ingest shard processes, each with its own WAL, head and flush; the front splits "
+            "every remote-write request over them by series (0 = one per 2 cores, at least 1). After a change, the "
+            "front first flushes the WAL of every writer the new count has no shard for."),
+    Setting("query.processes", I, 0, "Query processes the front passes queries to, least busy first (0 = one per "
+            "4 cores, at least 1: each holds the series table). Per-gateway budgets (--query.max-memory, "
+            "--query.max-concurrency, --query.max-queue) are split evenly over them."),
+    Setting("query.processes-niceness", _niceness, 10, "CPU niceness added to the query processes (0-19; 0 = as the "
+            "front), so that the kernel gives ingest the CPU first when heavy queries and writes want more cores "
+            "than the machine has."),
     # --- storage
     Setting("storage.path", S, "./data", "Directory for the WAL, Parquet partitions and the series table."),
     Setting("storage.flush-interval", D, 120.0, "How often the in-memory head is flushed to Parquet (and the WAL truncated)."),

@@ -29,6 +29,7 @@ from ..limits.context import QueryContext
 from ..model import Matcher
 from ..remote import read_client_codec
 from ..remote.read_client_codec import PeerSeries
+from ..storage.native_store import HISTOGRAM_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,13 @@ class PeerAnswer:
     peer: str
     results: list[PeerSeries]  # one per query asked
     table_version: int | None  # the newest table version the peer had committed when it answered
+
+
+@dataclass
+class PeerJson:
+    peer: str
+    data: object  # the ``data`` of its ?scope=head answer
+    table_version: int | None
 
 
 @dataclass
@@ -75,7 +83,7 @@ class Peer:
         self._auth: dict[str, str] = {}
         if url.startswith("unix:"):
             self.name = url
-            self._socket, self._url = url[len("unix:"):], "http://localhost/api/v1/read?scope=head"
+            self._socket, self._base = url[len("unix:"):], "http://localhost"
         else:
             parts = urllib.parse.urlsplit(url)
             userinfo, _, hostport = parts.netloc.rpartition("@")
@@ -84,7 +92,8 @@ class Peer:
                 login = f"{urllib.parse.unquote(user)}:{urllib.parse.unquote(password)}".encode()
                 self._auth = {"Authorization": "Basic " + base64.b64encode(login).decode()}
             self.name = urllib.parse.urlunsplit(parts._replace(netloc=hostport))
-            self._socket, self._url = None, self.name + "/api/v1/read?scope=head"
+            self._socket, self._base = None, self.name
+        self._url = self._base + "/api/v1/read?scope=head"
         self._session: aiohttp.ClientSession | None = None
         self.state = "ok"  # the last call's result, so a change is logged once
 
@@ -112,6 +121,21 @@ class Peer:
             version = resp.headers.get(TABLE_VERSION_HEADER)
         results = await asyncio.to_thread(read_client_codec.decode_response, bytes(data), max_bytes)
         return PeerAnswer(self.name, results, int(version) if version and version.isdigit() else None)
+
+    async def get_json(self, path: str, params: list[tuple[str, str]], timeout_s: float) -> PeerJson:
+        """``GET path?scope=head&params``: the ``data`` of a success envelope (cluster/head_json.py)."""
+        async with self._session_now().get(self._base + path, params=[("scope", "head"), *params], headers=self._auth,
+                                           timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
+            if resp.status != 200:
+                text = (await resp.content.read(300)).decode("utf-8", "replace").strip()
+                raise _Refused(f"HTTP {resp.status}: {text}")
+            try:
+                body = await resp.json(content_type=None)
+                data = body["data"]
+            except (ValueError, KeyError, TypeError) as err:
+                raise BadData(f"not a success envelope ({err})") from None
+            version = resp.headers.get(TABLE_VERSION_HEADER)
+        return PeerJson(self.name, data, int(version) if version and version.isdigit() else None)
 
     async def close(self) -> None:
         if self._session is not None:
@@ -160,6 +184,8 @@ class PeerFanout:
                     got = fut.result()
                     if isinstance(got, PeerAnswer):  # charged as it arrives, not after all peers
                         ctx.charge_samples(sum(len(r.block) for r in got.results), f"peer read ({got.peer})")
+                        ctx.charge_samples(sum(len(r.hists) for r in got.results), f"peer read ({got.peer})",
+                                           HISTOGRAM_BYTES)
                         ctx.charge_series(sum(len(r.labels) for r in got.results), f"peer read ({got.peer})")
                     out[futures[fut].name] = got
                 ctx.check("peer read")
@@ -168,9 +194,18 @@ class PeerFanout:
                 fut.cancel()
         return [out[p.name] for p in self.peers]
 
-    async def _call(self, peer: Peer, body: bytes, timeout_s: float, max_bytes: int) -> PeerAnswer | PeerFailure:
+    async def get_json(self, path: str, params: list[tuple[str, str]],
+                       remaining_s: float) -> list[PeerJson | PeerFailure]:
+        """Every peer's ``?scope=head`` answer on a JSON API (exemplars, metadata), all at once, on the event
+        loop; each bounded by --cluster.peer-timeout and half of what the call has left, as reads are."""
+        timeout = min(self.timeout_s, max(remaining_s * DEADLINE_SHARE, 0.001))
+        return list(await asyncio.gather(*(self._call(p, None, timeout, 0, (path, params)) for p in self.peers)))
+
+    async def _call(self, peer: Peer, body: bytes | None, timeout_s: float, max_bytes: int,
+                    json_get: tuple[str, list] | None = None) -> PeerAnswer | PeerJson | PeerFailure:
         try:
-            got: PeerAnswer | PeerFailure = await peer.read(body, timeout_s, max_bytes)
+            got: PeerAnswer | PeerJson | PeerFailure = (
+                await peer.get_json(*json_get, timeout_s) if json_get else await peer.read(body, timeout_s, max_bytes))
         except (_TooBig, PayloadTooLarge):
             raise LimitExceeded(f"peer {peer.name}'s recent samples would hold more memory than the query may "
                                 "(raise --query.max-memory-per-query or narrow the query)") from None
@@ -186,7 +221,7 @@ class PeerFanout:
         return got
 
     def _observe(self, peer: Peer, got: PeerAnswer | PeerFailure) -> None:
-        result = "ok" if isinstance(got, PeerAnswer) else got.result
+        result = got.result if isinstance(got, PeerFailure) else "ok"
         if self._tel is not None:
             self._tel.peer_requests.labels(peer.name, result).inc()
         with self._state_lock:

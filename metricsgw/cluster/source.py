@@ -19,6 +19,7 @@ import numpy as np
 
 from ..limits.context import QueryContext
 from ..model import METRIC_NAME, Matcher
+from ..storage import native_head
 from ..storage.batch import SampleBlock, SeriesSet
 from ..storage.head import select_sorted
 from ..storage.merge import merge_parts
@@ -42,13 +43,34 @@ class ClusterSource:
         self._followed = False  # the local table view was brought up to date for a failed peer
 
     # ---------------------------------------------------------------- native histograms
-    # The table's (every writer's flushed histograms) and this process's head; a peer's histograms not
-    # yet flushed are not read: remote read (?scope=head) carries no histograms yet.
+    # The table's (every writer's flushed histograms), this process's heads, and the peers' heads: their
+    # ?scope=head answers carry the histograms they hold in memory (TimeSeries.histograms).
     def histogram_metrics(self) -> frozenset[str]:
         return self.local.histogram_metrics()
 
+    def histogram_metrics_in(self, matchers: list[Matcher], start_ms: int, end_ms: int,
+                             ctx: QueryContext) -> frozenset[str]:
+        """The metrics holding histograms, the peers' for this selection included (asked once per selection:
+        the same answer then serves its series and samples)."""
+        names = set()
+        for res in self._from_peers(matchers, *_window(start_ms, end_ms), ctx):
+            if len(res.hists):
+                held = set(np.unique(res.hists.sid).tolist())
+                names.update(dict(lb).get(METRIC_NAME, "") for sid, lb in zip(res.ids.tolist(), res.labels)
+                             if sid in held)
+        return self.local.histogram_metrics() | names
+
     def read_histograms(self, ids: np.ndarray, start_ms: int, end_ms: int, ctx: QueryContext):
-        return self.local.read_histograms(ids, start_ms, end_ms, ctx)
+        """Local histograms first, then the peers' (one per (sid, t), the first kept, as for samples)."""
+        ids_sorted = np.unique(np.asarray(ids, np.int64))
+        parts = [self.local.read_histograms(ids_sorted, start_ms, end_ms, ctx)]
+        for (_, lo, hi), results in self._answers.items():
+            if lo <= start_ms and end_ms <= hi:
+                parts += [native_head.take(r.hists, native_head.rows_in(r.hists.sid, r.hists.t, ids_sorted,
+                                                                        start_ms, end_ms))
+                          for r in results if len(r.hists)]
+        ctx.check("peer merge")
+        return native_head.merge_histograms(parts)
 
     # ---------------------------------------------------------------- peers
     def _from_peers(self, matchers: list[Matcher], start_ms: int, end_ms: int, ctx: QueryContext) -> list:

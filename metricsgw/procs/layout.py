@@ -13,9 +13,11 @@ Queries never run in a shard's process. A query process is a follower of the tab
 series and samples) and reads the shards' heads as peers (``--cluster.peers=unix:<shard socket>``, with the
 front's own peers, the other gateways): docs/cluster.md. Shards have no peers and load only their own series.
 
-Children listen on Unix sockets in ``<--storage.path>/run/`` (mode 0700: only this user reaches them; the
-front does TLS and authentication for everyone), or in a private temporary directory when that path is too
-long for a socket address.
+Children listen on Unix sockets in ``<--storage.path>/run/<--storage.writer-id>/`` (mode 0700: only this user
+reaches them; the front does TLS and authentication for everyone), or in a private temporary directory when
+that path is too long for a socket address. The writer id is in the path because gateways sharing one
+``--storage.path`` on one machine (docs/cluster.md "Many machines") must not bind, or unlink, each other's
+sockets: each gateway's writer id is unique on the table, so its directory is its own.
 """
 
 from __future__ import annotations
@@ -26,9 +28,11 @@ from dataclasses import dataclass
 
 from ..config import Config
 
-# A query process holds the whole series catalog and evaluates queries in threads of its own; one per 4 cores
-# leaves most cores to ingest, which is the load that grows with every scraped node, while dashboards (a few
-# at a time, each bounded by the query guard) fit in one; --query.processes raises it for query-heavy sites.
+# Default counts, measured on 2 cores (README "Processes"): a shard per 2 cores, because the front's split of
+# a request over 2 shards costs more CPU than passing one shard the body undecoded (so 2 shards on 2 cores
+# ingest less per CPU-second than 1), and a query process per 4 cores, at least one: each holds the whole
+# series catalog, and dashboards (a few at a time, each bounded by the query guard) fit in one.
+CORES_PER_SHARD = 2
 CORES_PER_QUERIER = 4
 _MAX_SOCKET_PATH = 100  # sun_path is 108 bytes on Linux
 
@@ -61,30 +65,29 @@ class Layout:
 
     @property
     def query_targets(self) -> list[Child]:
-        """Where the front sends queries: the query processes, or the one shard when there are none."""
-        return [c for c in self.children if c.role == "querier"] or self.shard_children[:1]
+        """Where the front sends queries: the query processes (never a shard)."""
+        return [c for c in self.children if c.role == "querier"]
 
 
 def resolve(cfg: Config, cpus: int | None = None, run_dir: str | None = None) -> Layout:
-    """One shard that answers queries too (the default), or N shards (``--ingest.shards``, 0 = one per core) and
-    query processes of their own. Queriers are not the default yet: ?scope=head does not carry a shard's
-    unflushed native histograms and exemplars, metric metadata nor TSDB status."""
+    """``--ingest.shards`` shards (0 = one per 2 cores) and ``--query.processes`` query processes (0 = one per 4
+    cores), at least one of each."""
     cpus = cpus or os.cpu_count() or 1
-    shards = cfg.ingest_shards or cpus
-    if shards == 1 and not cfg.query_processes:
-        return Layout(1, 0, run_dir or socket_dir(cfg.storage_path))
+    shards = cfg.ingest_shards or max(1, cpus // CORES_PER_SHARD)
     queriers = cfg.query_processes or max(1, cpus // CORES_PER_QUERIER)
-    return Layout(shards, queriers, run_dir or socket_dir(cfg.storage_path))
+    return Layout(shards, queriers, run_dir or socket_dir(cfg.storage_path, cfg.storage_writer_id))
 
 
-def socket_dir(storage_path: str) -> str:
-    """``<storage>/run`` made private (0700), or a private temporary directory if its socket paths would be
-    longer than a socket address allows."""
-    path = os.path.join(os.path.abspath(storage_path), "run")
+def socket_dir(storage_path: str, writer_id: str) -> str:
+    """``<storage>/run/<writer id>`` made private (0700, and ``run`` too), or a private temporary directory if
+    its socket paths would be longer than a socket address allows."""
+    run = os.path.join(os.path.abspath(storage_path), "run")
+    path = os.path.join(run, writer_id)
     if len(os.path.join(path, "querier-999.sock")) > _MAX_SOCKET_PATH:
-        return tempfile.mkdtemp(prefix="metricsgw-")  # created 0700
+        return tempfile.mkdtemp(prefix=f"metricsgw-{writer_id}-")  # created 0700
     os.makedirs(path, mode=0o700, exist_ok=True)
-    os.chmod(path, 0o700)  # an existing directory too
+    for d in (run, path):
+        os.chmod(d, 0o700)  # existing directories too
     return path
 
 
@@ -112,14 +115,12 @@ def child_config(cfg: Config, child: Child, layout: Layout) -> Config:
     v = dict(cfg.values)
     v.update(web_config_file="", web_write_only_users=[], web_read_only_users=[], web_enable_lifecycle=True,
              server_single_process=True)
-    if child.role == "shard":
+    if child.role == "shard":  # it answers only ?scope=head (its own head) for the queriers and the front
         v["storage_writer_id"] = shard_writer_id(cfg.storage_writer_id, child.index, layout.shards)
         v["ingest_max_series"] = _share(cfg.ingest_max_series, layout.shards)
         v["ingest_max_series_per_metric"] = _share(cfg.ingest_max_series_per_metric, layout.shards)
-        if layout.queriers:  # the shard answers only ?scope=head (its own head) for the queriers
-            v["cluster_peers"] = []
-            v["storage_follow_others"] = False
-        # else it is the gateway's one process that answers queries too: the front's peers and every writer's data
+        v["cluster_peers"] = []
+        v["storage_follow_others"] = False
     else:
         q = layout.queriers
         v["storage_writer_id"] = querier_writer_id(cfg.storage_writer_id, child.index)

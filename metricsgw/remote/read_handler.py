@@ -146,8 +146,11 @@ def _sampled(storage, q: ReadQuery, ctx: QueryContext, sample_limit: int) -> byt
     if sample_limit and len(block) > sample_limit:
         raise LimitExceeded(f"exceeded sample limit ({sample_limit}); "
                             "raise --storage.remote.read-sample-limit or narrow the query")
+    # ?scope=head carries the native histograms held in memory too (a querier reads the table's itself);
+    # a remote read of the whole storage answers float samples, as before.
+    hists = storage.read_histograms(ss.ids, q.start_ms, q.end_ms, ctx) if isinstance(storage, RecentView) else None
     ctx.check("remote read encoding")
-    return read_codec.encode_query_result(ss.labels, block, ss.ids)
+    return read_codec.encode_query_result(ss.labels, block, ss.ids, hists)
 
 
 # ---------------------------------------------------------------- streaming

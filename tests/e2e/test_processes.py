@@ -9,6 +9,7 @@ gateway, SIGHUP and /-/reload reach every child, SIGTERM stops them in order."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 import urllib.request
@@ -20,7 +21,7 @@ from bench.procs import http_get, start_metricsgw
 from tests.e2e.acked import AckedLoad, assert_exactly_once
 from tests.e2e.client import api, remote_write
 from tests.e2e.compare import diff
-from tests.e2e.procs_helpers import unix_post, wait_for
+from tests.e2e.procs_helpers import unix_get, unix_post, wait_for
 from tests.e2e.prometheus import Exporter, start_scraping_prometheus
 from tests.guard.helpers import QueryHold, metric, own_metrics, send_and_hang_up
 from tests.remote.read_client import HEADERS, build_request, decode_samples, post
@@ -37,7 +38,7 @@ def _base_ms() -> int:
 
 
 def _sockets(gw_dir) -> list[str]:
-    return [str(gw_dir / "data" / "run" / f"shard-{i}.sock") for i in range(2)]
+    return [str(gw_dir / "data" / "run" / "gw0" / f"shard-{i}.sock") for i in range(2)]
 
 
 def _query(base_url: str, query: str) -> tuple[int, dict]:
@@ -153,6 +154,35 @@ def test_ready_names_the_child_that_is_not_and_metrics_cover_every_process(tmp_p
         wait_for(lambda: http_get(gw.base_url + "/-/ready")[0] == 200, "ready again")
     finally:
         gw.stop()
+
+
+def test_two_gateways_on_one_storage_path_have_their_own_children(tmp_path):
+    """Gateways sharing one --storage.path on one machine (the three-gateway setup, README) each reach their own
+    shards and queriers: sockets in run/<writer id>/. With one run/ for all, the second gateway's children
+    bound the first's socket paths (new connections of the first front reached the other gateway's children),
+    and stopping the second unlinked the first's sockets."""
+    shared = tmp_path / "shared"
+    gws = {}
+    try:
+        for w in ("gwa", "gwb"):  # one after the other: the second starts while the first serves
+            gws[w] = start_metricsgw(tmp_path / w, extra=[f"--storage.path={shared}", f"--storage.writer-id={w}"])
+            gws[w].wait_ready()
+            for name in ("shard-0", "querier-0"):  # its own children bound their sockets (ready alone could be
+                # answered by another gateway's children on the same path)
+                wait_for(lambda: f"{name} listening on" in gws[w].log_tail(100_000), f"{w}'s {name} listening")
+        dirs = {w: re.search(r"sockets in (\S+)", gw.log_tail(100_000)).group(1) for w, gw in gws.items()}
+        assert dirs == {w: str(shared / "run" / w) for w in gws}
+        gws.pop("gwb").stop()  # its children unlink their sockets: none of them is gwa's
+        for name in ("shard-0", "querier-0"):
+            assert unix_get(os.path.join(dirs["gwa"], f"{name}.sock"), "/-/ready")[0] == 200, name
+        series = [([("__name__", "m"), ("i", str(i))], [(_base_ms(), 1.0)]) for i in range(30)]
+        assert remote_write(gws["gwa"].base_url, encode_v1(series))[0] == 204
+        assert metric(gws["gwa"].base_url, "metricsgw_ingested_samples_total") == 30
+        status, body = _query(gws["gwa"].base_url, "count(last_over_time(m[2h]))")
+        assert status == 200 and body["data"]["result"][0]["value"][1] == "30", body
+    finally:
+        for gw in gws.values():
+            gw.stop()
 
 
 def test_every_acknowledged_sample_once_through_the_front_flushed_or_in_the_shards_heads(tmp_path):

@@ -88,7 +88,7 @@ def test_budgets_per_gateway_are_split_and_the_front_keeps_authentication():
     assert (shard.ingest_max_series, shard.ingest_max_series_per_metric) == (334, 33)
     assert shard.storage_path == cfg.storage_path and shard.storage_writer_id == "gw0-s1"  # one table, own writer
     assert shard.query_max_memory == cfg.query_max_memory
-    alone = child_config(cfg, Child("shard", 0, "s"), Layout(shards=1, queriers=0, run_dir="/run/x"))
+    alone = child_config(cfg, Child("shard", 0, "s"), Layout(shards=1, queriers=1, run_dir="/run/x"))
     assert alone.storage_writer_id == "gw0"  # one shard is the one-process gateway's writer: same WAL, same series
     querier = child_config(cfg, Child("querier", 0, "/run/x/querier-0.sock"), layout)
     assert (querier.query_max_memory, querier.query_max_concurrency, querier.query_max_queue) == (
@@ -99,31 +99,22 @@ def test_budgets_per_gateway_are_split_and_the_front_keeps_authentication():
     assert child_config(load({}), Child("shard", 0, "s"), layout).ingest_max_series == 0  # no limit stays none
 
 
-def test_the_default_is_one_shard_answering_queries_and_more_shards_bring_query_processes(tmp_path):
-    layout = resolve(load({"storage.path": str(tmp_path)}), cpus=2)
-    assert (layout.shards, layout.queriers) == (1, 0)
-    assert [c.name for c in layout.query_targets] == ["shard-0"]
-    cores = resolve(load({"storage.path": str(tmp_path), "ingest.shards": "0"}), cpus=2)
-    assert (cores.shards, cores.queriers) == (2, 1)
-    assert [c.name for c in cores.query_targets] == ["querier-0"]  # queries never go to a shard
-    eight = resolve(load({"storage.path": str(tmp_path), "ingest.shards": "0"}), cpus=8)
-    assert (eight.shards, eight.queriers) == (8, 2)
+def test_the_default_is_a_shard_per_2_cores_and_a_query_process_per_4_at_least_one_of_each(tmp_path):
+    for cpus, counts in ((1, (1, 1)), (2, (1, 1)), (3, (1, 1)), (4, (2, 1)), (8, (4, 2)), (16, (8, 4))):
+        layout = resolve(load({"storage.path": str(tmp_path)}), cpus=cpus)
+        assert (layout.shards, layout.queriers) == counts, cpus
+        assert [c.name for c in layout.query_targets] == [f"querier-{j}" for j in range(counts[1])]  # never a shard
     asked = resolve(load({"storage.path": str(tmp_path), "ingest.shards": "3", "query.processes": "2"}), cpus=2)
     assert (asked.shards, asked.queriers) == (3, 2)
-    assert oct((tmp_path / "run").stat().st_mode & 0o777) == "0o700"
-
-
-def test_the_one_shard_that_answers_queries_reads_every_writer_and_the_peers():
-    cfg = load({"cluster.peers": ["http://gw2:9201"]})
-    layout = Layout(shards=1, queriers=0, run_dir="/run/x")
-    shard = child_config(cfg, Child("shard", 0, "/run/x/shard-0.sock"), layout)
-    assert shard.cluster_peers == ["http://gw2:9201"] and shard.storage_follow_others
+    assert asked.run_dir == str(tmp_path / "run" / "gw0")  # its writer id's: gateways may share the path
+    assert {oct((tmp_path / d).stat().st_mode & 0o777) for d in ("run", "run/gw0")} == {"0o700"}
 
 
 def test_a_querier_follows_every_writer_and_reads_the_shards_and_other_gateways_as_peers():
     cfg = load({"cluster.peers": ["http://gw2:9201"], "storage.writer-id": "gwA"})
     layout = Layout(shards=2, queriers=2, run_dir="/run/x")
     querier = child_config(cfg, Child("querier", 1, "/run/x/querier-1.sock"), layout)
+    assert querier.query_processes_niceness == 10  # the child lowers its own priority by it (procs/child.py)
     assert querier.storage_writer_id == "gwA-q1"
     assert querier.cluster_peers == ["unix:/run/x/shard-0.sock", "unix:/run/x/shard-1.sock", "http://gw2:9201"]
     assert querier.storage_follow_others
