@@ -143,6 +143,10 @@ def test_ready_names_the_child_that_is_not_and_metrics_cover_every_process(tmp_p
                                method=method)
             assert status == 200 and body["data"]["result"][0]["value"] == [10, "1"], body
         assert metric(gw.base_url, "metricsgw_front_write_requests_total", process="front", code="204") == 1
+        # query processes below ingest (--query.processes-niceness, 10 by default); shards as the front
+        base = psutil.Process(gw.pid).nice()
+        assert {n: p.nice() for n, p in children(gw.pid).items()} == {
+            "shard-0": base, "shard-1": base, "querier-0": min(19, base + 10)}
         for name in ("shard-1", "querier-0"):
             child = children(gw.pid)[name]
             child.suspend()  # alive but not answering: the front must not call it ready
