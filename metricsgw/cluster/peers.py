@@ -103,10 +103,12 @@ class Peer:
             self._session = aiohttp.ClientSession(connector=connector)
         return self._session
 
-    async def read(self, body: bytes, timeout_s: float, max_bytes: int) -> PeerAnswer:
+    async def read(self, body: bytes, timeout_s: float, max_bytes: int, limit: int | None = None) -> PeerAnswer:
+        """``limit``: at most that many series per query, the first in label order (a metadata call's cap)."""
         headers = {"Content-Type": "application/x-protobuf", "Content-Encoding": "snappy",
                    "X-Prometheus-Remote-Read-Version": "0.1.0", **self._auth}
-        async with self._session_now().post(self._url, data=body, headers=headers,
+        url = self._url + (f"&limit={limit}" if limit else "")
+        async with self._session_now().post(url, data=body, headers=headers,
                                             timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
             if resp.status != 200:
                 text = (await resp.content.read(300)).decode("utf-8", "replace").strip()
@@ -161,7 +163,7 @@ class PeerFanout:
             await p.close()
 
     def read(self, queries: list[tuple[list[Matcher], int, int]], series_only: bool,
-             ctx: QueryContext) -> list[PeerAnswer | PeerFailure]:
+             ctx: QueryContext, limit: int | None = None) -> list[PeerAnswer | PeerFailure]:
         """Every peer's answer to these queries, or why it has none; blocks the calling worker.
 
         Raises the query's own errors: QueryCanceled/QueryTimeout (the calls are cancelled) and
@@ -172,7 +174,7 @@ class PeerFanout:
         body = read_client_codec.encode_request(queries, series_only)
         timeout = min(self.timeout_s, max(ctx.remaining() * DEADLINE_SHARE, 0.001))
         max_bytes = max(0, min(MAX_RESPONSE_BYTES, ctx.max_bytes - ctx.bytes))
-        futures = {asyncio.run_coroutine_threadsafe(self._call(p, body, timeout, max_bytes), self._loop): p
+        futures = {asyncio.run_coroutine_threadsafe(self._call(p, body, timeout, max_bytes, limit=limit), self._loop): p
                    for p in self.peers}
         out: dict[str, PeerAnswer | PeerFailure] = {}
         pending = set(futures)
@@ -202,10 +204,12 @@ class PeerFanout:
         return list(await asyncio.gather(*(self._call(p, None, timeout, 0, (path, params)) for p in self.peers)))
 
     async def _call(self, peer: Peer, body: bytes | None, timeout_s: float, max_bytes: int,
-                    json_get: tuple[str, list] | None = None) -> PeerAnswer | PeerJson | PeerFailure:
+                    json_get: tuple[str, list] | None = None, limit: int | None = None
+                    ) -> PeerAnswer | PeerJson | PeerFailure:
         try:
             got: PeerAnswer | PeerJson | PeerFailure = (
-                await peer.get_json(*json_get, timeout_s) if json_get else await peer.read(body, timeout_s, max_bytes))
+                await peer.get_json(*json_get, timeout_s) if json_get
+                else await peer.read(body, timeout_s, max_bytes, limit))
         except (_TooBig, PayloadTooLarge):
             raise LimitExceeded(f"peer {peer.name}'s recent samples would hold more memory than the query may "
                                 "(raise --query.max-memory-per-query or narrow the query)") from None

@@ -64,7 +64,7 @@ class ClusterSource:
         """Local histograms first, then the peers' (one per (sid, t), the first kept, as for samples)."""
         ids_sorted = np.unique(np.asarray(ids, np.int64))
         parts = [self.local.read_histograms(ids_sorted, start_ms, end_ms, ctx)]
-        for (_, lo, hi), results in self._answers.items():
+        for (_, lo, hi, *_limit), results in self._answers.items():
             if lo <= start_ms and end_ms <= hi:
                 parts += [native_head.take(r.hists, native_head.rows_in(r.hists.sid, r.hists.t, ids_sorted,
                                                                         start_ms, end_ms))
@@ -73,14 +73,17 @@ class ClusterSource:
         return native_head.merge_histograms(parts)
 
     # ---------------------------------------------------------------- peers
-    def _from_peers(self, matchers: list[Matcher], start_ms: int, end_ms: int, ctx: QueryContext) -> list:
-        key = (tuple(matchers), start_ms, end_ms)
+    def _from_peers(self, matchers: list[Matcher], start_ms: int, end_ms: int, ctx: QueryContext,
+                    limit: int | None = None) -> list:
+        """``limit`` (series only): each peer answers at most that many series, its first in label order."""
+        limit = None if self.samples else limit
+        key = (tuple(matchers), start_ms, end_ms) if limit is None else (tuple(matchers), start_ms, end_ms, limit)
         got = self._answers.get(key)
         if got is None:
             got = []
             newest = -1
             failed = False
-            for answer in self.fanout.read([(matchers, start_ms, end_ms)], not self.samples, ctx):
+            for answer in self.fanout.read([(matchers, start_ms, end_ms)], not self.samples, ctx, limit):
                 if isinstance(answer, PeerFailure):
                     self._warn(answer)
                     failed = True
@@ -112,7 +115,7 @@ class ClusterSource:
     def select_series(self, matchers: list[Matcher], start_ms: int | None, end_ms: int | None,
                       ctx: QueryContext | None = None, limit: int | None = None) -> SeriesSet:
         window = _window(start_ms, end_ms)
-        peers = self._from_peers(matchers, *window, ctx)  # peers first: see the module docstring
+        peers = self._from_peers(matchers, *window, ctx, limit)  # peers first: see the module docstring
         local = self.local.select_series(matchers, start_ms, end_ms, ctx, limit)
         known = set(local.ids.tolist())
         extra: dict[int, tuple] = {}
@@ -136,7 +139,7 @@ class ClusterSource:
         """Local samples, then those of every peer answer to a selection covering the window."""
         ids_sorted = np.unique(np.asarray(ids, np.int64))
         parts = [self.local.read_samples(ids_sorted, start_ms, end_ms, ctx)]
-        for (_, lo, hi), results in self._answers.items():
+        for (_, lo, hi, *_limit), results in self._answers.items():
             if lo <= start_ms and end_ms <= hi:
                 for res in results:
                     parts.append(select_sorted(res.block.sid, res.block.t, res.block.v, ids_sorted, start_ms, end_ms))

@@ -61,8 +61,11 @@ async def handle_read(request: web.Request) -> web.StreamResponse:
     queries, response_type = read_codec.decode_request(body)
     source, headers = _source(request)
     head = isinstance(source, RecentView)
-    ctx = QueryContext.for_request(None, cfg.query_timeout, max_samples=cfg.query_max_samples,
-                                   max_series=cfg.query_max_series)
+    # A peer's metadata call (series only) has the metadata deadline, as it would have here.
+    metadata = head and all(q.series_only for q in queries)
+    ctx = QueryContext.for_request(None, cfg.query_metadata_timeout if metadata else cfg.query_timeout,
+                                   max_samples=cfg.query_max_samples, max_series=cfg.query_max_series)
+    series_limit = _series_limit(request) if head else None
     try:
         async with AsyncExitStack() as stack:
             gate = app[READ_GATE]
@@ -75,7 +78,7 @@ async def handle_read(request: web.Request) -> web.StreamResponse:
             run = await stack.enter_async_context(guarded(request, "remote_read", ctx, slot=not head))
             if response_type == read_codec.SAMPLES:
                 limit = cfg.storage_remote_read_sample_limit
-                results = [await run(lambda q=q: _sampled(source, q, ctx, limit)) for q in queries]
+                results = [await run(lambda q=q: _sampled(source, q, ctx, limit, series_limit)) for q in queries]
                 body = await run(lambda: read_codec.encode_samples_response(results))  # snappy off the loop
                 return web.Response(body=body, headers={
                     "Content-Type": read_codec.SAMPLES_CONTENT_TYPE, "Content-Encoding": "snappy", **headers})
@@ -137,10 +140,21 @@ def _refuse_estimate(storage, ss: SeriesSet, q: ReadQuery, ctx: QueryContext) ->
         ctx.check_estimate(storage.estimate_samples(ss, q.start_ms, q.end_ms), "remote read")
 
 
-def _sampled(storage, q: ReadQuery, ctx: QueryContext, sample_limit: int) -> bytes:
+def _series_limit(request: web.Request) -> int | None:
+    """?scope=head&limit=N: at most N series per series-only query, the first in label order (what a peer's
+    metadata call keeps of them: --query.max-metadata-series or its request's limit, plus one)."""
+    text = request.rel_url.query.get("limit", "")
+    if not text:
+        return None
+    if not text.isdigit():
+        raise BadData(f'invalid parameter "limit": {text!r}')
+    return int(text) or None
+
+
+def _sampled(storage, q: ReadQuery, ctx: QueryContext, sample_limit: int, series_limit: int | None = None) -> bytes:
     ss = _select(storage, q, ctx)
     if q.series_only:
-        return read_codec.encode_series_only(ss.labels)
+        return read_codec.encode_series_only(ss.labels[:series_limit])
     _refuse_estimate(storage, ss, q, ctx)
     block = storage.read_samples(ss.ids, q.start_ms, q.end_ms, ctx)
     if sample_limit and len(block) > sample_limit:

@@ -162,13 +162,20 @@ class StorageReader:
 
     # ------------------------------------------------------------------ series
     def select_series(self, matchers: list[Matcher], start_ms: int | None, end_ms: int | None,
-                      ctx: QueryContext | None = None, limit: int | None = None) -> SeriesSet:
+                      ctx: QueryContext | None = None, limit: int | None = None,
+                      among: np.ndarray | None = None) -> SeriesSet:
+        """``among`` (sorted sids): only these are selected, charged and given labels (a head read: the
+        series held in memory, out of a catalog that may hold many more)."""
         ids: list[np.ndarray] = []
         labels: list = []
         total = 0
         check = ctx.check if ctx else None
         cat = self.catalog
         for table, rows in cat.select(matchers, start_ms, end_ms, check):
+            if among is not None:
+                rows = rows[np.isin(cat.sids.a[table.gidx.view[rows]], among)]
+                if not len(rows):
+                    continue
             if limit is not None and total + len(rows) > limit:
                 rows = rows[: limit - total]
             if ctx is not None:

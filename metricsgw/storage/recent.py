@@ -31,7 +31,7 @@ class RecentView:
         """The series of the table selection that have samples in memory overlapping the window
         (by their first and last sample there, as Prometheus's head selects by chunk time range), or
         histograms or exemplars in memory in the window."""
-        ss = self._storage.select_series(matchers, start_ms, end_ms, ctx, limit)
+        ss = self._storage.select_series(matchers, start_ms, end_ms, ctx, limit, among=self._held_sids())
         if not len(ss):
             return ss
         lo = np.iinfo(np.int64).min if start_ms is None else start_ms
@@ -53,6 +53,15 @@ class RecentView:
                 held[order] |= np.isin(ids_sorted, in_window)
         keep = np.flatnonzero(held)
         return SeriesSet(ss.ids[keep], [ss.labels[i] for i in keep.tolist()])
+
+    def _held_sids(self) -> np.ndarray:
+        """Every series with anything in memory (sorted): a head holds a few of the catalog's series."""
+        parts = [np.unique(b.sid) for head in self.heads for b in head.blocks()]
+        for nat in self.native_heads:
+            if len(nat):
+                h, e = nat.merged()
+                parts += [h.sid, e.sid]
+        return np.unique(np.concatenate(parts)) if parts else np.empty(0, np.int64)
 
     def estimate_samples(self, series: SeriesSet, start_ms: int, end_ms: int) -> int:
         return sum(len(b) for b in self._blocks(series.ids, start_ms, end_ms))
