@@ -36,19 +36,25 @@ from .web import install as install_access_control
 log = logging.getLogger(__name__)
 
 
+def storage_for(cfg: Config, memory: MemoryShares, telemetry: Telemetry | None = None, *,
+                writer_id: str | None = None) -> Storage:
+    """The storage ``cfg`` describes (as writer ``writer_id``, the configured one unless given)."""
+    return Storage(
+        cfg.storage_path, flush_interval_s=cfg.storage_flush_interval, flush_max_samples=cfg.storage_flush_max_samples,
+        partition_ms=int(cfg.storage_partition_duration * 1000), retention_ms=int(cfg.storage_retention_time * 1000),
+        wal_segment_size=cfg.storage_wal_segment_size, duckdb_memory_limit=memory.duckdb,
+        sample_cache_bytes=memory.cache, duckdb_threads=cfg.storage_duckdb_threads, telemetry=telemetry,
+        writer_id=writer_id or cfg.storage_writer_id, vacuum_delay_s=cfg.storage_vacuum_delay,
+        follow_others=cfg.storage_follow_others, follow_interval_s=cfg.storage_follow_interval)
+
+
 def build_app(cfg: Config, telemetry: Telemetry | None = None) -> web.Application:
     tel = telemetry or Telemetry()
     app = web.Application(middlewares=[compress_api_answers, prometheus_errors],  # errors are compressed too
                           client_max_size=cfg.remote_write_max_body_size)
     install_access_control(app, cfg, tel.registry)  # TLS/auth/lifecycle before every route (metricsgw/web/)
     memory = MemoryShares.of(cfg.query_max_memory)
-    storage = Storage(
-        cfg.storage_path, flush_interval_s=cfg.storage_flush_interval, flush_max_samples=cfg.storage_flush_max_samples,
-        partition_ms=int(cfg.storage_partition_duration * 1000), retention_ms=int(cfg.storage_retention_time * 1000),
-        wal_segment_size=cfg.storage_wal_segment_size, duckdb_memory_limit=memory.duckdb,
-        sample_cache_bytes=memory.cache, duckdb_threads=cfg.storage_duckdb_threads, telemetry=tel,
-        writer_id=cfg.storage_writer_id, vacuum_delay_s=cfg.storage_vacuum_delay,
-        follow_interval_s=cfg.storage_follow_interval)
+    storage = storage_for(cfg, memory, tel)
     rules = RuleHolder(cfg.rules_file, tel)
     app[K.CONFIG] = cfg
     app[K.TELEMETRY] = tel

@@ -71,6 +71,13 @@ def _nonneg_int(text: str) -> int:
     return v
 
 
+def _niceness(text: str) -> int:
+    v = _nonneg_int(text)
+    if v > 19:
+        raise ValueError(f"must be 0-19 (the range of nice), got {v}")
+    return v
+
+
 def _positive_int(text: str) -> int:
     v = _nonneg_int(text)
     if v == 0:
@@ -166,11 +173,14 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("server.single-process", B, False, "Run the whole gateway in this one process (ingest and queries share "
             "one core and its GIL) instead of a front with ingest shard and query processes."),
     Setting("ingest.shards", I, 0, "Ingest shard processes, each with its own WAL, head and flush; the front splits "
-            "every remote-write request over them by series (0 = one per core; 1 until query processes can read "
-            "the shared table, see docs/cluster.md)."),
-    Setting("query.processes", I, 0, "Query processes the front passes queries to (least busy first; 0 = one per 4 "
-            "cores, at least 1: each holds the series table). Per-gateway budgets (--query.max-memory, "
+            "every remote-write request over them by series (0 = one per 2 cores, at least 1). After a change, the "
+            "front first flushes the WAL of every writer the new count has no shard for."),
+    Setting("query.processes", I, 0, "Query processes the front passes queries to, least busy first (0 = one per "
+            "4 cores, at least 1: each holds the series table). Per-gateway budgets (--query.max-memory, "
             "--query.max-concurrency, --query.max-queue) are split evenly over them."),
+    Setting("query.processes-niceness", _niceness, 10, "CPU niceness added to the query processes (0-19; 0 = as the "
+            "front), so that the kernel gives ingest the CPU first when heavy queries and writes want more cores "
+            "than the machine has."),
     # --- storage
     Setting("storage.path", S, "./data", "Directory for the WAL, Parquet partitions and the series table."),
     Setting("storage.flush-interval", D, 120.0, "How often the in-memory head is flushed to Parquet (and the WAL truncated)."),
@@ -201,7 +211,8 @@ SETTINGS: tuple[Setting, ...] = (
             "(POST /api/v1/read?scope=head). A peer that cannot answer gives a partial answer with a warning. Repeatable.",
             repeated=True),
     Setting("cluster.peer-timeout", D, 10.0, "How long a query waits for a peer's recent samples (and at most half "
-            "of what is left of the query's own deadline); a slower peer gives a partial answer with a warning."),
+            "of what is left of the query's own deadline); a slower peer gives a partial answer with a warning. A "
+            "front asked for its recent samples waits as long for its shards' (503 past it)."),
     Setting("rules.file", S, [], "Relabel/drop rule file (Prometheus relabel_config YAML list). Repeatable.", repeated=True),
     Setting("rules.ruler-url", _http_url, "", "Ruler that evaluates the alerting/recording rules against metricsgw (vmalert, or a "
             "Prometheus), e.g. http://127.0.0.1:8880; /api/v1/rules and /api/v1/alerts show its groups and alerts "
@@ -248,6 +259,11 @@ SETTINGS: tuple[Setting, ...] = (
 )
 
 BY_NAME = {s.name: s for s in SETTINGS}
+
+# Settings the front gives its children (procs/layout.py), never a flag or a config key, so not in the table:
+# - storage_follow_others: load other writers' series into the catalog. An ingest shard answers no query but
+#   ?scope=head of its own head, so it skips them (memory, start time).
+CHILD_ONLY: dict[str, Any] = {"storage_follow_others": True}
 
 
 class ConfigError(ValueError):
@@ -299,7 +315,7 @@ def load(overrides: dict[str, Any] | None = None, config_file: str | None = None
             raw[name] = list(raw[name]) + list(val)
         else:
             raw[name] = val
-    values: dict[str, Any] = {}
+    values: dict[str, Any] = dict(CHILD_ONLY)
     for s in SETTINGS:
         if s.name not in raw:
             values[s.attr] = list(s.default) if s.repeated else s.default

@@ -4,6 +4,8 @@ As Prometheus 2.42's queryExemplars: the query is parsed, its vector selectors e
 (parser.ExtractSelectors), and the exemplars in [start, end] of the series any selector matches
 returned, grouped by series in label order, each series' exemplars in time order. A query
 without selectors gets 204 No Content (2.42 has no data to send and writes no body). Selection and reads run guarded, with a query's budgets.
+With --cluster.peers (a query process: its gateway's shards) the peers' exemplars not yet in the table come
+from their ``?scope=head`` answer, merged with the local ones (cluster/head_json.py).
 """
 
 from __future__ import annotations
@@ -13,14 +15,19 @@ import promql_parser as pp
 from aiohttp import web
 
 from ..appkeys import STORAGE
+from ..cluster import head_json
+from ..cluster.head_json import HEAD, SCOPE_PARAM
+from ..cluster.peers import TABLE_VERSION_HEADER
 from ..errors import BadData
 from ..model import labels_from_key
 from ..promql import parser
 from ..promql.format import format_json
+from ..storage.recent import RecentView
 from .params import MAX_TIME_S, MIN_TIME_S, parse_time, read_params
 from .query import query_context, query_text
 from .response import success
 from .running import run_guarded
+from .sources import peers_head_json
 
 _CHILDREN = {pp.ParenExpr: ("expr",), pp.UnaryExpr: ("expr",), pp.BinaryExpr: ("lhs", "rhs"),
              pp.AggregateExpr: ("expr", "param"), pp.SubqueryExpr: ("expr",),
@@ -78,5 +85,15 @@ async def query_exemplars(request: web.Request) -> web.Response:
     storage = request.app[STORAGE]
     ctx = query_context(request, params.get("timeout"))
     start_ms, end_ms = int(round(start * 1000)), int(round(end * 1000))
-    return success(await run_guarded(request, "query_exemplars", ctx,
-                                     lambda: find(storage, matcher_sets, start_ms, end_ms, ctx)))
+    if request.rel_url.query.get(SCOPE_PARAM) == HEAD:  # a query process asks for what is not in the table yet
+        view = RecentView(storage)
+        found_head = await run_guarded(request, "query_exemplars", ctx,
+                                       lambda: find(view, matcher_sets, start_ms, end_ms, ctx))
+        resp = success(found_head)
+        resp.headers[TABLE_VERSION_HEADER] = str(view.table_version)
+        return resp
+    asked = [(k, v) for k, v in params.items() if k in ("query", "start", "end")]
+    peers, warnings = await peers_head_json(request, "/api/v1/query_exemplars", asked, ctx.remaining(), "exemplars")
+    local = await run_guarded(request, "query_exemplars", ctx,
+                              lambda: find(storage, matcher_sets, start_ms, end_ms, ctx))
+    return success(head_json.merge_exemplars([local, *peers]) if peers else local, warnings)

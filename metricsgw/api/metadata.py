@@ -16,6 +16,8 @@ import promql_parser as pp
 from aiohttp import web
 
 from ..appkeys import CONFIG, STORAGE
+from ..cluster import head_json
+from ..cluster.head_json import HEAD, SCOPE_PARAM
 from ..errors import BadData
 from ..limits.query_text import QueryTextLimits
 from ..model import Matcher
@@ -24,7 +26,7 @@ from .params import now_s, parse_limit, parse_time, read_params
 from .query import query_context
 from .response import success
 from .running import run_guarded
-from .sources import read_source
+from .sources import peers_head_json, read_source
 
 
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
@@ -172,7 +174,15 @@ async def metadata(request: web.Request) -> web.Response:
     params = await read_params(request)
     limit = parse_limit(params.get("limit"))
     metric = params.get("metric") or None
-    return success(request.app[STORAGE].metadata(metric, limit))
+    storage = request.app[STORAGE]
+    if request.rel_url.query.get(SCOPE_PARAM) == HEAD:  # a query process merges it with others': no limit here
+        return success(storage.metadata(metric, None))
+    asked = [("metric", metric)] if metric else []
+    ctx = query_context(request, params.get("timeout"), metadata=True)
+    peers, warnings = await peers_head_json(request, "/api/v1/metadata", asked, ctx.remaining(), "metadata")
+    if not peers:
+        return success(storage.metadata(metric, limit), warnings)
+    return success(head_json.merge_metadata([storage.metadata(metric, None), *peers], limit), warnings)
 
 
 async def buildinfo(request: web.Request) -> web.Response:
@@ -189,5 +199,6 @@ async def tsdb_status(request: web.Request) -> web.Response:
     limit = parse_limit(params.get("limit")) or 10
     ctx = query_context(request, params.get("timeout"), metadata=True)
     storage = request.app[STORAGE]
-
+    if request.rel_url.query.get(SCOPE_PARAM) == HEAD:  # a shard's own series, whole: the front adds them up
+        return success(await run_guarded(request, "tsdb_status", ctx, storage.tsdb_counts))
     return success(await run_guarded(request, "tsdb_status", ctx, lambda: storage.tsdb_status(limit)))

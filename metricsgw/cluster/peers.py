@@ -29,6 +29,7 @@ from ..limits.context import QueryContext
 from ..model import Matcher
 from ..remote import read_client_codec
 from ..remote.read_client_codec import PeerSeries
+from ..storage.native_store import HISTOGRAM_BYTES
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,13 @@ class PeerAnswer:
     peer: str
     results: list[PeerSeries]  # one per query asked
     table_version: int | None  # the newest table version the peer had committed when it answered
+
+
+@dataclass
+class PeerJson:
+    peer: str
+    data: object  # the ``data`` of its ?scope=head answer
+    table_version: int | None
 
 
 @dataclass
@@ -75,7 +83,7 @@ class Peer:
         self._auth: dict[str, str] = {}
         if url.startswith("unix:"):
             self.name = url
-            self._socket, self._url = url[len("unix:"):], "http://localhost/api/v1/read?scope=head"
+            self._socket, self._base = url[len("unix:"):], "http://localhost"
         else:
             parts = urllib.parse.urlsplit(url)
             userinfo, _, hostport = parts.netloc.rpartition("@")
@@ -84,7 +92,8 @@ class Peer:
                 login = f"{urllib.parse.unquote(user)}:{urllib.parse.unquote(password)}".encode()
                 self._auth = {"Authorization": "Basic " + base64.b64encode(login).decode()}
             self.name = urllib.parse.urlunsplit(parts._replace(netloc=hostport))
-            self._socket, self._url = None, self.name + "/api/v1/read?scope=head"
+            self._socket, self._base = None, self.name
+        self._url = self._base + "/api/v1/read?scope=head"
         self._session: aiohttp.ClientSession | None = None
         self.state = "ok"  # the last call's result, so a change is logged once
 
@@ -94,10 +103,12 @@ class Peer:
             self._session = aiohttp.ClientSession(connector=connector)
         return self._session
 
-    async def read(self, body: bytes, timeout_s: float, max_bytes: int) -> PeerAnswer:
+    async def read(self, body: bytes, timeout_s: float, max_bytes: int, limit: int | None = None) -> PeerAnswer:
+        """``limit``: at most that many series per query, the first in label order (a metadata call's cap)."""
         headers = {"Content-Type": "application/x-protobuf", "Content-Encoding": "snappy",
                    "X-Prometheus-Remote-Read-Version": "0.1.0", **self._auth}
-        async with self._session_now().post(self._url, data=body, headers=headers,
+        url = self._url + (f"&limit={limit}" if limit else "")
+        async with self._session_now().post(url, data=body, headers=headers,
                                             timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
             if resp.status != 200:
                 text = (await resp.content.read(300)).decode("utf-8", "replace").strip()
@@ -112,6 +123,21 @@ class Peer:
             version = resp.headers.get(TABLE_VERSION_HEADER)
         results = await asyncio.to_thread(read_client_codec.decode_response, bytes(data), max_bytes)
         return PeerAnswer(self.name, results, int(version) if version and version.isdigit() else None)
+
+    async def get_json(self, path: str, params: list[tuple[str, str]], timeout_s: float) -> PeerJson:
+        """``GET path?scope=head&params``: the ``data`` of a success envelope (cluster/head_json.py)."""
+        async with self._session_now().get(self._base + path, params=[("scope", "head"), *params], headers=self._auth,
+                                           timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
+            if resp.status != 200:
+                text = (await resp.content.read(300)).decode("utf-8", "replace").strip()
+                raise _Refused(f"HTTP {resp.status}: {text}")
+            try:
+                body = await resp.json(content_type=None)
+                data = body["data"]
+            except (ValueError, KeyError, TypeError) as err:
+                raise BadData(f"not a success envelope ({err})") from None
+            version = resp.headers.get(TABLE_VERSION_HEADER)
+        return PeerJson(self.name, data, int(version) if version and version.isdigit() else None)
 
     async def close(self) -> None:
         if self._session is not None:
@@ -137,7 +163,7 @@ class PeerFanout:
             await p.close()
 
     def read(self, queries: list[tuple[list[Matcher], int, int]], series_only: bool,
-             ctx: QueryContext) -> list[PeerAnswer | PeerFailure]:
+             ctx: QueryContext, limit: int | None = None) -> list[PeerAnswer | PeerFailure]:
         """Every peer's answer to these queries, or why it has none; blocks the calling worker.
 
         Raises the query's own errors: QueryCanceled/QueryTimeout (the calls are cancelled) and
@@ -148,7 +174,7 @@ class PeerFanout:
         body = read_client_codec.encode_request(queries, series_only)
         timeout = min(self.timeout_s, max(ctx.remaining() * DEADLINE_SHARE, 0.001))
         max_bytes = max(0, min(MAX_RESPONSE_BYTES, ctx.max_bytes - ctx.bytes))
-        futures = {asyncio.run_coroutine_threadsafe(self._call(p, body, timeout, max_bytes), self._loop): p
+        futures = {asyncio.run_coroutine_threadsafe(self._call(p, body, timeout, max_bytes, limit=limit), self._loop): p
                    for p in self.peers}
         out: dict[str, PeerAnswer | PeerFailure] = {}
         pending = set(futures)
@@ -160,6 +186,8 @@ class PeerFanout:
                     got = fut.result()
                     if isinstance(got, PeerAnswer):  # charged as it arrives, not after all peers
                         ctx.charge_samples(sum(len(r.block) for r in got.results), f"peer read ({got.peer})")
+                        ctx.charge_samples(sum(len(r.hists) for r in got.results), f"peer read ({got.peer})",
+                                           HISTOGRAM_BYTES)
                         ctx.charge_series(sum(len(r.labels) for r in got.results), f"peer read ({got.peer})")
                     out[futures[fut].name] = got
                 ctx.check("peer read")
@@ -168,9 +196,20 @@ class PeerFanout:
                 fut.cancel()
         return [out[p.name] for p in self.peers]
 
-    async def _call(self, peer: Peer, body: bytes, timeout_s: float, max_bytes: int) -> PeerAnswer | PeerFailure:
+    async def get_json(self, path: str, params: list[tuple[str, str]],
+                       remaining_s: float) -> list[PeerJson | PeerFailure]:
+        """Every peer's ``?scope=head`` answer on a JSON API (exemplars, metadata), all at once, on the event
+        loop; each bounded by --cluster.peer-timeout and half of what the call has left, as reads are."""
+        timeout = min(self.timeout_s, max(remaining_s * DEADLINE_SHARE, 0.001))
+        return list(await asyncio.gather(*(self._call(p, None, timeout, 0, (path, params)) for p in self.peers)))
+
+    async def _call(self, peer: Peer, body: bytes | None, timeout_s: float, max_bytes: int,
+                    json_get: tuple[str, list] | None = None, limit: int | None = None
+                    ) -> PeerAnswer | PeerJson | PeerFailure:
         try:
-            got: PeerAnswer | PeerFailure = await peer.read(body, timeout_s, max_bytes)
+            got: PeerAnswer | PeerJson | PeerFailure = (
+                await peer.get_json(*json_get, timeout_s) if json_get
+                else await peer.read(body, timeout_s, max_bytes, limit))
         except (_TooBig, PayloadTooLarge):
             raise LimitExceeded(f"peer {peer.name}'s recent samples would hold more memory than the query may "
                                 "(raise --query.max-memory-per-query or narrow the query)") from None
@@ -186,7 +225,7 @@ class PeerFanout:
         return got
 
     def _observe(self, peer: Peer, got: PeerAnswer | PeerFailure) -> None:
-        result = "ok" if isinstance(got, PeerAnswer) else got.result
+        result = got.result if isinstance(got, PeerFailure) else "ok"
         if self._tel is not None:
             self._tel.peer_requests.labels(peer.name, result).inc()
         with self._state_lock:

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..limits.context import QueryContext
 from ..model import METRIC_NAME, Matcher
+from ..storage import native_head
 from ..storage.batch import SampleBlock, SeriesSet
 from ..storage.head import select_sorted
 from ..storage.merge import merge_parts
@@ -42,23 +43,47 @@ class ClusterSource:
         self._followed = False  # the local table view was brought up to date for a failed peer
 
     # ---------------------------------------------------------------- native histograms
-    # The table's (every writer's flushed histograms) and this process's head; a peer's histograms not
-    # yet flushed are not read: remote read (?scope=head) carries no histograms yet.
+    # The table's (every writer's flushed histograms), this process's heads, and the peers' heads: their
+    # ?scope=head answers carry the histograms they hold in memory (TimeSeries.histograms).
     def histogram_metrics(self) -> frozenset[str]:
         return self.local.histogram_metrics()
 
+    def histogram_metrics_in(self, matchers: list[Matcher], start_ms: int, end_ms: int,
+                             ctx: QueryContext) -> frozenset[str]:
+        """The metrics holding histograms, the peers' for this selection included (asked once per selection:
+        the same answer then serves its series and samples)."""
+        names = set()
+        for res in self._from_peers(matchers, *_window(start_ms, end_ms), ctx):
+            if len(res.hists):
+                held = set(np.unique(res.hists.sid).tolist())
+                names.update(dict(lb).get(METRIC_NAME, "") for sid, lb in zip(res.ids.tolist(), res.labels)
+                             if sid in held)
+        return self.local.histogram_metrics() | names
+
     def read_histograms(self, ids: np.ndarray, start_ms: int, end_ms: int, ctx: QueryContext):
-        return self.local.read_histograms(ids, start_ms, end_ms, ctx)
+        """Local histograms first, then the peers' (one per (sid, t), the first kept, as for samples)."""
+        ids_sorted = np.unique(np.asarray(ids, np.int64))
+        parts = [self.local.read_histograms(ids_sorted, start_ms, end_ms, ctx)]
+        for (_, lo, hi, *_limit), results in self._answers.items():
+            if lo <= start_ms and end_ms <= hi:
+                parts += [native_head.take(r.hists, native_head.rows_in(r.hists.sid, r.hists.t, ids_sorted,
+                                                                        start_ms, end_ms))
+                          for r in results if len(r.hists)]
+        ctx.check("peer merge")
+        return native_head.merge_histograms(parts)
 
     # ---------------------------------------------------------------- peers
-    def _from_peers(self, matchers: list[Matcher], start_ms: int, end_ms: int, ctx: QueryContext) -> list:
-        key = (tuple(matchers), start_ms, end_ms)
+    def _from_peers(self, matchers: list[Matcher], start_ms: int, end_ms: int, ctx: QueryContext,
+                    limit: int | None = None) -> list:
+        """``limit`` (series only): each peer answers at most that many series, its first in label order."""
+        limit = None if self.samples else limit
+        key = (tuple(matchers), start_ms, end_ms) if limit is None else (tuple(matchers), start_ms, end_ms, limit)
         got = self._answers.get(key)
         if got is None:
             got = []
             newest = -1
             failed = False
-            for answer in self.fanout.read([(matchers, start_ms, end_ms)], not self.samples, ctx):
+            for answer in self.fanout.read([(matchers, start_ms, end_ms)], not self.samples, ctx, limit):
                 if isinstance(answer, PeerFailure):
                     self._warn(answer)
                     failed = True
@@ -90,7 +115,7 @@ class ClusterSource:
     def select_series(self, matchers: list[Matcher], start_ms: int | None, end_ms: int | None,
                       ctx: QueryContext | None = None, limit: int | None = None) -> SeriesSet:
         window = _window(start_ms, end_ms)
-        peers = self._from_peers(matchers, *window, ctx)  # peers first: see the module docstring
+        peers = self._from_peers(matchers, *window, ctx, limit)  # peers first: see the module docstring
         local = self.local.select_series(matchers, start_ms, end_ms, ctx, limit)
         known = set(local.ids.tolist())
         extra: dict[int, tuple] = {}
@@ -114,7 +139,7 @@ class ClusterSource:
         """Local samples, then those of every peer answer to a selection covering the window."""
         ids_sorted = np.unique(np.asarray(ids, np.int64))
         parts = [self.local.read_samples(ids_sorted, start_ms, end_ms, ctx)]
-        for (_, lo, hi), results in self._answers.items():
+        for (_, lo, hi, *_limit), results in self._answers.items():
             if lo <= start_ms and end_ms <= hi:
                 for res in results:
                     parts.append(select_sorted(res.block.sid, res.block.t, res.block.v, ids_sorted, start_ms, end_ms))

@@ -55,6 +55,10 @@ def main(argv: list[str] | None = None) -> int:
     layout = Layout(own.shards, own.queriers, os.path.dirname(own.socket))
     cfg = child_config(front_cfg, child, layout)
     setup_logging(cfg, process=child.name)
+    if child.role == "querier" and cfg.query_processes_niceness:
+        # Below ingest: on a machine with fewer cores than busy processes, a heavy query must not take a shard's
+        # turn on a core (the write latency a sender sees). Children of ours inherit it; nothing else changes.
+        os.nice(cfg.query_processes_niceness)
     from .. import malloc
 
     malloc.tune()

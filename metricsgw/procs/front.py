@@ -5,7 +5,11 @@ one-process gateway has them), supervises the children, distributes remote write
 (distributor.py), passes every other route to a query process (proxy.py), and answers for the whole gateway:
 - ``/metrics``: its own figures and every child's, each sample labelled by process (exposition.py);
 - ``/-/ready``: 200 only when every child is running and ready, else 503 naming the child and its reason;
-- ``/-/reload`` (behind --web.enable-lifecycle) and SIGHUP: passed to every child; 200 when all reloaded.
+- ``/-/reload`` (behind --web.enable-lifecycle) and SIGHUP: passed to every child; 200 when all reloaded;
+- ``POST /api/v1/read?scope=head``: every shard's recent samples, for gateways on other machines (head_read.py);
+  ``?scope=head`` of the exemplars and metadata APIs likewise, and ``/api/v1/status/tsdb``: the shards' JSON
+  merged (head_json.py).
+At start, WALs of this gateway's writers that no shard of this layout replays are flushed first (orphans.py).
 Shutdown (SIGTERM/SIGINT): the listener closes, requests in flight finish, then the query processes and the
 shards stop in order (each shard flushes its head), and the front exits.
 """
@@ -23,13 +27,18 @@ from prometheus_client import (CONTENT_TYPE_LATEST, CollectorRegistry, Counter, 
 
 from ..api.middleware import prometheus_errors
 from ..config import Config, ConfigError
+from ..storage.writer_lock import WriterIdInUse
 from ..web import install as install_access_control
 from ..web import listen_site
 from . import exposition
 from .clients import ChildClient
 from .distributor import Distributor
 from .layout import Layout, resolve
-from .proxy import NO_QUERY_PROCESS, QueryProxy
+from .orphans import flush_orphans
+from .head_json import MERGES as HEAD_JSON_PATHS
+from .head_json import HeadJson
+from .head_read import HeadRead
+from .proxy import QueryProxy
 from .supervisor import Supervisor
 
 log = logging.getLogger(__name__)
@@ -60,13 +69,16 @@ class Front:
         self.clients = {c.name: ChildClient(c) for c in layout.children}
         self.distributor = Distributor(cfg, [self.clients[c.name] for c in layout.shard_children], telemetry)
         self.proxy = QueryProxy(cfg, [self.clients[c.name] for c in layout.query_targets], telemetry)
+        shards = [self.clients[c.name] for c in layout.shard_children]
+        self.head_read = HeadRead(shards, cfg.cluster_peer_timeout)
+        self.head_json = HeadJson(shards, cfg.cluster_peer_timeout)
 
     def build_app(self) -> web.Application:
         app = web.Application(middlewares=[prometheus_errors], client_max_size=self.cfg.remote_write_max_body_size)
         install_access_control(app, self.cfg, self.tel.registry)
         own = {("POST", "/api/v1/write"): self.distributor.handle, ("GET", "/-/healthy"): self.healthy,
                ("GET", "/-/ready"): self.ready, ("POST", "/-/reload"): self.reload, ("PUT", "/-/reload"): self.reload,
-               ("GET", "/metrics"): self.metrics}
+               ("GET", "/metrics"): self.metrics, ("GET", "/api/v1/status/tsdb"): self.head_json.tsdb_status}
         for (method, path), handler in own.items():
             app.router.add_route(method, path, handler)
         # GET /-/reload must resolve to the /-/reload resource (not the proxy below), so the lifecycle gate of
@@ -79,6 +91,11 @@ class Front:
         async def everything_else(request: web.Request) -> web.StreamResponse:
             if request.path in allowed:  # the front's own path, another method: 405 as a single process says
                 raise web.HTTPMethodNotAllowed(request.method, allowed[request.path])
+            if "scope" in request.rel_url.query:
+                if request.path == "/api/v1/read":
+                    return await self._scoped_read(request)
+                if request.path in HEAD_JSON_PATHS:
+                    return await self._scoped_json(request)
             return await self.proxy.handle(request)
 
         app.router.add_route("*", "/{tail:.*}", everything_else)
@@ -105,6 +122,18 @@ class Front:
         answers = await asyncio.gather(*(self._ask(n, method, path) for n in names))
         return dict(zip(names, answers))
 
+    async def _scoped_read(self, request: web.Request) -> web.StreamResponse:
+        """?scope=head is the shards' (the front answers it for the whole gateway); any other scope is the
+        querier's to refuse, as a single process refuses it."""
+        if request.method == "POST" and request.rel_url.query["scope"] == "head":
+            return await self.head_read.handle(request)
+        return await self.proxy.handle(request)
+
+    async def _scoped_json(self, request: web.Request) -> web.StreamResponse:
+        if request.rel_url.query["scope"] == "head":
+            return await self.head_json.scoped(request)
+        return await self.proxy.handle(request)
+
     async def method_not_allowed(self, request: web.Request) -> web.Response:
         raise web.HTTPMethodNotAllowed(request.method, ["POST", "PUT"])
 
@@ -115,8 +144,6 @@ class Front:
         answers = await self._ask_all("GET", "/-/ready")
         bad = {n: text.strip().removeprefix("Service Unavailable: ") for n, (status, text) in answers.items()
                if status != 200}
-        if not self.layout.query_targets:
-            bad["front"] = NO_QUERY_PROCESS
         if not bad:
             return web.Response(text="metricsgw is Ready.\n")
         reasons = "; ".join(f"{n}: {why}" for n, why in bad.items())
@@ -149,8 +176,10 @@ async def serve(cfg: Config, serve_args: list[str]) -> None:
     supervisor = Supervisor(layout, serve_args, tel, give_up)
     front = Front(cfg, layout, supervisor, tel)
     app = front.build_app()  # checks the web config before any child starts
-    if not layout.query_targets:
-        log.warning("%s", NO_QUERY_PROCESS)
+    try:
+        await asyncio.to_thread(flush_orphans, cfg, layout)
+    except WriterIdInUse as err:
+        raise ConfigError(str(err)) from None
     supervisor.start()
     runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=SHUTDOWN_DRAIN_S)
     await runner.setup()

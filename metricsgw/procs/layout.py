@@ -8,12 +8,16 @@ Budgets that are per gateway are split so the gateway as a whole keeps them:
 - query processes: ``--query.max-memory``, ``--query.max-concurrency`` and ``--query.max-queue`` are divided
   by the number of query processes (at least 1 slot each); per-query limits (``--query.max-samples``,
   ``--query.max-memory-per-query``, ``--query.timeout``) apply unchanged to every query.
-- A shard that also answers queries (the one-shard layout, until query processes read the shared table)
-  keeps the query budgets whole: it is the only process evaluating queries.
 
-Children listen on Unix sockets in ``<--storage.path>/run/`` (mode 0700: only this user reaches them; the
-front does TLS and authentication for everyone), or in a private temporary directory when that path is too
-long for a socket address.
+Queries never run in a shard's process. A query process is a follower of the table (every writer's flushed
+series and samples) and reads the shards' heads as peers (``--cluster.peers=unix:<shard socket>``, with the
+front's own peers, the other gateways): docs/cluster.md. Shards have no peers and load only their own series.
+
+Children listen on Unix sockets in ``<--storage.path>/run/<--storage.writer-id>/`` (mode 0700: only this user
+reaches them; the front does TLS and authentication for everyone), or in a private temporary directory when
+that path is too long for a socket address. The writer id is in the path because gateways sharing one
+``--storage.path`` on one machine (docs/cluster.md "Many machines") must not bind, or unlink, each other's
+sockets: each gateway's writer id is unique on the table, so its directory is its own.
 """
 
 from __future__ import annotations
@@ -24,11 +28,11 @@ from dataclasses import dataclass
 
 from ..config import Config
 
-# Query processes read flushed data from the shared table and recent data from the shards' heads through the
-# peer read source (docs/cluster.md). Remote read (?scope=head) does not carry a shard's unflushed native
-# histograms and exemplars, its metric metadata nor its TSDB status yet: until it does, a querier would answer
-# those without what the shards hold, so the default is one shard that answers queries too.
-QUERIERS_CAN_READ_THE_TABLE = False
+# Default counts, measured on 2 cores (README "Processes"): a shard per 2 cores, because the front's split of
+# a request over 2 shards costs more CPU than passing one shard the body undecoded (so 2 shards on 2 cores
+# ingest less per CPU-second than 1), and a query process per 4 cores, at least one: each holds the whole
+# series catalog, and dashboards (a few at a time, each bounded by the query guard) fit in one.
+CORES_PER_SHARD = 2
 CORES_PER_QUERIER = 4
 _MAX_SOCKET_PATH = 100  # sun_path is 108 bytes on Linux
 
@@ -47,7 +51,7 @@ class Child:
 @dataclass(frozen=True)
 class Layout:
     shards: int
-    queriers: int  # 0: queries go to the one shard
+    queriers: int
     run_dir: str
 
     @property
@@ -61,40 +65,44 @@ class Layout:
 
     @property
     def query_targets(self) -> list[Child]:
-        """Where the front sends queries: the query processes, or the only shard; none when several shards hold
-        data no process can read together yet."""
-        queriers = [c for c in self.children if c.role == "querier"]
-        if queriers:
-            return queriers
-        return self.shard_children if self.shards == 1 else []
+        """Where the front sends queries: the query processes (never a shard)."""
+        return [c for c in self.children if c.role == "querier"]
 
 
 def resolve(cfg: Config, cpus: int | None = None, run_dir: str | None = None) -> Layout:
+    """``--ingest.shards`` shards (0 = one per 2 cores) and ``--query.processes`` query processes (0 = one per 4
+    cores), at least one of each."""
     cpus = cpus or os.cpu_count() or 1
-    shards = cfg.ingest_shards or (cpus if QUERIERS_CAN_READ_THE_TABLE else 1)
-    queriers = 0
-    if QUERIERS_CAN_READ_THE_TABLE:
-        queriers = cfg.query_processes or max(1, cpus // CORES_PER_QUERIER)
-    return Layout(shards, queriers, run_dir or socket_dir(cfg.storage_path))
+    shards = cfg.ingest_shards or max(1, cpus // CORES_PER_SHARD)
+    queriers = cfg.query_processes or max(1, cpus // CORES_PER_QUERIER)
+    return Layout(shards, queriers, run_dir or socket_dir(cfg.storage_path, cfg.storage_writer_id))
 
 
-def socket_dir(storage_path: str) -> str:
-    """``<storage>/run`` made private (0700), or a private temporary directory if its socket paths would be
-    longer than a socket address allows."""
-    path = os.path.join(os.path.abspath(storage_path), "run")
+def socket_dir(storage_path: str, writer_id: str) -> str:
+    """``<storage>/run/<writer id>`` made private (0700, and ``run`` too), or a private temporary directory if
+    its socket paths would be longer than a socket address allows."""
+    run = os.path.join(os.path.abspath(storage_path), "run")
+    path = os.path.join(run, writer_id)
     if len(os.path.join(path, "querier-999.sock")) > _MAX_SOCKET_PATH:
-        return tempfile.mkdtemp(prefix="metricsgw-")  # created 0700
+        return tempfile.mkdtemp(prefix=f"metricsgw-{writer_id}-")  # created 0700
     os.makedirs(path, mode=0o700, exist_ok=True)
-    os.chmod(path, 0o700)  # an existing directory too
+    for d in (run, path):
+        os.chmod(d, 0o700)  # existing directories too
     return path
 
 
 def shard_writer_id(writer_id: str, index: int, shards: int) -> str:
     """Shard i writes to the table under --storage.path as writer ``<--storage.writer-id>-s<i>`` (its own WAL
     and files; docs/cluster.md). One shard keeps the id itself: it is the one-process gateway's writer, so it
-    replays that WAL and loads that writer's series. Change --ingest.shards only after a clean stop (which
-    flushes every WAL): a writer id no shard has any more would leave its unflushed WAL unread."""
+    replays that WAL and loads that writer's series. A writer id no shard has any more (another shard
+    count) is flushed by the front at start (orphans.py)."""
     return writer_id if shards == 1 else f"{writer_id}-s{index}"
+
+
+def querier_writer_id(writer_id: str, index: int) -> str:
+    """Query process i's writer id ``<--storage.writer-id>-q<i>``: it receives no writes, but every process on
+    the table has its own id (and lock), so it never meets a shard's or another gateway's WAL."""
+    return f"{writer_id}-q{index}"
 
 
 def _share(total: int, parts: int) -> int:
@@ -107,12 +115,16 @@ def child_config(cfg: Config, child: Child, layout: Layout) -> Config:
     v = dict(cfg.values)
     v.update(web_config_file="", web_write_only_users=[], web_read_only_users=[], web_enable_lifecycle=True,
              server_single_process=True)
-    if child.role == "shard":
+    if child.role == "shard":  # it answers only ?scope=head (its own head) for the queriers and the front
         v["storage_writer_id"] = shard_writer_id(cfg.storage_writer_id, child.index, layout.shards)
         v["ingest_max_series"] = _share(cfg.ingest_max_series, layout.shards)
         v["ingest_max_series_per_metric"] = _share(cfg.ingest_max_series_per_metric, layout.shards)
+        v["cluster_peers"] = []
+        v["storage_follow_others"] = False
     else:
         q = layout.queriers
+        v["storage_writer_id"] = querier_writer_id(cfg.storage_writer_id, child.index)
+        v["cluster_peers"] = [f"unix:{c.socket}" for c in layout.shard_children] + list(cfg.cluster_peers)
         v["query_max_memory"] = max(cfg.query_max_memory // q, 1)
         v["query_max_concurrency"] = max(cfg.query_max_concurrency // q, 1)
         v["query_max_queue"] = cfg.query_max_queue // q

@@ -20,8 +20,6 @@ from .clients import ChildClient, least_busy
 # Hop-by-hop headers (RFC 9110 7.6.1) and those the two connections set for themselves.
 _NOT_PASSED = frozenset(h.lower() for h in ("Connection", "Keep-Alive", "Proxy-Connection", "TE", "Trailer",
                                             "Transfer-Encoding", "Upgrade", "Host", "Content-Length"))
-NO_QUERY_PROCESS = ("queries over several ingest shards need query processes that read the shared table "
-                    "(not in this build, see docs/cluster.md); run with --ingest.shards=1")
 
 
 def _passed(headers) -> dict[str, str]:
@@ -35,8 +33,6 @@ class QueryProxy:
         self.tel = telemetry
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
-        if not self.targets:
-            raise Unavailable(NO_QUERY_PROCESS)
         body = await read_bounded(request, self.cfg.remote_write_max_body_size, "request body") \
             if request.body_exists else None
         target = least_busy(self.targets)

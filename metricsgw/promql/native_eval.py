@@ -63,7 +63,10 @@ def _load(engine, ms, start: int, end: int, env) -> tuple[selectors.Loaded, list
     if not hasattr(source, "histogram_metrics"):
         return None
     names = [m for m in ms if m.name == METRIC_NAME]
-    if not any(all(m.matches(name) for m in names) for name in source.histogram_metrics()):
+    # A source over peers knows their histogram metrics only once asked for this selection.
+    held = (source.histogram_metrics_in(ms, start, end, env.ctx) if hasattr(source, "histogram_metrics_in")
+            else source.histogram_metrics())
+    if not any(all(m.matches(name) for m in names) for name in held):
         return None  # no metric of the selector has histograms: no second series selection for floats
     ss = source.select_series(ms, start, end, env.ctx)
     if not len(ss):

@@ -13,27 +13,31 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
 import snappy
 from google.protobuf.message import DecodeError
 
 from ..errors import BadData
 from ..model import Labels, Matcher, series_keys_and_ids
-from ..storage.batch import SampleBlock
+from ..storage.batch import HistogramBlock, SampleBlock
+from ..storage.native_head import empty_histograms, merge_histograms
 from ..storage.merge import is_sorted_strict, sort_block
 from .codec import decompress
 from .proto import remote_read_pb2 as pb
 
 _TYPES = {"=": pb.LabelMatcher.EQ, "!=": pb.LabelMatcher.NEQ, "=~": pb.LabelMatcher.RE, "!~": pb.LabelMatcher.NRE}
 _TAG_SERIES, _TAG_LABEL, _TAG_SAMPLE = 0x0A, 0x0A, 0x12  # QueryResult.timeseries, .labels, .samples
+_TAG_HISTOGRAM = 0x22  # TimeSeries.histograms (field 4): the remote-write Histogram bytes, kept as they are
 
 
 @dataclass
 class PeerSeries:
-    """One query's answer: label sets, their ids, and their samples sorted by (sid, t)."""
+    """One query's answer: label sets, their ids, their samples and native histograms sorted by (sid, t)."""
 
     labels: list[Labels]
     ids: np.ndarray
     block: SampleBlock
+    hists: HistogramBlock
 
 
 def encode_request(queries: list[tuple[list[Matcher], int, int]], series_only: bool = False) -> bytes:
@@ -93,6 +97,7 @@ def _fields(raw: bytes, lo: int, hi: int, tag: int) -> list[tuple[int, int]]:
 def _query_result(raw: bytes, buf: np.ndarray, lo: int, hi: int) -> PeerSeries:
     labels: list[Labels] = []
     series_lo, samples_lo, series_hi = [], [], []  # per series: its start, its samples' start, its end
+    hist_of: list[list[bytes]] = []  # per series: its histograms
     for s_lo, s_hi in _fields(raw, lo, hi, _TAG_SERIES):
         i = s_lo
         while i < s_hi and raw[i] == _TAG_LABEL:  # the labels come first in what we write
@@ -100,17 +105,25 @@ def _query_result(raw: bytes, buf: np.ndarray, lo: int, hi: int) -> PeerSeries:
             i = j + n
         ts = pb.ReadTimeSeries.FromString(raw[s_lo:i])
         labels.append(tuple(sorted((lb.name, lb.value) for lb in ts.labels)))
+        blobs = []
+        while i < s_hi and raw[i] == _TAG_HISTOGRAM:  # then the histograms (read_codec.encode_query_result)
+            n, j = _varint(raw, i + 1)
+            blobs.append(raw[j:j + n])
+            i = j + n
+        hist_of.append(blobs)
         series_lo.append(s_lo)
         samples_lo.append(i)
         series_hi.append(s_hi)
     if not labels:
-        return PeerSeries([], np.empty(0, np.int64), SampleBlock.empty())
+        return PeerSeries([], np.empty(0, np.int64), SampleBlock.empty(), empty_histograms())
     counts, places = _uniform_records(buf, np.array(samples_lo, np.int64), np.array(series_hi, np.int64))
     others: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     for k in np.flatnonzero(counts < 0).tolist():  # not one record length: series by series
         got = _samples_fast(buf, samples_lo[k], series_hi[k])
         if got is None:  # not our layout: the generic decoder (one object per sample, but correct)
             labels[k], *got = samples_by_protobuf(raw[series_lo[k]:series_hi[k]])
+            # every field of a TimeSeries is length-delimited: its histograms wherever the writer put them
+            hist_of[k] = [raw[a:b] for a, b in _fields(raw, series_lo[k], series_hi[k], _TAG_HISTOGRAM)]
         others[k] = got
         counts[k] = len(got[0])
     offsets = np.cumsum(counts) - counts
@@ -120,7 +133,41 @@ def _query_result(raw: bytes, buf: np.ndarray, lo: int, hi: int) -> PeerSeries:
     for k, (ot, ov) in others.items():
         t[offsets[k]:offsets[k] + counts[k]], v[offsets[k]:offsets[k] + counts[k]] = ot, ov
     _, ids = series_keys_and_ids(labels)
-    return PeerSeries(labels, ids, _by_sid(ids, counts, offsets, t, v))
+    return PeerSeries(labels, ids, _by_sid(ids, counts, offsets, t, v), _histograms(ids, hist_of))
+
+
+def _histograms(ids: np.ndarray, hist_of: list[list[bytes]]) -> HistogramBlock:
+    """The series' histograms as one block sorted by (sid, t), one per (sid, t). The timestamp is read from
+    each Histogram message (field 15, int64 varint), the bytes kept as they came (bit-exact, as stored)."""
+    counts = np.array([len(b) for b in hist_of], np.int64)
+    if not counts.sum():
+        return empty_histograms()
+    blobs = [blob for b in hist_of for blob in b]
+    t = np.array([_histogram_timestamp(blob) for blob in blobs], np.int64)
+    return merge_histograms([HistogramBlock(np.repeat(ids, counts), t, pa.array(blobs, pa.binary()))])
+
+
+def _histogram_timestamp(blob: bytes) -> int:
+    """Field 15 (timestamp, varint) of a prompb.Histogram; the fields before it are skipped by wire type."""
+    i, end = 0, len(blob)
+    while i < end:
+        tag, i = _varint(blob, i)
+        wire = tag & 7
+        if tag >> 3 == 15 and wire == 0:
+            n, _ = _varint(blob, i)
+            return n - (1 << 64) if n >= 1 << 63 else n
+        if wire == 0:
+            _, i = _varint(blob, i)
+        elif wire == 1:
+            i += 8
+        elif wire == 2:
+            n, i = _varint(blob, i)
+            i += n
+        elif wire == 5:
+            i += 4
+        else:
+            raise ValueError(f"unexpected wire type {wire} in a histogram")
+    return 0  # proto3 leaves a zero timestamp out
 
 
 def _uniform_records(buf: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, list]:

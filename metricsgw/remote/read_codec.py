@@ -38,6 +38,8 @@ STREAMED_CONTENT_TYPE = "application/x-streamed-protobuf; proto=prometheus.Chunk
 # block that declares more than that before decompressing it.
 MAX_REQUEST_BYTES = 32 * 1024 * 1024
 
+HISTOGRAMS_FIELD = 4  # prompb.TimeSeries.histograms (repeated Histogram)
+
 _OPS = {pb.LabelMatcher.EQ: "=", pb.LabelMatcher.NEQ: "!=", pb.LabelMatcher.RE: "=~", pb.LabelMatcher.NRE: "!~"}
 
 
@@ -139,17 +141,29 @@ def sample_records(t: np.ndarray, v: np.ndarray) -> tuple[bytes, np.ndarray]:
     return grid[keep].tobytes(), offsets
 
 
-def encode_query_result(labels: list[Labels], block: SampleBlock, ids: np.ndarray) -> bytes:
+def encode_query_result(labels: list[Labels], block: SampleBlock, ids: np.ndarray, hists=None) -> bytes:
     """A ``QueryResult`` of the series ``ids`` (in that order, labels alike) with their samples
-    from ``block`` (sorted by (sid, t)); series without samples are left out, as Prometheus does."""
+    from ``block`` (sorted by (sid, t)); series without samples are left out, as Prometheus does.
+
+    ``hists`` (a HistogramBlock sorted by (sid, t), the stored remote-write ``Histogram`` bytes): each
+    series' native histograms as ``histograms`` fields (field 4 of prompb.TimeSeries in Prometheus 2.42's
+    types.proto), written right after its labels, where read_client_codec looks for them."""
     data, offsets = sample_records(block.t, block.v)
     lo = np.searchsorted(block.sid, ids, "left")
     hi = np.searchsorted(block.sid, ids, "right")
+    if hists is not None and len(hists):
+        h_lo = np.searchsorted(hists.sid, ids, "left").tolist()
+        h_hi = np.searchsorted(hists.sid, ids, "right").tolist()
+        blobs = hists.blob.to_pylist() if hasattr(hists.blob, "to_pylist") else list(hists.blob)
+    else:
+        h_lo = h_hi = [0] * len(ids)
+        blobs = []
     parts = []
-    for lbls, a, b in zip(labels, lo.tolist(), hi.tolist()):
-        if a == b:
+    for lbls, a, b, ha, hb in zip(labels, lo.tolist(), hi.tolist(), h_lo, h_hi):
+        if a == b and ha == hb:
             continue
-        parts.append(_len_field(1, _label_records(lbls) + data[offsets[a]:offsets[b]]))
+        histograms = b"".join(_len_field(HISTOGRAMS_FIELD, blob) for blob in blobs[ha:hb])
+        parts.append(_len_field(1, _label_records(lbls) + histograms + data[offsets[a]:offsets[b]]))
     return b"".join(parts)
 
 

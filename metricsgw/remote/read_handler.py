@@ -22,8 +22,9 @@ import numpy as np
 from aiohttp import web
 
 from ..api.running import guarded
+from ..api.sources import read_source
 from ..appkeys import CONFIG, READ_GATE, STORAGE
-from ..errors import BadData, GatewayError, LimitExceeded
+from ..errors import BadData, GatewayError, LimitExceeded, Unavailable
 from ..limits.context import QueryContext
 from ..limits.guard import QueryGuard
 from ..storage.batch import SeriesSet
@@ -60,8 +61,11 @@ async def handle_read(request: web.Request) -> web.StreamResponse:
     queries, response_type = read_codec.decode_request(body)
     source, headers = _source(request)
     head = isinstance(source, RecentView)
-    ctx = QueryContext.for_request(None, cfg.query_timeout, max_samples=cfg.query_max_samples,
-                                   max_series=cfg.query_max_series)
+    # A peer's metadata call (series only) has the metadata deadline, as it would have here.
+    metadata = head and all(q.series_only for q in queries)
+    ctx = QueryContext.for_request(None, cfg.query_metadata_timeout if metadata else cfg.query_timeout,
+                                   max_samples=cfg.query_max_samples, max_series=cfg.query_max_series)
+    series_limit = _series_limit(request) if head else None
     try:
         async with AsyncExitStack() as stack:
             gate = app[READ_GATE]
@@ -74,7 +78,7 @@ async def handle_read(request: web.Request) -> web.StreamResponse:
             run = await stack.enter_async_context(guarded(request, "remote_read", ctx, slot=not head))
             if response_type == read_codec.SAMPLES:
                 limit = cfg.storage_remote_read_sample_limit
-                results = [await run(lambda q=q: _sampled(source, q, ctx, limit)) for q in queries]
+                results = [await run(lambda q=q: _sampled(source, q, ctx, limit, series_limit)) for q in queries]
                 body = await run(lambda: read_codec.encode_samples_response(results))  # snappy off the loop
                 return web.Response(body=body, headers={
                     "Content-Type": read_codec.SAMPLES_CONTENT_TYPE, "Content-Encoding": "snappy", **headers})
@@ -85,15 +89,38 @@ async def handle_read(request: web.Request) -> web.StreamResponse:
 
 
 def _source(request: web.Request) -> tuple[object, dict[str, str]]:
-    """What the read answers from: the whole storage, or (scope=head) its uncommitted samples."""
+    """What the read answers from: the whole storage with the peers' recent samples (--cluster.peers: a query
+    process reads its gateway's shards so), or (scope=head) this process's uncommitted samples."""
     scope = request.rel_url.query.get("scope", "")
     storage = request.app[STORAGE]
     if scope == "":
-        return storage, {}
+        source, warnings = read_source(request, storage)
+        return _Complete(source, warnings), {}
     if scope != "head":
         raise BadData(f'invalid parameter "scope": {scope!r} (supported: head)')
     view = RecentView(storage)
     return view, {TABLE_VERSION_HEADER: str(view.table_version)}
+
+
+class _Complete:
+    """A read source that refuses to answer without a peer's recent samples: remote read has no warnings to
+    say an answer is partial, so a peer that cannot answer makes the read 503 (the client retries) rather
+    than a short answer that looks complete."""
+
+    def __init__(self, source, warnings: list[str]) -> None:
+        self.source, self.warnings = source, warnings
+
+    def select_series(self, *args, **kwargs) -> SeriesSet:
+        selected = self.source.select_series(*args, **kwargs)
+        if self.warnings:
+            raise Unavailable(self.warnings[0])
+        return selected
+
+    def estimate_samples(self, *args, **kwargs) -> int:
+        return self.source.estimate_samples(*args, **kwargs)
+
+    def read_samples(self, *args, **kwargs):
+        return self.source.read_samples(*args, **kwargs)
 
 
 # ---------------------------------------------------------------- selection
@@ -113,17 +140,31 @@ def _refuse_estimate(storage, ss: SeriesSet, q: ReadQuery, ctx: QueryContext) ->
         ctx.check_estimate(storage.estimate_samples(ss, q.start_ms, q.end_ms), "remote read")
 
 
-def _sampled(storage, q: ReadQuery, ctx: QueryContext, sample_limit: int) -> bytes:
+def _series_limit(request: web.Request) -> int | None:
+    """?scope=head&limit=N: at most N series per series-only query, the first in label order (what a peer's
+    metadata call keeps of them: --query.max-metadata-series or its request's limit, plus one)."""
+    text = request.rel_url.query.get("limit", "")
+    if not text:
+        return None
+    if not text.isdigit():
+        raise BadData(f'invalid parameter "limit": {text!r}')
+    return int(text) or None
+
+
+def _sampled(storage, q: ReadQuery, ctx: QueryContext, sample_limit: int, series_limit: int | None = None) -> bytes:
     ss = _select(storage, q, ctx)
     if q.series_only:
-        return read_codec.encode_series_only(ss.labels)
+        return read_codec.encode_series_only(ss.labels[:series_limit])
     _refuse_estimate(storage, ss, q, ctx)
     block = storage.read_samples(ss.ids, q.start_ms, q.end_ms, ctx)
     if sample_limit and len(block) > sample_limit:
         raise LimitExceeded(f"exceeded sample limit ({sample_limit}); "
                             "raise --storage.remote.read-sample-limit or narrow the query")
+    # ?scope=head carries the native histograms held in memory too (a querier reads the table's itself);
+    # a remote read of the whole storage answers float samples, as before.
+    hists = storage.read_histograms(ss.ids, q.start_ms, q.end_ms, ctx) if isinstance(storage, RecentView) else None
     ctx.check("remote read encoding")
-    return read_codec.encode_query_result(ss.labels, block, ss.ids)
+    return read_codec.encode_query_result(ss.labels, block, ss.ids, hists)
 
 
 # ---------------------------------------------------------------- streaming

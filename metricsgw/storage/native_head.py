@@ -67,7 +67,7 @@ def merge_exemplars(blocks: list[ExemplarBlock]) -> ExemplarBlock:
     return _merge(blocks, empty_exemplars)
 
 
-def _select(sid: np.ndarray, t: np.ndarray, ids_sorted: np.ndarray, start_ms: int, end_ms: int) -> np.ndarray:
+def rows_in(sid: np.ndarray, t: np.ndarray, ids_sorted: np.ndarray, start_ms: int, end_ms: int) -> np.ndarray:
     pos = np.minimum(np.searchsorted(ids_sorted, sid), max(len(ids_sorted) - 1, 0))
     hit = (ids_sorted[pos] == sid) if len(ids_sorted) else np.zeros(len(sid), bool)
     return np.flatnonzero(hit & (t >= start_ms) & (t <= end_ms))
@@ -110,11 +110,11 @@ class NativeHead:
 
     def histograms(self, ids_sorted: np.ndarray, start_ms: int, end_ms: int) -> HistogramBlock:
         h = self.merged()[0]
-        return take(h, _select(h.sid, h.t, ids_sorted, start_ms, end_ms))
+        return take(h, rows_in(h.sid, h.t, ids_sorted, start_ms, end_ms))
 
     def exemplars(self, ids_sorted: np.ndarray, start_ms: int, end_ms: int) -> ExemplarBlock:
         e = self.merged()[1]
-        return take(e, _select(e.sid, e.t, ids_sorted, start_ms, end_ms))
+        return take(e, rows_in(e.sid, e.t, ids_sorted, start_ms, end_ms))
 
     def holding(self, ids_sorted: np.ndarray) -> np.ndarray:
         h, e = self.merged()

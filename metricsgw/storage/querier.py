@@ -18,8 +18,8 @@ from ..model import METRIC_NAME, Matcher
 from .batch import SampleBlock, SeriesSet
 from .head import select_sorted
 from .merge import merge_blocks, merge_parts, sort_block
+from . import stats
 from .sample_cache import CACHED_SAMPLE_BYTES, CachedSamples, SampleCache
-from .stats import tsdb_status
 
 # Selective reads: only the wanted series (a join with the unique wanted sids, faster here
 # than the equivalent IN-subquery), metric names bound one per parameter so the Parquet scan
@@ -105,13 +105,20 @@ class StorageReader:
 
     # ------------------------------------------------------------------ series
     def select_series(self, matchers: list[Matcher], start_ms: int | None, end_ms: int | None,
-                      ctx: QueryContext | None = None, limit: int | None = None) -> SeriesSet:
+                      ctx: QueryContext | None = None, limit: int | None = None,
+                      among: np.ndarray | None = None) -> SeriesSet:
+        """``among`` (sorted sids): only these are selected, charged and given labels (a head read: the
+        series held in memory, out of a catalog that may hold many more)."""
         ids: list[np.ndarray] = []
         labels: list = []
         total = 0
         check = ctx.check if ctx else None
         cat = self.catalog
         for table, rows in cat.select(matchers, start_ms, end_ms, check):
+            if among is not None:
+                rows = rows[np.isin(cat.sids.a[table.gidx.view[rows]], among)]
+                if not len(rows):
+                    continue
             if limit is not None and total + len(rows) > limit:
                 rows = rows[: limit - total]
             if ctx is not None:
@@ -199,11 +206,15 @@ class StorageReader:
 
     def tsdb_status(self, limit: int) -> dict:
         """Prometheus's /api/v1/status/tsdb over every stored series."""
+        return stats.render([self.tsdb_counts()], limit)
+
+    def tsdb_counts(self) -> dict:
+        """The figures of tsdb_status, whole, for adding up with other processes' (stats.counts)."""
         cat = self.catalog
         known = len(cat)
         min_t = int(cat.first_ms.view.min()) if known else None
         max_t = int(cat.last_ms.view.max()) if known else None
-        return tsdb_status(cat, limit, min_t, max_t)
+        return stats.counts(cat, min_t, max_t)
 
     def metadata(self, metric: str | None = None, limit: int | None = None) -> dict[str, list[dict]]:
         out: dict[str, list[dict]] = {}
@@ -216,11 +227,13 @@ class StorageReader:
         return out
 
     # ------------------------------------------------------------------ samples
-    def recent_heads(self) -> tuple[list, int]:
-        """(the heads holding samples not yet committed, oldest first; the file set version they
-        are not in: the samples table version this writer has seen): taken together under the lock a flush commits under (storage/recent.py)."""
+    def recent_heads(self) -> tuple[list, list, int]:
+        """(the float heads holding samples not yet committed, oldest first; the native heads (histograms and
+        exemplars) likewise; the file set version they are not in: the samples table version this writer has
+        seen): taken together under the lock a flush commits under (storage/recent.py)."""
         with self._swap_lock:
-            return list(self.flushing) + [self.head], self.table.current.table_version
+            return (list(self.flushing) + [self.head], list(self.native_flushing) + [self.native_head],
+                    self.table.current.table_version)
 
     def read_samples(self, ids: np.ndarray, start_ms: int, end_ms: int, ctx: QueryContext) -> SampleBlock:
         """Samples of these series in [start_ms, end_ms], sorted by (sid, t), one per (sid, t).

@@ -1,8 +1,9 @@
 """The samples this process holds in memory and has not committed yet: what a peer asks for.
 
-``POST /api/v1/read?scope=head`` answers from a ``RecentView`` instead of the storage: the same read
-seam (select_series / estimate_samples / read_samples), over the head and the snapshots being
-flushed only. The view takes the heads and the file set version under the storage's swap lock, the
+``POST /api/v1/read?scope=head`` (and ``?scope=head`` of the exemplars API) answers from a ``RecentView``
+instead of the storage: the same read seam (select_series / estimate_samples / read_samples, read_histograms,
+read_exemplars), over the heads and the snapshots being flushed only: float samples, native histograms and
+exemplars. The view takes the heads and the file set version under the storage's swap lock, the
 lock a flush commits and drops its snapshot under, so every sample not in the heads it reads is in
 a committed version <= ``table_version``: a reader that reads the table at that version or newer
 after this view sees each sample at least once (and de-duplicates by (sid, t)).
@@ -16,18 +17,21 @@ from ..limits.context import QueryContext
 from ..model import Matcher
 from .batch import SampleBlock, SeriesSet
 from .merge import merge_parts
+from .native_head import merge_exemplars, merge_histograms
+from .native_store import EXEMPLAR_BYTES, HISTOGRAM_BYTES
 
 
 class RecentView:
     def __init__(self, storage) -> None:
         self._storage = storage
-        self.heads, self.table_version = storage.recent_heads()
+        self.heads, self.native_heads, self.table_version = storage.recent_heads()
 
     def select_series(self, matchers: list[Matcher], start_ms: int | None, end_ms: int | None,
                       ctx: QueryContext | None = None, limit: int | None = None) -> SeriesSet:
         """The series of the table selection that have samples in memory overlapping the window
-        (by their first and last sample there, as Prometheus's head selects by chunk time range)."""
-        ss = self._storage.select_series(matchers, start_ms, end_ms, ctx, limit)
+        (by their first and last sample there, as Prometheus's head selects by chunk time range), or
+        histograms or exemplars in memory in the window."""
+        ss = self._storage.select_series(matchers, start_ms, end_ms, ctx, limit, among=self._held_sids())
         if not len(ss):
             return ss
         lo = np.iinfo(np.int64).min if start_ms is None else start_ms
@@ -42,8 +46,22 @@ class RecentView:
                 first = np.where(has, b.t[np.minimum(a, len(b) - 1)], hi)
                 last = np.where(has, b.t[np.maximum(z - 1, 0)], lo)
                 held[order] |= has & (first <= hi) & (last >= lo)
+        ids_sorted = ss.ids[order]
+        for nat in self.native_heads:
+            if len(nat):
+                in_window = np.union1d(nat.histograms(ids_sorted, lo, hi).sid, nat.exemplars(ids_sorted, lo, hi).sid)
+                held[order] |= np.isin(ids_sorted, in_window)
         keep = np.flatnonzero(held)
         return SeriesSet(ss.ids[keep], [ss.labels[i] for i in keep.tolist()])
+
+    def _held_sids(self) -> np.ndarray:
+        """Every series with anything in memory (sorted): a head holds a few of the catalog's series."""
+        parts = [np.unique(b.sid) for head in self.heads for b in head.blocks()]
+        for nat in self.native_heads:
+            if len(nat):
+                h, e = nat.merged()
+                parts += [h.sid, e.sid]
+        return np.unique(np.concatenate(parts)) if parts else np.empty(0, np.int64)
 
     def estimate_samples(self, series: SeriesSet, start_ms: int, end_ms: int) -> int:
         return sum(len(b) for b in self._blocks(series.ids, start_ms, end_ms))
@@ -55,6 +73,19 @@ class RecentView:
             ctx.charge_samples(len(b), "head read")
         ctx.check("sample merge")
         return merge_parts(ids_sorted, parts, start_ms, end_ms)
+
+    def read_histograms(self, ids: np.ndarray, start_ms: int, end_ms: int, ctx: QueryContext):
+        return self._native("histograms", merge_histograms, HISTOGRAM_BYTES, ids, start_ms, end_ms, ctx)
+
+    def read_exemplars(self, ids: np.ndarray, start_ms: int, end_ms: int, ctx: QueryContext):
+        return self._native("exemplars", merge_exemplars, EXEMPLAR_BYTES, ids, start_ms, end_ms, ctx)
+
+    def _native(self, kind: str, merge, bytes_each: int, ids, start_ms: int, end_ms: int, ctx: QueryContext):
+        ids_sorted = np.unique(np.asarray(ids, np.int64))
+        parts = [getattr(h, kind)(ids_sorted, start_ms, end_ms) for h in self.native_heads]  # oldest first
+        for p in parts:
+            ctx.charge_samples(len(p), f"head read ({kind})", bytes_each)
+        return merge(parts)
 
     def _blocks(self, ids, start_ms: int, end_ms: int) -> list[SampleBlock]:
         ids_sorted = np.unique(np.asarray(ids, np.int64))

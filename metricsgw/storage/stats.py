@@ -19,12 +19,14 @@ def _top(counter: Counter, limit: int) -> list[dict]:
     return [{"name": k, "value": int(v)} for k, v in heapq.nlargest(limit, counter.items(), key=lambda kv: (kv[1], kv[0]))]
 
 
-def tsdb_status(catalog: Catalog, limit: int, min_t: int | None, max_t: int | None) -> dict:
+def counts(catalog: Catalog, min_t: int | None, max_t: int | None) -> dict:
+    """The figures of every series of the catalog, whole (not cut to the top N) so that the counts of
+    processes holding disjoint series add up (``render`` of several: a gateway's shards, procs/front.py).
+    JSON-able: this is what a shard answers ``/api/v1/status/tsdb?scope=head`` with."""
     series_by_metric: Counter = Counter()
     pairs: Counter = Counter()
     values_by_name: dict[str, set[str]] = {}
     memory: Counter = Counter()
-    num_pairs = 0
     for name, table in list(catalog.metrics.items()):
         n = len(table)
         if not n:
@@ -35,24 +37,41 @@ def tsdb_status(catalog: Catalog, limit: int, min_t: int | None, max_t: int | No
         values_by_name.setdefault(METRIC_NAME, set()).add(name)
         for label, col in table.columns.items():
             codes = col.codes.view[:n]
-            counts = np.bincount(codes, minlength=len(col.values))
+            counts_ = np.bincount(codes, minlength=len(col.values))
             seen = values_by_name.setdefault(label, set())
-            for code in np.flatnonzero(counts[1:]) + 1:
+            for code in np.flatnonzero(counts_[1:]) + 1:
                 value = col.values[code]
-                c = int(counts[code])
+                c = int(counts_[code])
                 pairs[f"{label}={value}"] += c
                 memory[label] += len(value) * c
                 seen.add(value)
-    for label, values in values_by_name.items():
-        num_pairs += len(values)
+    return {"numSeries": len(catalog), "minTime": min_t, "maxTime": max_t,
+            "seriesByMetric": dict(series_by_metric), "pairs": dict(pairs), "memory": dict(memory),
+            "valuesByName": {k: sorted(v) for k, v in values_by_name.items()}}
+
+
+def render(parts: list[dict], limit: int) -> dict:
+    """Prometheus's /api/v1/status/tsdb of the sum of ``counts`` parts (each its own series)."""
+    series_by_metric: Counter = Counter()
+    pairs: Counter = Counter()
+    memory: Counter = Counter()
+    values_by_name: dict[str, set[str]] = {}
+    for p in parts:
+        series_by_metric.update(p["seriesByMetric"])
+        pairs.update(p["pairs"])
+        memory.update(p["memory"])
+        for k, v in p["valuesByName"].items():
+            values_by_name.setdefault(k, set()).update(v)
+    mins = [p["minTime"] for p in parts if p["minTime"] is not None]
+    maxs = [p["maxTime"] for p in parts if p["maxTime"] is not None]
     value_counts = Counter({k: len(v) for k, v in values_by_name.items()})
     return {
         "headStats": {
-            "numSeries": len(catalog),
-            "numLabelPairs": num_pairs,
+            "numSeries": sum(p["numSeries"] for p in parts),
+            "numLabelPairs": sum(value_counts.values()),
             "chunkCount": 0,
-            "minTime": int(min_t) if min_t is not None else 0,
-            "maxTime": int(max_t) if max_t is not None else 0,
+            "minTime": int(min(mins)) if mins else 0,
+            "maxTime": int(max(maxs)) if maxs else 0,
         },
         "seriesCountByMetricName": _top(series_by_metric, limit),
         "labelValueCountByLabelName": _top(value_counts, limit),

@@ -46,3 +46,14 @@ def unix_get(sock_path: str, path: str, params: dict | None = None, timeout: flo
 def unix_api(sock_path: str, path: str, params: dict | None = None, timeout: float = 60.0) -> tuple[int, dict]:
     status, body = unix_get(sock_path, path, params, timeout)
     return status, json.loads(body)
+
+
+def unix_post(sock_path: str, path: str, body: bytes, headers: dict[str, str],
+              timeout: float = 60.0) -> tuple[int, dict, bytes]:
+    conn = _UnixConnection(sock_path, timeout)
+    try:
+        conn.request("POST", path, body=body, headers=headers)
+        resp = conn.getresponse()
+        return resp.status, dict(resp.headers), resp.read()
+    finally:
+        conn.close()

@@ -1,11 +1,15 @@
-"""`metricsgw serve` with default flags as a front and its children (metricsgw/procs/): a real Prometheus and
-an acknowledging load write through the front, a shard is killed with -9 and restarted, a client that hangs up
-stops its query in the child, /metrics and /-/ready speak for the whole gateway, SIGHUP and /-/reload reach
-every child, SIGTERM stops them in order."""
+"""`metricsgw serve` with default flags as a front and its children (metricsgw/procs/): on this machine's cores
+that is ingest shards and a query process (2 + 1 on 2 cores; tests name the counts they rely on). A real
+Prometheus and an acknowledging load write through the front, a shard is killed with -9 and restarted (answers
+meanwhile warn, none is wrong), every acknowledged sample is read once through the front whether flushed or
+in a shard's head, ?scope=head on the front joins the shards, a query held in the querier does not hold up
+writes, a client that hangs up stops its query in the querier, /metrics and /-/ready speak for the whole
+gateway, SIGHUP and /-/reload reach every child, SIGTERM stops them in order."""
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 import urllib.request
@@ -17,29 +21,49 @@ from bench.procs import http_get, start_metricsgw
 from tests.e2e.acked import AckedLoad, assert_exactly_once
 from tests.e2e.client import api, remote_write
 from tests.e2e.compare import diff
-from tests.e2e.procs_helpers import unix_api, unix_get, wait_for
+from tests.e2e.procs_helpers import unix_get, unix_post, wait_for
 from tests.e2e.prometheus import Exporter, start_scraping_prometheus
-from tests.guard.helpers import QueryHold, metric, send_and_hang_up
+from tests.guard.helpers import QueryHold, metric, own_metrics, send_and_hang_up
+from tests.remote.read_client import HEADERS, build_request, decode_samples, post
 from metricsgw.remote.codec import encode_v1, encode_v2
+from metricsgw.remote.read_handler import TABLE_VERSION_HEADER
+
+
+TWO_SHARDS = ["--ingest.shards=2", "--query.processes=1"]  # the 2-core default, on a machine of any size
+CHILDREN = {"shard-0", "shard-1", "querier-0"}
 
 
 def _base_ms() -> int:
     return (int(time.time()) - 3600) * 1000  # an hour back: inside retention, never in the future
 
 
+def _sockets(gw_dir) -> list[str]:
+    return [str(gw_dir / "data" / "run" / "gw0" / f"shard-{i}.sock") for i in range(2)]
+
+
+def _query(base_url: str, query: str) -> tuple[int, dict]:
+    return api(base_url, "/api/v1/query", {"query": query, "time": time.time()}, timeout=120)
+
+
 def test_kill_9_of_a_shard_loses_nothing_acknowledged_and_prometheus_catches_up(tmp_path):
-    gw = start_metricsgw(tmp_path / "gw")
+    # The stopped shard below is given up after --cluster.peer-timeout (10s): generous for a busy machine.
+    gw = start_metricsgw(tmp_path / "gw", extra=TWO_SHARDS)
     exporter = Exporter(nodes=1)
     prom = None
     load = AckedLoad(gw.base_url, _base_ms(), writers=2, series=40)
     try:
         gw.wait_ready()
-        assert set(children(gw.pid)) == {"shard-0"}
+        assert set(children(gw.pid)) == CHILDREN
         prom = start_scraping_prometheus(tmp_path / "prom", exporter.address, gw.write_url)
         prom.wait_ready()
         load.start()
         load.wait(lambda: len(load.acked) >= 40 * 20, "acknowledged writes before the kill")
         victim = children(gw.pid)["shard-0"]
+        # Stopped first, so the answers "meanwhile" are certain to meet it down (a restart can be quicker than
+        # any query); kill -9 works on a stopped process as on a running one.
+        victim.suspend()
+        status, body = _query(gw.base_url, "count(count_over_time(acked_test[2h]))")
+        assert status == 200 and "shard-0" in " ".join(body.get("warnings", [])), body
         victim.send_signal(signal.SIGKILL)
         restarted = wait_for(lambda: (c := children(gw.pid).get("shard-0")) and c.pid != victim.pid and c,
                              "the front restarting shard-0")
@@ -48,6 +72,8 @@ def test_kill_9_of_a_shard_loses_nothing_acknowledged_and_prometheus_catches_up(
         load.wait(lambda: len(load.acked) >= acked_before + 40 * 20, "acknowledged writes after the restart")
         load.stop()
         assert restarted.is_running()
+        wait_for(lambda: not _query(gw.base_url, "count(acked_test)")[1].get("warnings"),
+                 "answers complete again (no warning) after the restart", timeout_s=120)
         assert assert_exactly_once(gw.base_url, load) >= 40 * 40
         assert metric(gw.base_url, "metricsgw_front_child_restarts_total", process="front", child="shard-0") == 1
         assert f"shard-0 (pid {victim.pid}) killed by SIGKILL; restarting it in" in gw.log_tail(100_000)
@@ -66,81 +92,158 @@ def test_kill_9_of_a_shard_loses_nothing_acknowledged_and_prometheus_catches_up(
         gw.stop()
 
 
-def test_a_client_that_hangs_up_cancels_its_query_in_the_child(tmp_path):
+def test_a_query_held_in_the_querier_holds_up_no_write_and_one_whose_client_hangs_up_is_cancelled(tmp_path):
     hold = QueryHold(tmp_path / "hold")
-    gw = start_metricsgw(tmp_path / "gw", env=hold.env)
+    gw = start_metricsgw(tmp_path / "gw", env=hold.env, extra=TWO_SHARDS)
+    acked = []
+
+    def writes_while_held() -> None:
+        hold.wait(lambda: hold.reached() == 1, "the query held in the querier")
+        for i in range(20):  # every shard takes its part while the querier evaluates (holds) the query
+            status, text, _ = remote_write(gw.base_url, encode_v1(
+                [([("__name__", "during_hold"), ("s", str(s))], [(_base_ms() + i * 1000, 1.0)]) for s in range(10)]))
+            assert status == 204, text
+            acked.append(i)
+        assert hold.reached() == 1 and hold.endings() == []  # still held: the writes did not wait for it
+
     try:
         gw.wait_ready()
         hold.engage()
         send_and_hang_up(gw.base_url, "/api/v1/query", {"query": "vector(1)" + QueryHold.HELD},
-                         wait=lambda: hold.wait(lambda: hold.reached() == 1, "the query held in the child"))
-        hold.wait(lambda: hold.endings() == ["canceled"], "the child cancelling the query")
+                         wait=writes_while_held)
+        hold.wait(lambda: hold.endings() == ["canceled"], "the querier cancelling the query")
+        assert len(acked) == 20
+        for shard in ("shard-0", "shard-1"):  # both shards took writes (10 series, split by hash)
+            assert metric(gw.base_url, "metricsgw_ingested_samples_total", process=shard) > 0
         hold.release()
         status, body = api(gw.base_url, "/api/v1/query", {"query": "vector(1)" + QueryHold.HELD})
-        assert status == 200, body  # the child goes on serving
+        assert status == 200, body  # the querier goes on serving
+        status, body = _query(gw.base_url, "count_over_time(during_hold[2h])")
+        assert status == 200 and sorted(float(r["value"][1]) for r in body["data"]["result"]) == [20.0] * 10, body
+        answered = {labels["child"] for labels in _front_proxied(gw.base_url)}
+        assert answered == {"querier-0"}, answered  # every query went to the querier, none to a shard
     finally:
         hold.release()
         gw.stop()
 
 
 def test_ready_names_the_child_that_is_not_and_metrics_cover_every_process(tmp_path):
-    gw = start_metricsgw(tmp_path / "gw")
+    gw = start_metricsgw(tmp_path / "gw", extra=TWO_SHARDS)
     try:
         gw.wait_ready()
         status, _, _ = remote_write(gw.base_url, encode_v1([([("__name__", "m"), ("i", str(i))],
                                                               [(_base_ms(), 1.0)]) for i in range(30)]))
         assert status == 204
-        assert metric(gw.base_url, "metricsgw_ingested_samples_total", process="shard-0") == 30
+        per_shard = [metric(gw.base_url, "metricsgw_ingested_samples_total", process=f"shard-{i}") for i in (0, 1)]
+        assert sum(per_shard) == 30 and min(per_shard) > 0, per_shard
+        assert metric(gw.base_url, "metricsgw_ingested_samples_total", process="querier-0") == 0
         # The query reaches the child byte for byte (a proxy that re-encodes the URL turned "0\nor" into "0or").
         for method in ("GET", "POST"):
             status, body = api(gw.base_url, "/api/v1/query", {"query": "vector(1) > 0\nor vector(2) + 1", "time": 10},
                                method=method)
             assert status == 200 and body["data"]["result"][0]["value"] == [10, "1"], body
         assert metric(gw.base_url, "metricsgw_front_write_requests_total", process="front", code="204") == 1
-        shard = children(gw.pid)["shard-0"]
-        shard.suspend()  # alive but not answering: the front must not call it ready
-        try:
-            status, body = http_get(gw.base_url + "/-/ready", timeout=30)
-            assert status == 503 and b"shard-0" in body, body
-        finally:
-            shard.resume()
+        # query processes below ingest (--query.processes-niceness, 10 by default); shards as the front
+        base = psutil.Process(gw.pid).nice()
+        assert {n: p.nice() for n, p in children(gw.pid).items()} == {
+            "shard-0": base, "shard-1": base, "querier-0": min(19, base + 10)}
+        for name in ("shard-1", "querier-0"):
+            child = children(gw.pid)[name]
+            child.suspend()  # alive but not answering: the front must not call it ready
+            try:
+                status, body = http_get(gw.base_url + "/-/ready", timeout=30)
+                assert status == 503 and name.encode() in body, body
+            finally:
+                child.resume()
         wait_for(lambda: http_get(gw.base_url + "/-/ready")[0] == 200, "ready again")
     finally:
         gw.stop()
 
 
-def test_two_shards_hold_every_acknowledged_sample_once_between_them(tmp_path):
-    gw = start_metricsgw(tmp_path / "gw", extra=["--ingest.shards=2"])
+def test_two_gateways_on_one_storage_path_have_their_own_children(tmp_path):
+    """Gateways sharing one --storage.path on one machine (the three-gateway setup, README) each reach their own
+    shards and queriers: sockets in run/<writer id>/. With one run/ for all, the second gateway's children
+    bound the first's socket paths (new connections of the first front reached the other gateway's children),
+    and stopping the second unlinked the first's sockets."""
+    shared = tmp_path / "shared"
+    gws = {}
+    try:
+        for w in ("gwa", "gwb"):  # one after the other: the second starts while the first serves
+            gws[w] = start_metricsgw(tmp_path / w, extra=[f"--storage.path={shared}", f"--storage.writer-id={w}"])
+            gws[w].wait_ready()
+            for name in ("shard-0", "querier-0"):  # its own children bound their sockets (ready alone could be
+                # answered by another gateway's children on the same path)
+                wait_for(lambda: f"{name} listening on" in gws[w].log_tail(100_000), f"{w}'s {name} listening")
+        dirs = {w: re.search(r"sockets in (\S+)", gw.log_tail(100_000)).group(1) for w, gw in gws.items()}
+        assert dirs == {w: str(shared / "run" / w) for w in gws}
+        gws.pop("gwb").stop()  # its children unlink their sockets: none of them is gwa's
+        for name in ("shard-0", "querier-0"):
+            assert unix_get(os.path.join(dirs["gwa"], f"{name}.sock"), "/-/ready")[0] == 200, name
+        series = [([("__name__", "m"), ("i", str(i))], [(_base_ms(), 1.0)]) for i in range(30)]
+        assert remote_write(gws["gwa"].base_url, encode_v1(series))[0] == 204
+        assert metric(gws["gwa"].base_url, "metricsgw_ingested_samples_total") == 30
+        status, body = _query(gws["gwa"].base_url, "count(last_over_time(m[2h]))")
+        assert status == 200 and body["data"]["result"][0]["value"][1] == "30", body
+    finally:
+        for gw in gws.values():
+            gw.stop()
+
+
+def test_every_acknowledged_sample_once_through_the_front_flushed_or_in_the_shards_heads(tmp_path):
+    gw_dir = tmp_path / "gw"
+    gw = start_metricsgw(gw_dir, extra=TWO_SHARDS)
     load = AckedLoad(gw.base_url, _base_ms(), writers=2, series=60)
     try:
-        wait_for(lambda: set(children(gw.pid)) == {"shard-0", "shard-1"}, "both shards")
-        sockets = [str(tmp_path / "gw" / "data" / "run" / f"shard-{i}.sock") for i in range(2)]
-        wait_for(lambda: all(os.path.exists(s) and unix_get(s, "/-/ready")[0] == 200 for s in sockets),
-                 "both shards ready")
+        gw.wait_ready()
         load.start()
-        load.wait(lambda: len(load.acked) >= 60 * 30, "acknowledged writes")
+        load.wait(lambda: len(load.acked) >= 60 * 20, "acknowledged writes (first run)")
+        load.stop()
+    finally:
+        load.stop()
+        assert gw.stop() == 0, gw.log_tail()  # each shard flushes its head into the table on the way out
+    flushed = len(load.acked)
+    writers = {p.name.removeprefix("part-").rsplit("-", 1)[0]
+               for p in (gw_dir / "data" / "table" / "samples").rglob("*.parquet")}
+    assert writers == {"gw0-s0", "gw0-s1"}  # the first run is in the table, from both shards
+    # The second run keeps everything new in the shards' heads (no flush for an hour).
+    gw = start_metricsgw(gw_dir, extra=[*TWO_SHARDS, "--storage.flush-interval=1h"])
+    try:
+        gw.wait_ready()
+        load.start(gw.base_url)
+        load.wait(lambda: len(load.acked) >= flushed + 60 * 20, "acknowledged writes (second run)")
         load.stop()
         assert set(load.statuses) == {204}
-        assert assert_exactly_once(sockets, load, ask=unix_api) >= 60 * 30
-        per_shard = [int(unix_api(s, "/api/v1/query", {"query": "count(count_over_time(acked_test[2h]))",
-                                                       "time": time.time()})[1]["data"]["result"][0]["value"][1])
-                     for s in sockets]
-        assert sum(per_shard) == 60 and min(per_shard) > 0, per_shard  # split by series, not copied
-        assert http_get(gw.base_url + "/-/ready")[0] == 503  # no query process can read both (docs/cluster.md)
-        # Remote-Write 2.0 is split too, and its written count is the sum of the shards' exact counts; a series
-        # one shard refuses makes the answer 400 with that shard's reason, the rest stored.
-        t_ms = _base_ms() + 3_000_000
-        series = [([("__name__", "rw2_test"), ("s", str(s))], [(t_ms, 1.0), (t_ms + 1000, 2.0)]) for s in range(40)]
-        status, text, headers = remote_write(gw.base_url, encode_v2(series), version=2)
-        assert status == 204 and headers["X-Prometheus-Remote-Write-Samples-Written"] == "80", (status, text)
-        bad = series[:10] + [([("__name__", "rw2_test"), ("bad-name", "x")], [(t_ms, 1.0)])]
-        status, text, headers = remote_write(gw.base_url, encode_v2(bad), version=2)
-        assert status == 400 and "shard-" in text and "bad-name" in text, text
-        assert headers["X-Prometheus-Remote-Write-Samples-Written"] == "20", headers
-        per_shard = [int(unix_api(s, "/api/v1/query", {"query": "count(count_over_time(rw2_test[2h]))",
-                                                       "time": t_ms / 1000 + 60})[1]["data"]["result"][0]["value"][1])
-                     for s in sockets]
-        assert sum(per_shard) == 40 and min(per_shard) > 0, per_shard
+        assert assert_exactly_once(gw.base_url, load) == len(load.acked)  # table and both heads, once each
+        status, body = _query(gw.base_url, "count(count_over_time(acked_test[2h]))")
+        assert status == 200 and body["data"]["result"][0]["value"][1] == "60" and "warnings" not in body, body
+        request = build_request([{"matchers": [("__name__", "=", "acked_test")], "start": 0, "end": 2**62}])
+        # Remote read (Prometheus's remote_read) through the front: the querier's table and the shards' heads.
+        status, _, raw = post(gw.base_url + "/api/v1/read", request)
+        assert status == 200, raw
+        read = decode_samples(raw)[0]
+        assert len(read) == 60 and sum(len(v) for v in read.values()) == len(load.acked)
+        # ?scope=head on the front (what a gateway on another machine asks) is both shards' heads together.
+        per_shard = []
+        for sock in _sockets(gw_dir):
+            status, headers, raw = unix_post(sock, "/api/v1/read?scope=head", request, HEADERS)
+            assert status == 200, raw
+            per_shard.append((int(headers[TABLE_VERSION_HEADER]), decode_samples(raw)[0]))
+        status, headers, raw = post(gw.base_url + "/api/v1/read?scope=head", request)
+        assert status == 200, raw
+        joined = decode_samples(raw)[0]
+        assert all(series for _, series in per_shard)  # split by series: each shard holds some
+        assert joined == {**per_shard[0][1], **per_shard[1][1]} and len(joined) == 60
+        assert sum(len(v) for v in joined.values()) == len(load.acked) - flushed  # the heads: the second run
+        assert int(headers[TABLE_VERSION_HEADER]) == max(v for v, _ in per_shard)
+        shard = children(gw.pid)["shard-1"]
+        shard.suspend()  # alive, not answering: the front says 503 naming it, never a partial "complete" answer
+        try:
+            status, _, raw = post(gw.base_url + "/api/v1/read?scope=head", request)
+            assert status == 503 and b"shard-1" in raw, (status, raw)
+        finally:
+            shard.resume()
+        status, _, raw = post(gw.base_url + "/api/v1/read?scope=tail", request)
+        assert status == 400 and b"scope" in raw, raw  # the querier refuses it as a single process does
     finally:
         load.stop()
         gw.stop()
@@ -149,7 +252,7 @@ def test_two_shards_hold_every_acknowledged_sample_once_between_them(tmp_path):
 def test_reload_and_sighup_reach_the_children_and_sigterm_stops_them_in_order(tmp_path):
     rules = tmp_path / "drop.yml"
     rules.write_text("[]\n")
-    gw = start_metricsgw(tmp_path / "gw", extra=[f"--rules.file={rules}", "--web.enable-lifecycle"])
+    gw = start_metricsgw(tmp_path / "gw", extra=[*TWO_SHARDS, f"--rules.file={rules}", "--web.enable-lifecycle"])
     try:
         gw.wait_ready()
 
@@ -157,7 +260,7 @@ def test_reload_and_sighup_reach_the_children_and_sigterm_stops_them_in_order(tm
             assert remote_write(gw.base_url, encode_v1([([("__name__", name)], [(t_ms, 1.0)])]))[0] == 204
 
         def dropped() -> float:
-            return metric(gw.base_url, "metricsgw_discarded_samples_total", process="shard-0", reason="relabel_drop")
+            return metric(gw.base_url, "metricsgw_discarded_samples_total", reason="relabel_drop")  # all shards
 
         write("dropme", _base_ms())
         assert dropped() == 0
@@ -177,9 +280,14 @@ def test_reload_and_sighup_reach_the_children_and_sigterm_stops_them_in_order(tm
     assert code == 0, gw.log_tail()
     assert all(not k.is_running() for k in kids)
     log = gw.log_tail(20000)
-    assert "proc=shard-0" in log and "stopped" in log
+    assert "proc=shard-0" in log and "proc=shard-1" in log and "proc=querier-0" in log and "stopped" in log
     # The shard flushed on the way out: its samples are in the table's Parquet files.
     assert any((tmp_path / "gw" / "data" / "table" / "samples").rglob("*.parquet"))
+
+
+def _front_proxied(base_url: str) -> list[dict]:
+    return [dict(labels) for (name, labels), _ in own_metrics(base_url).items()
+            if name == "metricsgw_front_proxied_requests_total"]
 
 
 def _kept(base_url: str) -> bool:
@@ -189,12 +297,11 @@ def _kept(base_url: str) -> bool:
 
 
 def test_children_die_with_the_front_even_when_it_is_killed(tmp_path):
-    gw = start_metricsgw(tmp_path / "gw", extra=["--ingest.shards=2"])
+    gw = start_metricsgw(tmp_path / "gw", extra=TWO_SHARDS)
     kids = []
     try:
-        kids = wait_for(lambda: len(c := children(gw.pid)) == 2 and list(c.values()), "both shards")
-        sockets = [str(tmp_path / "gw" / "data" / "run" / f"shard-{i}.sock") for i in range(2)]
-        wait_for(lambda: all(unix_get(s, "/-/ready")[0] == 200 for s in sockets), "both shards serving")
+        kids = wait_for(lambda: set(c := children(gw.pid)) == CHILDREN and list(c.values()), "every child")
+        gw.wait_ready()
         os.kill(gw.pid, signal.SIGKILL)  # only the front: no chance to stop its children itself
         gw.proc.wait()
         gone, alive = psutil.wait_procs(kids, timeout=30)
@@ -203,3 +310,24 @@ def test_children_die_with_the_front_even_when_it_is_killed(tmp_path):
         assert not alive, f"children outlived the front: {alive}"
     finally:
         gw.kill()
+
+
+def test_a_changed_layout_after_kill_9_replays_the_old_writers_wals_first(tmp_path):
+    """Acknowledged samples in the WAL of a writer the new layout does not have (one process -> 2 shards ->
+    1 shard, each run ended by kill -9) are flushed into the table at start, then read once through the front."""
+    gw_dir = tmp_path / "gw"
+    load = AckedLoad("", _base_ms(), writers=2, series=30)
+    for extra in (["--server.single-process"], TWO_SHARDS, ["--ingest.shards=1"]):
+        gw = start_metricsgw(gw_dir, extra=[*extra, "--storage.flush-interval=1h"])
+        try:
+            gw.wait_ready()
+            acked_before = len(load.acked)
+            load.start(gw.base_url)
+            load.wait(lambda: len(load.acked) >= acked_before + 30 * 10, f"acknowledged writes with {extra}")
+            load.stop()
+            assert set(load.statuses) == {204}
+            assert assert_exactly_once(gw.base_url, load) == len(load.acked)
+        finally:
+            load.stop()
+            gw.kill()  # every process at once: what is acknowledged is in the WALs only
+    assert "flushing it into the table first" in gw.log_tail(100_000)

@@ -37,4 +37,6 @@ def test_an_aggregation_of_one_metric_is_answered_within_it(server, loaded):
                                 _range(loaded, "rate(node_cpu_seconds_total[5m])"), method="POST")
     assert status == 422 and "--query.max-memory-per-query" in body["error"], body
     assert metric(server.base_url, "metricsgw_query_memory_bytes") == 0
-    assert metric(server.base_url, "metricsgw_query_memory_limit_bytes") == 320 << 20  # 512 MiB - 1/4 - 1/8
+    # 512 MiB - 1/4 - 1/8, in the process that answers queries (the one query process: a shard has its own
+    # pool for the head reads it answers)
+    assert metric(server.base_url, "metricsgw_query_memory_limit_bytes", process="querier-0") == 320 << 20

@@ -88,7 +88,7 @@ def test_budgets_per_gateway_are_split_and_the_front_keeps_authentication():
     assert (shard.ingest_max_series, shard.ingest_max_series_per_metric) == (334, 33)
     assert shard.storage_path == cfg.storage_path and shard.storage_writer_id == "gw0-s1"  # one table, own writer
     assert shard.query_max_memory == cfg.query_max_memory
-    alone = child_config(cfg, Child("shard", 0, "s"), Layout(shards=1, queriers=0, run_dir="/run/x"))
+    alone = child_config(cfg, Child("shard", 0, "s"), Layout(shards=1, queriers=1, run_dir="/run/x"))
     assert alone.storage_writer_id == "gw0"  # one shard is the one-process gateway's writer: same WAL, same series
     querier = child_config(cfg, Child("querier", 0, "/run/x/querier-0.sock"), layout)
     assert (querier.query_max_memory, querier.query_max_concurrency, querier.query_max_queue) == (
@@ -99,10 +99,25 @@ def test_budgets_per_gateway_are_split_and_the_front_keeps_authentication():
     assert child_config(load({}), Child("shard", 0, "s"), layout).ingest_max_series == 0  # no limit stays none
 
 
-def test_until_the_table_lands_the_default_is_one_shard_that_answers_queries(tmp_path):
-    layout = resolve(load({"storage.path": str(tmp_path)}), cpus=8)
-    assert (layout.shards, layout.queriers) == (1, 0)
-    assert [c.name for c in layout.query_targets] == ["shard-0"]
-    two = resolve(load({"storage.path": str(tmp_path), "ingest.shards": "2"}), cpus=8)
-    assert two.query_targets == []  # no process can read both shards' data yet: queries answer 503
-    assert oct((tmp_path / "run").stat().st_mode & 0o777) == "0o700"
+def test_the_default_is_a_shard_per_2_cores_and_a_query_process_per_4_at_least_one_of_each(tmp_path):
+    for cpus, counts in ((1, (1, 1)), (2, (1, 1)), (3, (1, 1)), (4, (2, 1)), (8, (4, 2)), (16, (8, 4))):
+        layout = resolve(load({"storage.path": str(tmp_path)}), cpus=cpus)
+        assert (layout.shards, layout.queriers) == counts, cpus
+        assert [c.name for c in layout.query_targets] == [f"querier-{j}" for j in range(counts[1])]  # never a shard
+    asked = resolve(load({"storage.path": str(tmp_path), "ingest.shards": "3", "query.processes": "2"}), cpus=2)
+    assert (asked.shards, asked.queriers) == (3, 2)
+    assert asked.run_dir == str(tmp_path / "run" / "gw0")  # its writer id's: gateways may share the path
+    assert {oct((tmp_path / d).stat().st_mode & 0o777) for d in ("run", "run/gw0")} == {"0o700"}
+
+
+def test_a_querier_follows_every_writer_and_reads_the_shards_and_other_gateways_as_peers():
+    cfg = load({"cluster.peers": ["http://gw2:9201"], "storage.writer-id": "gwA"})
+    layout = Layout(shards=2, queriers=2, run_dir="/run/x")
+    querier = child_config(cfg, Child("querier", 1, "/run/x/querier-1.sock"), layout)
+    assert querier.query_processes_niceness == 10  # the child lowers its own priority by it (procs/child.py)
+    assert querier.storage_writer_id == "gwA-q1"
+    assert querier.cluster_peers == ["unix:/run/x/shard-0.sock", "unix:/run/x/shard-1.sock", "http://gw2:9201"]
+    assert querier.storage_follow_others
+    shard = child_config(cfg, Child("shard", 0, "/run/x/shard-0.sock"), layout)
+    assert shard.cluster_peers == [] and not shard.storage_follow_others  # its own series only
+    assert load({}).storage_follow_others  # a one-process gateway reads every writer

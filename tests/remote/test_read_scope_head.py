@@ -84,6 +84,21 @@ def test_head_scope_series_only_lists_series_with_samples_in_memory_in_the_windo
     assert [set(decode_samples(body)[0]) for _, _, body in results] == [{BOTH}, set(), {FLUSHED, BOTH}]
 
 
+def test_head_scope_limit_keeps_the_first_series_in_label_order_and_charges_only_series_in_memory(tmp_path):
+    """A peer's metadata call asks for at most --query.max-metadata-series (+1) series; the head read answers
+    the first in label order. The flushed series it does not hold count against no budget (a shard's catalog
+    may hold far more series than its head)."""
+    def series_only(path_limit: str):
+        body = build_request([{"matchers": [("__name__", "=~", "s.*")], **WINDOW,
+                               "hints": {"func": "series", "start_ms": WINDOW["start"], "end_ms": WINDOW["end"]}}])
+        return f"/api/v1/read?scope=head{path_limit}", body
+
+    results, _ = asyncio.run(_reads(tmp_path, [series_only(""), series_only("&limit=1"), series_only("&limit=x")]))
+    (s1, _, every), (s2, _, one), (s3, _, bad) = results
+    assert (s1, s2, s3) == (200, 200, 400)
+    assert set(decode_samples(every)[0]) == {BOTH} and set(decode_samples(one)[0]) == {BOTH}
+
+
 def test_unknown_scope_is_bad_data(tmp_path):
     results, _ = asyncio.run(_reads(tmp_path, [("/api/v1/read?scope=table", build_request([{
         "matchers": [("__name__", "=", "sh")], **WINDOW}]))]))
