@@ -104,12 +104,30 @@ class IngestPipeline:
         self.max_cache_entries = max_cache_entries
         self._cache: dict[Any, Any] = {}
         self._fresh_keys: dict[int, bytes] = {}
+        self._unconfirmed: dict[int, Any] = {}  # sid -> cache key, of new series in batches not yet appended
         self._pair_pool: dict[tuple[str, str], tuple[str, str]] = {}  # shared label pairs (bulk.py)
         self._generation = rules_holder.generation if rules_holder is not None else None
         self._series_epoch = getattr(storage, "series_epoch", 0)
 
     def clear_cache(self) -> None:
         self._cache.clear()
+        self._unconfirmed.clear()
+
+    def confirm(self, batch: AppendBatch) -> None:
+        """Call once ``storage.append(batch)`` returned: the batch's new series are stored now, so their
+        cache entries become confirmed ids and the series' next write takes the vectorised path at once
+        (otherwise it re-checked limits and storage once more, series by series). A batch whose append
+        failed is never confirmed: its series are checked again when they come back."""
+        if not batch.new_series:
+            return
+        pop, cache, has_series = self._unconfirmed.pop, self._cache, self.storage.has_series
+        for sid, _ in batch.new_series:
+            key = pop(sid, None)
+            if key is None or not has_series(sid):
+                continue
+            entry = cache.get(key)
+            if type(entry) is _Admit and entry.sid == sid:  # not replaced meanwhile (rules reloaded, cache reset)
+                cache[key] = sid
 
     @property
     def cache_size(self) -> int:
@@ -149,10 +167,12 @@ class IngestPipeline:
 
     def _maybe_reset(self) -> None:
         if self.rules_holder is not None and self.rules_holder.generation != self._generation:
-            self._cache.clear()
+            self.clear_cache()
             self._generation = self.rules_holder.generation
         if len(self._cache) > self.max_cache_entries:
             self._cache.clear()
+        if len(self._unconfirmed) > self.max_cache_entries:  # appends that failed leave theirs behind
+            self._unconfirmed.clear()
         epoch = getattr(self.storage, "series_epoch", 0)
         if epoch != self._series_epoch:
             self._forget(self.storage.dropped_since(self._series_epoch))
@@ -272,6 +292,7 @@ class IngestPipeline:
             if fresh:
                 new_sids.add(entry.sid)
                 new_series.append((entry.sid, entry.labels))
+                self._unconfirmed[entry.sid] = keys[i]
             elif entry.sid not in new_sids:
                 cache[keys[i]] = entry.sid  # storage has it: confirmed, skip all checks from now on
         if not keep.all():  # rejections in request order, as the sender sent the series

@@ -58,9 +58,64 @@ def scan_series(blobs: list[bytes]) -> ScannedSeries | None:
     lengths = np.fromiter(map(len, blobs), np.int64, n)
     ends = np.cumsum(lengths)
     starts = ends - lengths
-    flat = b"".join(blobs)
-    buf = np.frombuffer(flat + _PAD, np.uint8)
+    flat = b"".join([*blobs, _PAD])  # the padding lets every field read a few bytes past its end
+    buf = np.frombuffer(flat, np.uint8)
+    scanned = _labels_then_one_sample(flat, buf, starts, ends)
+    return scanned if scanned is not None else _scan_fields(flat, buf, starts, ends, lengths)
 
+
+def _labels_then_one_sample(flat: bytes, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> ScannedSeries | None:
+    """The shape of a scrape's write (Prometheus sends each series with the one sample it scraped):
+    every series is its labels, then exactly one sample running to the end of the series. The walk
+    reads label fields only and a series leaves it at its first other field, so nothing per field is
+    kept and no fields are sorted afterwards; about half the work of ``_scan_fields``, with the same
+    result. None for any other shape (``_scan_fields`` then takes the request)."""
+    n = len(starts)
+    pos = starts.copy()
+    n_labels = np.zeros(n, np.int64)
+    active = np.flatnonzero(pos < ends)
+    step = 0
+    while len(active):
+        if step >= MAX_STEPS or (step >= 16 and len(active) < 50):
+            return None
+        p = pos[active]
+        is_label = buf[p] == TAG_LABEL
+        if not is_label.all():
+            active, p = active[is_label], p[is_label]
+            if not len(active):
+                break
+        plen = buf[p + 1]
+        if (plen & 0x80).any():  # a label over 127 bytes: its length takes more than one byte
+            decoded = varints(buf, p + 1, 5)
+            if decoded is None:
+                return None
+            nxt = p + 1 + decoded[1] + decoded[0].astype(np.int64)
+        else:
+            nxt = p + 2 + plen
+        end = ends[active]
+        if (nxt > end).any():
+            return None
+        pos[active] = nxt
+        n_labels[active] += 1
+        active = active[nxt < end]
+        step += 1
+    # What follows the labels: one sample field, [0x12][length < 128][Sample], ending the series.
+    tag, length = buf[pos], buf[pos + 1].astype(np.int64)
+    if not ((tag == TAG_SAMPLE) & (length < 0x80) & (pos + 2 + length == ends)).all():
+        return None
+    decoded = _samples(buf, pos + 2, length)
+    if decoded is None:
+        return None
+    t, v = decoded
+    keys = [flat[a:b] for a, b in zip(starts.tolist(), pos.tolist())]
+    return ScannedSeries(keys=keys, counts=np.ones(n, np.int64), t=t, v=v, exemplars=0, histograms=0,
+                         label_counts=n_labels)
+
+
+def _scan_fields(flat: bytes, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray,
+                 lengths: np.ndarray) -> ScannedSeries | None:
+    """Any mix of labels (leading), samples, exemplars and histograms per series."""
+    n = len(starts)
     pos = starts.copy()
     active = np.nonzero(lengths > 0)[0]
     rec_series, rec_tag, rec_start, rec_len, rec_step = [], [], [], [], []
@@ -155,7 +210,9 @@ def _samples(buf: np.ndarray, start: np.ndarray, length: np.ndarray) -> tuple[np
         want = end[has_t] - at  # the varint must fill the rest of the message exactly
         if (want < 1).any() or (want > 10).any():
             return None
-        decoded = varints(buf, at, 10)
+        width = int(want[0])
+        # Timestamps of one scrape share their width: read just that many bytes of each.
+        decoded = varints(buf, at, width if (want == width).all() else 10)
         if decoded is None:
             return None
         val, vlen = decoded

@@ -245,6 +245,52 @@ def test_fast_scan_matches_generic_decoder(seed):
     assert fast.counts.tolist() == slow.counts.tolist()
 
 
+def _one_sample_series(rng: random.Random, n: int, same_width: bool):
+    t0 = rng.choice([1_700_000_000_000, 5, -(2**62)])
+    out = []
+    for labels, _ in _random_series(rng, n):  # labels of 0..300 bytes: one- and two-byte lengths
+        t = t0 if same_width else rng.choice([0, 1, -1, 2**40, -(2**62), rng.randrange(-2**63, 2**63)])
+        out.append((labels, [(t, rng.choice([0.0, 1.5, -0.0, STALE, math.inf, OTHER_NAN, rng.random()]))]))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_one_sample_per_series_shortcut_matches_the_field_walk(seed):
+    # Scrape-shaped requests (labels, then the one sample) take fastscan's shortcut; it must give what the
+    # general field walk and the generated code give: same keys, label counts, times and value bits.
+    from metricsgw.remote import fastscan
+
+    rng = random.Random(seed)
+    raw = codec.encode_v1(_one_sample_series(rng, 300, same_width=seed % 2 == 0), compress=False)
+    blobs = list(v1pb.BlobWriteRequest.FromString(raw).timeseries)
+    flat = b"".join([*blobs, fastscan._PAD])
+    buf = np.frombuffer(flat, np.uint8)
+    lengths = np.array([len(b) for b in blobs], np.int64)
+    ends = np.cumsum(lengths)
+    short = fastscan._labels_then_one_sample(flat, buf, ends - lengths, ends)
+    walk = fastscan._scan_fields(flat, buf, ends - lengths, ends, lengths)
+    slow = codec._decode_v1_generic(raw)
+    assert short is not None and walk is not None
+    for got in (short, walk):
+        assert got.keys == slow.keys and got.counts.tolist() == slow.counts.tolist() == [1] * 300
+        assert got.label_counts.tolist() == slow.label_counts.tolist()
+        assert got.t.tolist() == slow.t.tolist() and bits(got.v) == bits(slow.v)
+        assert got.exemplars == got.histograms == 0
+
+
+def test_one_sample_shortcut_leaves_other_shapes_to_the_field_walk():
+    from metricsgw.remote import fastscan
+
+    for series in ([(SERIES[0][0], SERIES[0][1][:2])], [(SERIES[2][0], [])]):  # two samples; none
+        raw = codec.encode_v1(series, compress=False)
+        blobs = list(v1pb.BlobWriteRequest.FromString(raw).timeseries)
+        flat = b"".join([*blobs, fastscan._PAD])
+        lengths = np.array([len(b) for b in blobs], np.int64)
+        ends = np.cumsum(lengths)
+        assert fastscan._labels_then_one_sample(flat, np.frombuffer(flat, np.uint8), ends - lengths, ends) is None
+        assert scan_series(blobs).counts.tolist() == [len(s) for _, s in series]
+
+
 def test_unusual_encodings_fall_back_to_generated_code():
     # A sample with its fields reversed, and labels interleaved with samples: valid
     # protobuf that the scanner does not take; the decoder must still get it right.
