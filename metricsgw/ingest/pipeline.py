@@ -13,7 +13,7 @@ Cache values are one of
   _DROPPED     dropped by the relabel rules (one shared marker): a request whose series are
                all known ints or _DROPPED still takes a vectorised path, since with rules such
                as the shipped ones most requests carry some dropped series
-Cache keys are 16-byte digests of the raw v1 label bytes (``cache_keys``), not the bytes.
+Cache keys are 16-byte digests (XXH3-128) of the raw v1 label bytes (``cache_keys``), not the bytes.
 New series are resolved in bulk (``_resolve_many``): one parse for all their labels,
 vectorised validation (bulk.py), one pass of hashing; odd series fall back to the exact
 per-series validation, so messages and results do not depend on which path ran.
@@ -26,11 +26,12 @@ write that raced with the drop is refused by storage (503) and its retry resolve
 
 from __future__ import annotations
 
-import hashlib
+import os
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import xxhash
 
 from ..errors import BadData
 from ..model import Labels, series_keys_and_ids
@@ -50,12 +51,19 @@ CONFIGURED_DROPS = frozenset({RELABEL_DROP})
 UNDECODABLE_LABELS = "invalid_labels"
 
 
+# Seeded per process: the cache lives and dies with the process, and a sender cannot aim label bytes at
+# another series' key without knowing the seed.
+_CACHE_KEY_SEED = int.from_bytes(os.urandom(8), "little")
+
+
 def cache_keys(raw_keys: list) -> list:
-    """Cache keys for raw label keys: a 16-byte blake2b digest of a v1 key (49 bytes as a
-    Python object instead of ~300 for the label bytes; collisions are 2**-64-unlikely even
-    at a billion series), the v2 symbol tuple as is, None (undecodable) kept."""
-    b2 = hashlib.blake2b
-    return [b2(k, digest_size=16).digest() if type(k) is bytes else k for k in raw_keys]
+    """Cache keys for raw label keys: the 128-bit XXH3 of a v1 key, seeded (16 bytes, 49 as a Python
+    object instead of ~300 for the label bytes; a random collision is 2**-64-unlikely even among a
+    billion series), the v2 symbol tuple as is, None (undecodable) kept. XXH3 rather than blake2b:
+    a tenth of the cost (0.14 against 1.04 ms for a request of 2,000 series), which was a fifth
+    of the known-series path; the key needs no cryptographic strength, only to tell series apart."""
+    h, seed = xxhash.xxh3_128_digest, _CACHE_KEY_SEED
+    return [h(k, seed) if type(k) is bytes else k for k in raw_keys]
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ series instead of Python tuples of strings (kilobytes).
 from __future__ import annotations
 
 import bisect
+import itertools
 import threading
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
@@ -301,8 +302,9 @@ class Catalog:
         return g
 
     def lookup(self, sids: np.ndarray) -> np.ndarray:
-        """Dense indexes of sids, -1 for a sid this catalog does not hold (vectorised)."""
-        uniq, inverse = np.unique(sids, return_inverse=True)
+        """Dense indexes of sids, -1 for a sid this catalog does not hold (vectorised; series added since
+        the sorted index was built are looked up in the dict, in one C-level pass)."""
+        sids = np.asarray(sids, np.int64)
         idx_sids, idx_g = self._index
         n = self.sids.n
         if n - len(idx_sids) > max(1024, n // 20):
@@ -310,16 +312,15 @@ class Catalog:
             order = np.argsort(sids_now)
             idx_sids, idx_g = self._index = (sids_now[order], order.astype(np.int64))
         if len(idx_sids):
-            pos = np.minimum(np.searchsorted(idx_sids, uniq), len(idx_sids) - 1)
-            found = idx_sids[pos] == uniq
+            pos = np.minimum(np.searchsorted(idx_sids, sids), len(idx_sids) - 1)
+            found = idx_sids[pos] == sids
             g = np.where(found, idx_g[pos], -1)
         else:
-            found, g = np.zeros(len(uniq), bool), np.full(len(uniq), -1, np.int64)
+            found, g = np.zeros(len(sids), bool), np.full(len(sids), -1, np.int64)
         if not found.all():
-            get = self.by_sid.get
-            for i in np.flatnonzero(~found):
-                g[i] = get(int(uniq[i]), -1)
-        return g[inverse]
+            miss = np.flatnonzero(~found)
+            g[miss] = np.fromiter(map(self.by_sid.get, sids[miss].tolist(), itertools.repeat(-1)), np.int64, len(miss))
+        return g
 
     def touch(self, sids: np.ndarray, t: np.ndarray) -> None:
         """Extend each series' time span to cover these samples."""
