@@ -220,3 +220,45 @@ def _samples(buf: np.ndarray, start: np.ndarray, length: np.ndarray) -> tuple[np
             return None
         t[has_t] = val.view(np.int64)  # two's complement: negative timestamps are 10 bytes
     return t, v
+
+
+_LABEL_PAD = bytes(256)  # past a malformed record's end, reads stay inside the buffer
+
+
+def label_strings(keys: list[bytes], counts: np.ndarray) -> tuple[list[str], list[str]] | None:
+    """Names and values of all labels of these series (``keys``: each series' label records as sent;
+    ``counts``: how many each holds), in order, as ``str``; a parse of the generated code made a message
+    object per label to read two strings from it (about 1 us a label). Taken when every byte is below
+    0x80 (all text ASCII, so valid UTF-8 and one char per byte; every length one byte) and every label
+    is [0x0A len][0x0A n name][0x12 v value], as Go's and Python's encoders write it. None otherwise: the
+    caller parses with the generated code, which handles every layout and checks UTF-8."""
+    total = int(counts.sum())
+    flat = b"".join([*keys, _LABEL_PAD])
+    buf = np.frombuffer(flat, np.uint8)
+    used = len(flat) - len(_LABEL_PAD)
+    if (buf[:used] >= 0x80).any():
+        return None
+    lengths = np.fromiter(map(len, keys), np.int64, len(keys))
+    ends = np.cumsum(lengths)
+    pos = ends - lengths
+    first = np.cumsum(counts) - counts  # output index of each series' first label
+    rec = np.empty(total, np.int64)  # where each label record starts
+    for k in range(int(counts.max()) if len(counts) else 0):  # the k-th label of every series at once
+        act = np.flatnonzero(counts > k)
+        p = pos[act]
+        if (p >= ends[act]).any():
+            return None
+        rec[first[act] + k] = p
+        pos[act] = p + 2 + buf[p + 1]
+    if not (pos == ends).all():
+        return None  # the records must fill each series' label bytes exactly
+    n = buf[rec + 3].astype(np.int64)
+    v = buf[rec + 5 + n].astype(np.int64)
+    ok = (buf[rec] == TAG_LABEL) & (buf[rec + 2] == 0x0A) & (buf[rec + 4 + n] == 0x12) & (buf[rec + 1] == 4 + n + v)
+    if not ok.all():
+        return None
+    text = flat[:used].decode("ascii")
+    name_at, value_at = rec + 4, rec + 6 + n
+    names = list(map(text.__getitem__, map(slice, name_at.tolist(), (name_at + n).tolist())))
+    values = list(map(text.__getitem__, map(slice, value_at.tolist(), (value_at + v).tolist())))
+    return names, values

@@ -216,7 +216,9 @@ class Catalog:
         self.tables: list[MetricTable] = []
         self.metrics: dict[str, MetricTable] = {}
         # A sorted copy of sids -> dense index for vectorised lookups; series added since it was
-        # built are found through the dict, and it is rebuilt once those are more than a few percent.
+        # built are found through the dict (one C-level pass), and it is rebuilt once those are more
+        # than an eighth and at least 65,536: at "a few percent" a first scrape of 200k new series
+        # sorted every sid again every second request.
         # One tuple, replaced whole: query threads, the event loop and the flusher all read it, and a
         # reader must never pair the sids of one build with the indexes of another.
         self._index: tuple[np.ndarray, np.ndarray] = (np.empty(0, np.int64), np.empty(0, np.int64))
@@ -307,7 +309,7 @@ class Catalog:
         sids = np.asarray(sids, np.int64)
         idx_sids, idx_g = self._index
         n = self.sids.n
-        if n - len(idx_sids) > max(1024, n // 20):
+        if n - len(idx_sids) > max(1 << 16, n // 8):
             sids_now = self.sids.a[:n]
             order = np.argsort(sids_now)
             idx_sids, idx_g = self._index = (sids_now[order], order.astype(np.int64))

@@ -334,3 +334,44 @@ def test_real_prometheus_metadata_payload():
     by_name = {m.metric: m for m in d.metadata}
     assert by_name["prometheus_http_requests_total"].type == "counter"
     assert by_name["prometheus_http_requests_total"].help
+
+
+def _generated_label_strings(keys):
+    labels = v1pb.TimeSeries.FromString(b"".join(keys)).labels
+    return [lb.name for lb in labels], [lb.value for lb in labels]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_label_strings_shortcut_matches_the_generated_code(seed):
+    # The vectorised label reader (new series) against the generated code on the same label bytes.
+    from metricsgw.remote.fastscan import label_strings
+
+    rng = random.Random(seed)
+    series = []
+    for i in range(400):
+        labels = [("__name__", f"m_{rng.randrange(9)}")] + [
+            (f"l{j}", "".join(rng.choice("abcXYZ09_-./:= ") for _ in range(rng.randrange(0, 60))) or "x")
+            for j in range(rng.randrange(0, 14))]
+        series.append((labels, [(1, 1.0)]))
+    d = codec.decode_v1(codec.encode_v1(series, compress=False))
+    idx = rng.sample(range(len(d)), 300)
+    keys = [d.keys[i] for i in idx]
+    got = label_strings(keys, d.label_counts[idx])
+    assert got is not None
+    assert got == _generated_label_strings(keys)
+    names, values, counts = d.bulk_label_strings(idx)
+    assert (names, values) == got and counts.tolist() == d.label_counts[idx].tolist()
+
+
+@pytest.mark.parametrize("labels", [
+    [("__name__", "m"), ("zone", "ü")],  # not ASCII: the generated code checks the UTF-8
+    [("__name__", "m"), ("long", "v" * 200)],  # a length of two bytes
+    [("__name__", "m"), ("empty", "")],  # an empty value is left out of the record
+])
+def test_label_strings_shortcut_leaves_other_labels_to_the_generated_code(labels):
+    from metricsgw.remote.fastscan import label_strings
+
+    d = codec.decode_v1(codec.encode_v1([(labels, [(1, 1.0)]), ([("__name__", "ok")], [(1, 1.0)])], compress=False))
+    assert label_strings(d.keys, d.label_counts) is None
+    names, values, _ = d.bulk_label_strings([0, 1])
+    assert (names, values) == _generated_label_strings(d.keys)
