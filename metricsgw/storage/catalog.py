@@ -215,10 +215,10 @@ class Catalog:
         self.metric_idx = _Grow(np.int32)  # dense index -> index into self.tables
         self.tables: list[MetricTable] = []
         self.metrics: dict[str, MetricTable] = {}
-        # A sorted copy of sids -> dense index for vectorised lookups; series added since it was
-        # built are found through the dict (one C-level pass), and it is rebuilt once those are more
-        # than an eighth and at least 65,536: at "a few percent" a first scrape of 200k new series
-        # sorted every sid again every second request.
+        # A sorted copy of sids -> dense index for vectorised lookups, covering the first dense indexes;
+        # series added since are found through the dict (one C-level pass) until they are a few percent,
+        # then merged in (``_extend_index``: a linear merge, where sorting every sid again made a first
+        # scrape of 200k new series re-sort them all every second request).
         # One tuple, replaced whole: query threads, the event loop and the flusher all read it, and a
         # reader must never pair the sids of one build with the indexes of another.
         self._index: tuple[np.ndarray, np.ndarray] = (np.empty(0, np.int64), np.empty(0, np.int64))
@@ -309,12 +309,10 @@ class Catalog:
         sids = np.asarray(sids, np.int64)
         idx_sids, idx_g = self._index
         n = self.sids.n
-        if n - len(idx_sids) > max(1 << 16, n // 8):
-            sids_now = self.sids.a[:n]
-            order = np.argsort(sids_now)
-            idx_sids, idx_g = self._index = (sids_now[order], order.astype(np.int64))
+        if n - len(idx_sids) > max(1024, n // 32):
+            idx_sids, idx_g = self._index = self._extend_index(idx_sids, idx_g, n)
         if len(idx_sids):
-            pos = np.minimum(np.searchsorted(idx_sids, sids), len(idx_sids) - 1)
+            pos = _search_sorted(idx_sids, sids)
             found = idx_sids[pos] == sids
             g = np.where(found, idx_g[pos], -1)
         else:
@@ -323,6 +321,17 @@ class Catalog:
             miss = np.flatnonzero(~found)
             g[miss] = np.fromiter(map(self.by_sid.get, sids[miss].tolist(), itertools.repeat(-1)), np.int64, len(miss))
         return g
+
+    def _extend_index(self, idx_sids: np.ndarray, idx_g: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """The index with dense indexes len(idx_sids)..n-1 merged in: the new ones sorted, then the two
+        sorted runs merged (a stable sort finds both runs and merges them in one linear pass)."""
+        m = len(idx_sids)
+        added = self.sids.a[m:n]
+        order = np.argsort(added)
+        sids = np.concatenate([idx_sids, added[order]])
+        g = np.concatenate([idx_g, order.astype(np.int64) + m])
+        merged = np.argsort(sids, kind="stable")
+        return sids[merged], g[merged]
 
     def touch(self, sids: np.ndarray, t: np.ndarray) -> None:
         """Extend each series' time span to cover these samples."""
@@ -437,6 +446,18 @@ class Catalog:
             for i, lb in zip(at.tolist(), table.labels_many(np.searchsorted(table.gidx.view, gs[at]))):
                 out[i] = lb
         return out
+
+
+def _search_sorted(haystack: np.ndarray, needles: np.ndarray) -> np.ndarray:
+    """``np.searchsorted`` (clipped to the last position) with the needles searched in sorted order: each
+    search then starts where the last one ended and walks memory the previous one has just read, about
+    twice as fast for a request's 2,000 random sids in 200k (the sort costs a tenth of that)."""
+    if len(needles) < 64:
+        return np.minimum(np.searchsorted(haystack, needles), len(haystack) - 1)
+    order = np.argsort(needles)
+    pos = np.empty(len(needles), np.int64)
+    pos[order] = np.searchsorted(haystack, needles[order])
+    return np.minimum(pos, len(haystack) - 1)
 
 
 def _keep_column(kept: MetricTable, name: str, col: _Column, rows: np.ndarray, n_rows: int) -> None:
