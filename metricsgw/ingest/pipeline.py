@@ -161,12 +161,12 @@ class IngestPipeline:
         if n == 0:
             return AppendBatch(metadata=list(decoded.metadata)), []
         keys = cache_keys(decoded.keys)
-        found = list(map(self._cache.get, keys))
         try:
-            # The hot path: every series known and confirmed -> ints only.
-            sids = np.array(found, dtype=np.int64)
+            # The hot path: every series known and confirmed -> ints only, read in one C-level pass
+            # (an entry that is not an int stops it with a TypeError).
+            sids = np.fromiter(map(self._cache.get, keys), np.int64, n)
         except (TypeError, ValueError, OverflowError):
-            return self._process_with_drops(decoded, found, keys)
+            return self._process_with_drops(decoded, list(map(self._cache.get, keys)), keys)
         batch = AppendBatch(sid=np.repeat(sids, decoded.counts), t=decoded.t, v=decoded.v,
                             metadata=list(decoded.metadata))
         return batch, self._add_native(batch, decoded, sids, None)
