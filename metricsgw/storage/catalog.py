@@ -18,6 +18,7 @@ from typing import Iterable, Iterator
 import numpy as np
 
 from ..model import METRIC_NAME, Labels, Matcher
+from .sorted_search import search_sorted
 
 
 class _Grow:
@@ -312,7 +313,7 @@ class Catalog:
         if n - len(idx_sids) > max(1024, n // 32):
             idx_sids, idx_g = self._index = self._extend_index(idx_sids, idx_g, n)
         if len(idx_sids):
-            pos = _search_sorted(idx_sids, sids)
+            pos = search_sorted(idx_sids, sids)
             found = idx_sids[pos] == sids
             g = np.where(found, idx_g[pos], -1)
         else:
@@ -446,18 +447,6 @@ class Catalog:
             for i, lb in zip(at.tolist(), table.labels_many(np.searchsorted(table.gidx.view, gs[at]))):
                 out[i] = lb
         return out
-
-
-def _search_sorted(haystack: np.ndarray, needles: np.ndarray) -> np.ndarray:
-    """``np.searchsorted`` (clipped to the last position) with the needles searched in sorted order: each
-    search then starts where the last one ended and walks memory the previous one has just read, about
-    twice as fast for a request's 2,000 random sids in 200k (the sort costs a tenth of that)."""
-    if len(needles) < 64:
-        return np.minimum(np.searchsorted(haystack, needles), len(haystack) - 1)
-    order = np.argsort(needles)
-    pos = np.empty(len(needles), np.int64)
-    pos[order] = np.searchsorted(haystack, needles[order])
-    return np.minimum(pos, len(haystack) - 1)
 
 
 def _keep_column(kept: MetricTable, name: str, col: _Column, rows: np.ndarray, n_rows: int) -> None:

@@ -28,6 +28,7 @@ import zstandard
 from ..model import labels_from_key, series_keys
 from . import records
 from .batch import AppendBatch, MetricMetadata
+from .sorted_search import search_sorted
 
 MAGIC = b"A3"
 _HEADER = struct.Struct("<BIIII")  # flags, new refs, new series, metadata bytes, samples
@@ -80,7 +81,7 @@ class RefTable:
     def _find(keys: np.ndarray, refs: np.ndarray, sids: np.ndarray) -> np.ndarray:
         if not len(keys):
             return np.full(len(sids), -1, np.int64)
-        pos = np.minimum(np.searchsorted(keys, sids), len(keys) - 1)
+        pos = search_sorted(keys, sids)
         return np.where(keys[pos] == sids, refs[pos], -1)
 
     def refs_of(self, sids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
