@@ -38,6 +38,7 @@ from .maintenance import Maintenance
 from .native_store import NativeStore
 from .native_wal import NativeSegmentEncoder
 from .pending_series import PendingSeries
+from .undurable import UndurableSeries
 from .querier import StorageReader
 from .retention_share import RetentionShare
 from .wal import WAL
@@ -107,6 +108,7 @@ class Storage(RetentionShare, NativeStore, StorageReader):
         self._swap_lock = threading.Lock()
         self._flush_lock = threading.Lock()
         self.pending_series = PendingSeries()  # new since the last flush: written by the next one
+        self.undurable = UndurableSeries()  # registered, but no record defining them is on disk yet
         self._checkpointed_series = 0  # series in the last catalog checkpoint written or loaded
         self._interval_ms = 15_000.0
         self._series_epoch = 0  # bumped each time retention drops series
@@ -279,11 +281,13 @@ class Storage(RetentionShare, NativeStore, StorageReader):
             loop.call_soon_threadsafe(settle)
 
         with self._swap_lock:
+            self.undurable.carry(batch)
             self._apply(batch)
             self.wal.submit(batch, done)
         err = await fut
         if err is not None:
             raise Unavailable(f"WAL write failed: {err}")
+        self.undurable.written(batch)
 
     def _held_in_memory(self) -> int:
         """Samples, histograms and exemplars not yet in a committed file (what ``append`` bounds)."""
@@ -294,7 +298,9 @@ class Storage(RetentionShare, NativeStore, StorageReader):
         if batch.new_series:
             fresh = self.catalog.add_many(batch.new_series)
             if fresh:  # kept as series keys until the flush writes them to the series table
-                self.pending_series.add([sid for sid, _ in fresh], self._keys_of(batch, fresh))
+                keys = self._keys_of(batch, fresh)
+                self.pending_series.add([sid for sid, _ in fresh], keys)
+                self.undurable.add(fresh, keys)
         if len(batch.sid):
             g = self.catalog.lookup(batch.sid)
             if g.min() < 0:  # the sender's series cache predates a retention pass that dropped the series
