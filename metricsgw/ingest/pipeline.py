@@ -13,7 +13,7 @@ Cache values are one of
   _DROPPED     dropped by the relabel rules (one shared marker): a request whose series are
                all known ints or _DROPPED still takes a vectorised path, since with rules such
                as the shipped ones most requests carry some dropped series
-Cache keys are 16-byte digests of the raw v1 label bytes (``cache_keys``), not the bytes.
+Cache keys are 16-byte digests (XXH3-128) of the raw v1 label bytes (``cache_keys``), not the bytes.
 New series are resolved in bulk (``_resolve_many``): one parse for all their labels,
 vectorised validation (bulk.py), one pass of hashing; odd series fall back to the exact
 per-series validation, so messages and results do not depend on which path ran.
@@ -26,11 +26,12 @@ write that raced with the drop is refused by storage (503) and its retry resolve
 
 from __future__ import annotations
 
-import hashlib
+import os
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import xxhash
 
 from ..errors import BadData
 from ..model import Labels, series_keys_and_ids
@@ -50,12 +51,19 @@ CONFIGURED_DROPS = frozenset({RELABEL_DROP})
 UNDECODABLE_LABELS = "invalid_labels"
 
 
+# Seeded per process: the cache lives and dies with the process, and a sender cannot aim label bytes at
+# another series' key without knowing the seed.
+_CACHE_KEY_SEED = int.from_bytes(os.urandom(8), "little")
+
+
 def cache_keys(raw_keys: list) -> list:
-    """Cache keys for raw label keys: a 16-byte blake2b digest of a v1 key (49 bytes as a
-    Python object instead of ~300 for the label bytes; collisions are 2**-64-unlikely even
-    at a billion series), the v2 symbol tuple as is, None (undecodable) kept."""
-    b2 = hashlib.blake2b
-    return [b2(k, digest_size=16).digest() if type(k) is bytes else k for k in raw_keys]
+    """Cache keys for raw label keys: the 128-bit XXH3 of a v1 key, seeded (16 bytes, 49 as a Python
+    object instead of ~300 for the label bytes; a random collision is 2**-64-unlikely even among a
+    billion series), the v2 symbol tuple as is, None (undecodable) kept. XXH3 rather than blake2b:
+    a tenth of the cost (0.14 against 1.04 ms for a request of 2,000 series), which was a fifth
+    of the known-series path; the key needs no cryptographic strength, only to tell series apart."""
+    h, seed = xxhash.xxh3_128_digest, _CACHE_KEY_SEED
+    return [h(k, seed) if type(k) is bytes else k for k in raw_keys]
 
 
 @dataclass(frozen=True)
@@ -104,12 +112,30 @@ class IngestPipeline:
         self.max_cache_entries = max_cache_entries
         self._cache: dict[Any, Any] = {}
         self._fresh_keys: dict[int, bytes] = {}
+        self._unconfirmed: dict[int, Any] = {}  # sid -> cache key, of new series in batches not yet appended
         self._pair_pool: dict[tuple[str, str], tuple[str, str]] = {}  # shared label pairs (bulk.py)
         self._generation = rules_holder.generation if rules_holder is not None else None
         self._series_epoch = getattr(storage, "series_epoch", 0)
 
     def clear_cache(self) -> None:
         self._cache.clear()
+        self._unconfirmed.clear()
+
+    def confirm(self, batch: AppendBatch) -> None:
+        """Call once ``storage.append(batch)`` returned: the batch's new series are stored now, so their
+        cache entries become confirmed ids and the series' next write takes the vectorised path at once
+        (otherwise it re-checked limits and storage once more, series by series). A batch whose append
+        failed is never confirmed: its series are checked again when they come back."""
+        if not batch.new_series:
+            return
+        pop, cache, has_series = self._unconfirmed.pop, self._cache, self.storage.has_series
+        for sid, _ in batch.new_series:
+            key = pop(sid, None)
+            if key is None or not has_series(sid):
+                continue
+            entry = cache.get(key)
+            if type(entry) is _Admit and entry.sid == sid:  # not replaced meanwhile (rules reloaded, cache reset)
+                cache[key] = sid
 
     @property
     def cache_size(self) -> int:
@@ -135,12 +161,12 @@ class IngestPipeline:
         if n == 0:
             return AppendBatch(metadata=list(decoded.metadata)), []
         keys = cache_keys(decoded.keys)
-        found = list(map(self._cache.get, keys))
         try:
-            # The hot path: every series known and confirmed -> ints only.
-            sids = np.array(found, dtype=np.int64)
+            # The hot path: every series known and confirmed -> ints only, read in one C-level pass
+            # (an entry that is not an int stops it with a TypeError).
+            sids = np.fromiter(map(self._cache.get, keys), np.int64, n)
         except (TypeError, ValueError, OverflowError):
-            return self._process_with_drops(decoded, found, keys)
+            return self._process_with_drops(decoded, list(map(self._cache.get, keys)), keys)
         batch = AppendBatch(sid=np.repeat(sids, decoded.counts), t=decoded.t, v=decoded.v,
                             metadata=list(decoded.metadata))
         return batch, self._add_native(batch, decoded, sids, None)
@@ -149,10 +175,12 @@ class IngestPipeline:
 
     def _maybe_reset(self) -> None:
         if self.rules_holder is not None and self.rules_holder.generation != self._generation:
-            self._cache.clear()
+            self.clear_cache()
             self._generation = self.rules_holder.generation
         if len(self._cache) > self.max_cache_entries:
             self._cache.clear()
+        if len(self._unconfirmed) > self.max_cache_entries:  # appends that failed leave theirs behind
+            self._unconfirmed.clear()
         epoch = getattr(self.storage, "series_epoch", 0)
         if epoch != self._series_epoch:
             self._forget(self.storage.dropped_since(self._series_epoch))
@@ -272,6 +300,7 @@ class IngestPipeline:
             if fresh:
                 new_sids.add(entry.sid)
                 new_series.append((entry.sid, entry.labels))
+                self._unconfirmed[entry.sid] = keys[i]
             elif entry.sid not in new_sids:
                 cache[keys[i]] = entry.sid  # storage has it: confirmed, skip all checks from now on
         if not keep.all():  # rejections in request order, as the sender sent the series

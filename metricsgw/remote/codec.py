@@ -18,7 +18,7 @@ from google.protobuf.message import DecodeError
 from ..errors import BadData, PayloadTooLarge, UnsupportedMediaType
 from ..storage.batch import MetricMetadata
 from . import native
-from .fastscan import decode_sample_blobs, scan_series
+from .fastscan import decode_sample_blobs, label_strings, scan_series
 from .proto import remote_v1_pb2 as v1pb
 from .proto import remote_v2_pb2 as v2pb
 
@@ -206,6 +206,9 @@ class DecodedWrite:
         counts = self.label_counts[idx]
         keys = self.keys
         if self.version == 1:
+            fast = label_strings([keys[i] for i in idx], counts)
+            if fast is not None:
+                return list(map(sys.intern, fast[0])), fast[1], counts
             try:
                 labels = v1pb.TimeSeries.FromString(b"".join([keys[i] for i in idx])).labels
             except DecodeError:

@@ -77,10 +77,12 @@ async def handle_write(request: web.Request) -> web.Response:
         version = str(proto)
         body = await read_bounded(request, cfg.remote_write_max_body_size)
         decoded = codec.decode_request(body, ctype, cenc, cfg.remote_write_max_decoded_size)
-        batch, rejections = app[PIPELINE].process(decoded)
+        pipeline = app[PIPELINE]
+        batch, rejections = pipeline.process(decoded)
         nat = batch.native
         if len(batch) or batch.new_series or batch.metadata or nat:
             await _append(app[STORAGE], batch)
+            pipeline.confirm(batch)
         stored = len(batch)
         if stored:
             telemetry.samples_ingested.inc(stored)

@@ -10,6 +10,7 @@ series instead of Python tuples of strings (kilobytes).
 from __future__ import annotations
 
 import bisect
+import itertools
 import threading
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
@@ -17,6 +18,7 @@ from typing import Iterable, Iterator
 import numpy as np
 
 from ..model import METRIC_NAME, Labels, Matcher
+from .sorted_search import search_sorted
 
 
 class _Grow:
@@ -214,8 +216,10 @@ class Catalog:
         self.metric_idx = _Grow(np.int32)  # dense index -> index into self.tables
         self.tables: list[MetricTable] = []
         self.metrics: dict[str, MetricTable] = {}
-        # A sorted copy of sids -> dense index for vectorised lookups; series added since it was
-        # built are found through the dict, and it is rebuilt once those are more than a few percent.
+        # A sorted copy of sids -> dense index for vectorised lookups, covering the first dense indexes;
+        # series added since are found through the dict (one C-level pass) until they are a few percent,
+        # then merged in (``_extend_index``: a linear merge, where sorting every sid again made a first
+        # scrape of 200k new series re-sort them all every second request).
         # One tuple, replaced whole: query threads, the event loop and the flusher all read it, and a
         # reader must never pair the sids of one build with the indexes of another.
         self._index: tuple[np.ndarray, np.ndarray] = (np.empty(0, np.int64), np.empty(0, np.int64))
@@ -301,25 +305,34 @@ class Catalog:
         return g
 
     def lookup(self, sids: np.ndarray) -> np.ndarray:
-        """Dense indexes of sids, -1 for a sid this catalog does not hold (vectorised)."""
-        uniq, inverse = np.unique(sids, return_inverse=True)
+        """Dense indexes of sids, -1 for a sid this catalog does not hold (vectorised; series added since
+        the sorted index was built are looked up in the dict, in one C-level pass)."""
+        sids = np.asarray(sids, np.int64)
         idx_sids, idx_g = self._index
         n = self.sids.n
-        if n - len(idx_sids) > max(1024, n // 20):
-            sids_now = self.sids.a[:n]
-            order = np.argsort(sids_now)
-            idx_sids, idx_g = self._index = (sids_now[order], order.astype(np.int64))
+        if n - len(idx_sids) > max(1024, n // 32):
+            idx_sids, idx_g = self._index = self._extend_index(idx_sids, idx_g, n)
         if len(idx_sids):
-            pos = np.minimum(np.searchsorted(idx_sids, uniq), len(idx_sids) - 1)
-            found = idx_sids[pos] == uniq
+            pos = search_sorted(idx_sids, sids)
+            found = idx_sids[pos] == sids
             g = np.where(found, idx_g[pos], -1)
         else:
-            found, g = np.zeros(len(uniq), bool), np.full(len(uniq), -1, np.int64)
+            found, g = np.zeros(len(sids), bool), np.full(len(sids), -1, np.int64)
         if not found.all():
-            get = self.by_sid.get
-            for i in np.flatnonzero(~found):
-                g[i] = get(int(uniq[i]), -1)
-        return g[inverse]
+            miss = np.flatnonzero(~found)
+            g[miss] = np.fromiter(map(self.by_sid.get, sids[miss].tolist(), itertools.repeat(-1)), np.int64, len(miss))
+        return g
+
+    def _extend_index(self, idx_sids: np.ndarray, idx_g: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """The index with dense indexes len(idx_sids)..n-1 merged in: the new ones sorted, then the two
+        sorted runs merged (a stable sort finds both runs and merges them in one linear pass)."""
+        m = len(idx_sids)
+        added = self.sids.a[m:n]
+        order = np.argsort(added)
+        sids = np.concatenate([idx_sids, added[order]])
+        g = np.concatenate([idx_g, order.astype(np.int64) + m])
+        merged = np.argsort(sids, kind="stable")
+        return sids[merged], g[merged]
 
     def touch(self, sids: np.ndarray, t: np.ndarray) -> None:
         """Extend each series' time span to cover these samples."""

@@ -93,11 +93,14 @@ def write_samples(path: str, partition_ms: int, seq: int, writer: str, metric_co
     return SampleFile(path, partition_ms, seq, int(t.min()), int(t.max()), writer)
 
 
-def write_series(path: str, series: list[tuple[int, bytes]]) -> None:
-    """Series as (sid, ``model.series_key``): start-up splits the keys of all series at once
-    (keysplit.py), where a JSON object per series cost a parse per series."""
-    table = pa.table({"sid": pa.array([s for s, _ in series], pa.int64()),
-                      "key": pa.array([k for _, k in series], pa.binary())}, schema=SERIES_SCHEMA)
+def write_series(path: str, series: list[tuple[int, bytes]] | tuple[np.ndarray, pa.ChunkedArray]) -> None:
+    """Series as (sid, ``model.series_key``) pairs or as (sids, keys) columns: start-up splits the keys
+    of all series at once (keysplit.py), where a JSON object per series cost a parse per series."""
+    if isinstance(series, tuple):
+        sids, keys = series
+    else:
+        sids, keys = [s for s, _ in series], pa.array([k for _, k in series], pa.binary())
+    table = pa.table({"sid": pa.array(sids, pa.int64()), "key": keys}, schema=SERIES_SCHEMA)
     write_atomic(table, path)
 
 

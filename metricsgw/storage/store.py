@@ -37,6 +37,8 @@ from .head import Head
 from .maintenance import Maintenance
 from .native_store import NativeStore
 from .native_wal import NativeSegmentEncoder
+from .pending_series import PendingSeries
+from .undurable import UndurableSeries
 from .querier import StorageReader
 from .retention_share import RetentionShare
 from .wal import WAL
@@ -105,7 +107,8 @@ class Storage(RetentionShare, NativeStore, StorageReader):
         self.wal: WAL | None = None
         self._swap_lock = threading.Lock()
         self._flush_lock = threading.Lock()
-        self._unflushed_series: list[tuple[int, bytes]] = []  # (sid, model.series_key)
+        self.pending_series = PendingSeries()  # new since the last flush: written by the next one
+        self.undurable = UndurableSeries()  # registered, but no record defining them is on disk yet
         self._checkpointed_series = 0  # series in the last catalog checkpoint written or loaded
         self._interval_ms = 15_000.0
         self._series_epoch = 0  # bumped each time retention drops series
@@ -278,11 +281,13 @@ class Storage(RetentionShare, NativeStore, StorageReader):
             loop.call_soon_threadsafe(settle)
 
         with self._swap_lock:
+            self.undurable.carry(batch)
             self._apply(batch)
             self.wal.submit(batch, done)
         err = await fut
         if err is not None:
             raise Unavailable(f"WAL write failed: {err}")
+        self.undurable.written(batch)
 
     def _held_in_memory(self) -> int:
         """Samples, histograms and exemplars not yet in a committed file (what ``append`` bounds)."""
@@ -293,7 +298,9 @@ class Storage(RetentionShare, NativeStore, StorageReader):
         if batch.new_series:
             fresh = self.catalog.add_many(batch.new_series)
             if fresh:  # kept as series keys until the flush writes them to the series table
-                self._unflushed_series.extend(zip([sid for sid, _ in fresh], series_keys([lb for _, lb in fresh])))
+                keys = self._keys_of(batch, fresh)
+                self.pending_series.add([sid for sid, _ in fresh], keys)
+                self.undurable.add(fresh, keys)
         if len(batch.sid):
             g = self.catalog.lookup(batch.sid)
             if g.min() < 0:  # the sender's series cache predates a retention pass that dropped the series
@@ -307,6 +314,18 @@ class Storage(RetentionShare, NativeStore, StorageReader):
             self.metadata_by_metric.setdefault(m.metric, {})[m] = None
         if self.telemetry:
             self.telemetry.head_samples.set(len(self.head))
+
+    @staticmethod
+    def _keys_of(batch: AppendBatch, fresh: list) -> list[bytes]:
+        """The series keys of ``fresh`` (new series of ``batch`` storage did not know), reusing the ones
+        the pipeline built for hashing (``batch.series_keys``, in ``batch.new_series`` order)."""
+        keys = batch.series_keys
+        if keys is None or len(keys) != len(batch.new_series):
+            return series_keys([lb for _, lb in fresh])
+        if len(fresh) == len(keys):  # none known or repeated: the same series in the same order
+            return keys
+        by_sid = dict(zip([sid for sid, _ in batch.new_series], keys))
+        return [by_sid[sid] for sid, _ in fresh]
 
     def _observe_wal_health(self, err: BaseException | None, write: bool) -> None:
         if self.telemetry:
@@ -366,7 +385,7 @@ class Storage(RetentionShare, NativeStore, StorageReader):
         with self._flush_lock:
             t0 = time.perf_counter()
             with self._swap_lock:
-                if not len(self.head) and not self._unflushed_series and not self.flushing \
+                if not len(self.head) and not len(self.pending_series) and not self.flushing \
                         and not self._native_pending():
                     return
                 cut = self.wal.cut()
@@ -376,16 +395,16 @@ class Storage(RetentionShare, NativeStore, StorageReader):
                     self.head = Head()
                 snaps = list(self.flushing)  # older ones are flushes that failed: in write order
                 native_snaps = self._cut_native()
-                new_series, self._unflushed_series = self._unflushed_series, []
+                new_series = self.pending_series.take()
                 meta = {k: list(v) for k, v in self.metadata_by_metric.items()}
             try:
                 with self.table.transaction() as tx:
                     for snap in snaps:
                         self._write_snapshot(tx, snap)
                     self._write_native(tx, native_snaps)
-                    if new_series:
+                    if len(new_series):
                         path, _ = tx.new_path("series")
-                        parquet_io.write_series(path, new_series)
+                        parquet_io.write_series(path, new_series.columns())
                         tx.add_side("series", path)
                     crashpoints.reached("flush.files")
                     metadata_file.write(self.writer_dir, meta)
@@ -395,7 +414,7 @@ class Storage(RetentionShare, NativeStore, StorageReader):
                         self._native_committed(native_snaps)
             except BaseException:
                 with self._swap_lock:
-                    self._unflushed_series[:0] = new_series
+                    self.pending_series.put_back(new_series)
                 raise
             crashpoints.reached("flush.marker")
             self.wal.remove_upto(cut)

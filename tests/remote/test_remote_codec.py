@@ -245,6 +245,52 @@ def test_fast_scan_matches_generic_decoder(seed):
     assert fast.counts.tolist() == slow.counts.tolist()
 
 
+def _one_sample_series(rng: random.Random, n: int, same_width: bool):
+    t0 = rng.choice([1_700_000_000_000, 5, -(2**62)])
+    out = []
+    for labels, _ in _random_series(rng, n):  # labels of 0..300 bytes: one- and two-byte lengths
+        t = t0 if same_width else rng.choice([0, 1, -1, 2**40, -(2**62), rng.randrange(-2**63, 2**63)])
+        out.append((labels, [(t, rng.choice([0.0, 1.5, -0.0, STALE, math.inf, OTHER_NAN, rng.random()]))]))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_one_sample_per_series_shortcut_matches_the_field_walk(seed):
+    # Scrape-shaped requests (labels, then the one sample) take fastscan's shortcut; it must give what the
+    # general field walk and the generated code give: same keys, label counts, times and value bits.
+    from metricsgw.remote import fastscan
+
+    rng = random.Random(seed)
+    raw = codec.encode_v1(_one_sample_series(rng, 300, same_width=seed % 2 == 0), compress=False)
+    blobs = list(v1pb.BlobWriteRequest.FromString(raw).timeseries)
+    flat = b"".join([*blobs, fastscan._PAD])
+    buf = np.frombuffer(flat, np.uint8)
+    lengths = np.array([len(b) for b in blobs], np.int64)
+    ends = np.cumsum(lengths)
+    short = fastscan._labels_then_one_sample(flat, buf, ends - lengths, ends)
+    walk = fastscan._scan_fields(flat, buf, ends - lengths, ends, lengths)
+    slow = codec._decode_v1_generic(raw)
+    assert short is not None and walk is not None
+    for got in (short, walk):
+        assert got.keys == slow.keys and got.counts.tolist() == slow.counts.tolist() == [1] * 300
+        assert got.label_counts.tolist() == slow.label_counts.tolist()
+        assert got.t.tolist() == slow.t.tolist() and bits(got.v) == bits(slow.v)
+        assert got.exemplars == got.histograms == 0
+
+
+def test_one_sample_shortcut_leaves_other_shapes_to_the_field_walk():
+    from metricsgw.remote import fastscan
+
+    for series in ([(SERIES[0][0], SERIES[0][1][:2])], [(SERIES[2][0], [])]):  # two samples; none
+        raw = codec.encode_v1(series, compress=False)
+        blobs = list(v1pb.BlobWriteRequest.FromString(raw).timeseries)
+        flat = b"".join([*blobs, fastscan._PAD])
+        lengths = np.array([len(b) for b in blobs], np.int64)
+        ends = np.cumsum(lengths)
+        assert fastscan._labels_then_one_sample(flat, np.frombuffer(flat, np.uint8), ends - lengths, ends) is None
+        assert scan_series(blobs).counts.tolist() == [len(s) for _, s in series]
+
+
 def test_unusual_encodings_fall_back_to_generated_code():
     # A sample with its fields reversed, and labels interleaved with samples: valid
     # protobuf that the scanner does not take; the decoder must still get it right.
@@ -288,3 +334,44 @@ def test_real_prometheus_metadata_payload():
     by_name = {m.metric: m for m in d.metadata}
     assert by_name["prometheus_http_requests_total"].type == "counter"
     assert by_name["prometheus_http_requests_total"].help
+
+
+def _generated_label_strings(keys):
+    labels = v1pb.TimeSeries.FromString(b"".join(keys)).labels
+    return [lb.name for lb in labels], [lb.value for lb in labels]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_label_strings_shortcut_matches_the_generated_code(seed):
+    # The vectorised label reader (new series) against the generated code on the same label bytes.
+    from metricsgw.remote.fastscan import label_strings
+
+    rng = random.Random(seed)
+    series = []
+    for i in range(400):
+        labels = [("__name__", f"m_{rng.randrange(9)}")] + [
+            (f"l{j}", "".join(rng.choice("abcXYZ09_-./:= ") for _ in range(rng.randrange(0, 60))) or "x")
+            for j in range(rng.randrange(0, 14))]
+        series.append((labels, [(1, 1.0)]))
+    d = codec.decode_v1(codec.encode_v1(series, compress=False))
+    idx = rng.sample(range(len(d)), 300)
+    keys = [d.keys[i] for i in idx]
+    got = label_strings(keys, d.label_counts[idx])
+    assert got is not None
+    assert got == _generated_label_strings(keys)
+    names, values, counts = d.bulk_label_strings(idx)
+    assert (names, values) == got and counts.tolist() == d.label_counts[idx].tolist()
+
+
+@pytest.mark.parametrize("labels", [
+    [("__name__", "m"), ("zone", "ü")],  # not ASCII: the generated code checks the UTF-8
+    [("__name__", "m"), ("long", "v" * 200)],  # a length of two bytes
+    [("__name__", "m"), ("empty", "")],  # an empty value is left out of the record
+])
+def test_label_strings_shortcut_leaves_other_labels_to_the_generated_code(labels):
+    from metricsgw.remote.fastscan import label_strings
+
+    d = codec.decode_v1(codec.encode_v1([(labels, [(1, 1.0)]), ([("__name__", "ok")], [(1, 1.0)])], compress=False))
+    assert label_strings(d.keys, d.label_counts) is None
+    names, values, _ = d.bulk_label_strings([0, 1])
+    assert (names, values) == _generated_label_strings(d.keys)

@@ -74,3 +74,21 @@ def test_without_then_catch_up_keeps_what_changed_meanwhile_and_drops_unused_val
     assert np.array_equal(new.label_ranks["m"], kept_rank)  # carried over; the reader redoes it for the late rows
     g = new.dense(np.array([s for s, _ in kept], np.int64))
     assert np.array_equal(new.sids.a[g], [s for s, _ in kept])
+
+
+def test_lookup_index_merged_batch_by_batch_matches_the_dict():
+    # Series arrive in batches; the sorted index is extended by merges as they cross its threshold. Every
+    # lookup (sids in any order, repeats, unknown ones) must equal the dict's answer at every step.
+    rng = np.random.default_rng(7)
+    cat = Catalog()
+    known: list[int] = []
+    for batch in range(40):
+        sids = rng.integers(-2**63, 2**63 - 1, int(rng.integers(1, 3000)), dtype=np.int64)
+        cat.add_many([(int(s), (("__name__", f"m{batch % 3}"), ("i", str(int(s))))) for s in sids])
+        known.extend(sids.tolist())
+        ask = np.concatenate([rng.choice(np.array(known), 500), rng.integers(-2**63, 2**63 - 1, 20, dtype=np.int64)])
+        want = [cat.by_sid.get(s, -1) for s in ask.tolist()]
+        assert cat.lookup(ask).tolist() == want
+    assert len(cat._index[0]) > 0  # the index was built (and extended) along the way
+    idx_sids, idx_g = cat._index
+    assert (np.diff(idx_sids) > 0).all() and cat.sids.a[idx_g].tolist() == idx_sids.tolist()

@@ -195,3 +195,29 @@ def test_flushed_files_hold_each_sample_once_first_written_wins(tmp_path):
     assert sorted(r["v"] for f in rows for r in f) == [1.0, 5.0]
     assert read_all(st) == sorted([("0", 1000, 1.0), ("1", 0, 5.0)])
     st.close()
+
+
+@pytest.mark.parametrize("given_keys", [False, True])
+def test_series_table_holds_each_new_series_key_once(tmp_path, given_keys):
+    # The flush writes the series keys the appends collected (reused from the pipeline when it built
+    # them, built from the labels otherwise), once per series, also when a batch repeats a series
+    # or names one storage already has.
+    from metricsgw.model import series_key
+    from metricsgw.storage.parquet_io import read_series
+
+    def with_keys(b):
+        if given_keys:
+            b.series_keys = [series_key(lb) for _, lb in b.new_series]
+        return b
+
+    st = opened(tmp_path)
+    run(st.append(with_keys(batch([0], [NOW], [1.0]))))
+    run(st.append(with_keys(batch([0, 1, 1, 2], [NOW + 1000] * 4, [2.0, 3.0, 4.0, 5.0]))))
+    st.flush()
+    sids, keys = read_series(list(st.table.current.series))
+    assert sorted(zip(sids.tolist(), keys)) == sorted((series_id(labels(i)), series_key(labels(i))) for i in range(3))
+    st.close(flush=False)
+    st = opened(tmp_path)  # and they load again
+    assert sorted(dict(lb)["i"] for lb in st.select_series([Matcher("__name__", "=", "m")], None, None).labels) \
+        == ["0", "1", "2"]
+    st.close(flush=False)

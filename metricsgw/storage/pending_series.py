@@ -1,0 +1,65 @@
+"""Series registered since the last flush, waiting for the flush to write them to the series table.
+
+Every new series sits here until the next flush (minutes), so its bytes count in RSS per series: one
+chunk per append holds the sids (int64), the key lengths (uint32) and the joined ``model.series_key``s
+compressed with zstd (level 1). The keys of one write share most of their bytes (metric and label
+names, hosts, jobs): on the bench workload 2,000 keys of ~150 bytes take ~11 KB, 5 bytes a series,
+for ~0.25 ms per write of 2,000 new series. A list of (int, bytes) tuples held ~260 bytes per series.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import zstandard
+
+_ZSTD_LEVEL = 1
+
+
+class PendingSeries:
+    def __init__(self) -> None:
+        self._chunks: list[tuple[np.ndarray, np.ndarray, bytes]] = []  # (sids, key lengths, zstd(keys))
+        self._n = 0
+        self._zstd = zstandard.ZstdCompressor(level=_ZSTD_LEVEL)
+
+    def __len__(self) -> int:
+        return self._n
+
+    def add(self, sids, keys: list[bytes]) -> None:
+        """Series in the order given (``sids`` int64 array or list, ``keys`` their series keys). Called under
+        the storage's swap lock (one writer at a time: the compressor is not shared between threads)."""
+        if not len(keys):
+            return
+        sids = np.asarray(sids, np.int64)
+        if len(sids) != len(keys):
+            raise ValueError(f"{len(sids)} sids for {len(keys)} keys")
+        lengths = np.fromiter(map(len, keys), np.uint32, len(keys))
+        self._chunks.append((sids, lengths, self._zstd.compress(b"".join(keys))))
+        self._n += len(keys)
+
+    def take(self) -> "PendingSeries":
+        """Everything pending, moved into a new object (this one is left empty)."""
+        out = PendingSeries()
+        out._chunks, out._n = self._chunks, self._n
+        self._chunks, self._n = [], 0
+        return out
+
+    def put_back(self, older: "PendingSeries") -> None:
+        """``older`` (taken by a flush that failed) goes before what was added since."""
+        self._chunks[:0] = older._chunks
+        self._n += older._n
+
+    def columns(self) -> tuple[np.ndarray, pa.ChunkedArray]:
+        """(sids, keys) of every pending series, in the order added (keys stay chunked: one binary array
+        holds at most 2 GiB)."""
+        if not self._chunks:
+            return np.empty(0, np.int64), pa.chunked_array([], pa.binary())
+        unzstd = zstandard.ZstdDecompressor()
+        arrays = []
+        for _, lengths, blob in self._chunks:
+            offsets = np.zeros(len(lengths) + 1, np.int32)
+            offsets[1:] = np.cumsum(lengths, dtype=np.int64)
+            data = unzstd.decompress(blob, max_output_size=int(offsets[-1]))
+            arrays.append(pa.Array.from_buffers(pa.binary(), len(lengths), [None, pa.py_buffer(offsets),
+                                                                           pa.py_buffer(data)]))
+        return np.concatenate([s for s, _, _ in self._chunks]), pa.chunked_array(arrays, pa.binary())
