@@ -33,6 +33,7 @@ import os
 import pickle
 import queue
 import shutil
+import signal
 import tempfile
 import time
 from pathlib import Path
@@ -111,8 +112,15 @@ async def run(a, server, workload: Workload, template: Template) -> dict:
         caught_up_since = None
         warm_up_end = time.time() + a.max_warm_up
         window_end = None
+        stopped = ""
+        signalled = asyncio.Event()  # SIGTERM/SIGINT: stop, and report what was measured so far
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            asyncio.get_running_loop().add_signal_handler(sig, signalled.set)
         while True:
             await asyncio.sleep(1.0)
+            if signalled.is_set():
+                stopped = "stopped by a signal"
+                break
             _drain(panels, rec)
             rec.tick()
             now = time.time()
@@ -129,9 +137,9 @@ async def run(a, server, workload: Workload, template: Template) -> dict:
             elif now >= window_end:
                 break
         sender.stop_scheduling()
-        drained = await sender.drain(timeout_s=a.drain)
+        drained = await sender.drain(timeout_s=0.0 if stopped else a.drain)
         _drain(panels, rec)
-        return rec.finish(drained)
+        return rec.finish(drained) | {"stopped": stopped}
     finally:
         stop.set()
         prober.join(70.0)
@@ -145,6 +153,10 @@ def _drain(panels, rec: Recorder) -> None:
             rec.panel(panels.get_nowait())
         except queue.Empty:
             return
+
+
+def _exit_on_signal(signum, _frame) -> None:
+    raise SystemExit(f"stopped by signal {signum}")
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -166,6 +178,9 @@ def main(argv: list[str] | None = None) -> dict:
     a = ap.parse_args(argv)
     for name in ("duration", "interval", "catch_up", "max_warm_up", "drain", "panel_every"):
         setattr(a, name, parse_duration(getattr(a, name)))
+    # A run left in the background (nohup ... &) ignores SIGINT: stop on SIGTERM too, and stop the server then.
+    signal.signal(signal.SIGTERM, _exit_on_signal)
+    signal.signal(signal.SIGINT, _exit_on_signal)
     workload, template, load_s = load_workload(a.nodes, a.seed, a.samples_per_request)
     print(f"{a.nodes} nodes: {template.num_series:,} series in {template.num_requests:,} requests a scrape "
           f"({template.raw_bytes() / 2**20:,.0f} MiB uncompressed), ready in {load_s:.0f}s", flush=True)
