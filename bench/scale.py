@@ -174,6 +174,9 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--panel-every", default="30s")
     ap.add_argument("--data-dir", default="", help="parent of the server's data dir (default: a temp dir, removed)")
     ap.add_argument("--metricsgw-flag", action="append", default=[], help="extra flag for metricsgw serve")
+    ap.add_argument("--ready-path", default="", help="wait for 200 here instead of the server's readiness path "
+                    "(e.g. /-/healthy: metricsgw with --ingest.shards=2 takes writes but is never ready, since no "
+                    "process of this build answers queries over two shards)")
     ap.add_argument("--out", default="", help="results file (default bench/results/scale-<target>-<time>.json)")
     a = ap.parse_args(argv)
     for name in ("duration", "interval", "catch_up", "max_warm_up", "drain", "panel_every"):
@@ -188,6 +191,8 @@ def main(argv: list[str] | None = None) -> dict:
     extra = a.metricsgw_flag if a.target == "metricsgw" else None
     server = procs.STARTERS[a.target](work / a.target, extra=extra)
     check_loopback(server.write_url)
+    if a.ready_path:
+        server.ready_path = a.ready_path
     try:
         server.wait_ready(120.0)
         result = asyncio.run(run(a, server, workload, template))
