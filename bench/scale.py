@@ -40,7 +40,7 @@ from pathlib import Path
 
 from bench import procs
 from bench.load import check_loopback
-from bench.scale_report import Recorder, gateway_processes, scrape_flush_seconds
+from bench.scale_report import Recorder, markdown
 from bench.scale_send import Sender
 from bench.scale_wire import Template
 from bench.wire import encode_labels, metadata_request
@@ -178,7 +178,12 @@ def main(argv: list[str] | None = None) -> dict:
                     "(e.g. /-/healthy: metricsgw with --ingest.shards=2 takes writes but is never ready, since no "
                     "process of this build answers queries over two shards)")
     ap.add_argument("--out", default="", help="results file (default bench/results/scale-<target>-<time>.json)")
+    ap.add_argument("--table", default="", help="print the Markdown tables of a results file, and nothing else")
     a = ap.parse_args(argv)
+    if a.table:
+        result = json.loads(Path(a.table).read_text())
+        print(markdown(result))
+        return result
     for name in ("duration", "interval", "catch_up", "max_warm_up", "drain", "panel_every"):
         setattr(a, name, parse_duration(getattr(a, name)))
     # A run left in the background (nohup ... &) ignores SIGINT: stop on SIGTERM too, and stop the server then.
@@ -207,7 +212,7 @@ def main(argv: list[str] | None = None) -> dict:
     RESULTS.mkdir(exist_ok=True)
     path = Path(a.out) if a.out else RESULTS / time.strftime(f"scale-{a.target}-%Y%m%dT%H%M%SZ.json", time.gmtime())
     path.write_text(json.dumps(out, indent=2, default=str))
-    print(json.dumps({k: v for k, v in result.items() if k in ("warm_up", "window")}, indent=2, default=str))
+    print(markdown(result))
     print(f"results: {path}", flush=True)
     return out
 

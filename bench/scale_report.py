@@ -193,3 +193,38 @@ def _panel_figures(panels: list[dict]) -> dict:
     return {"panels": len(panels), "panels_by_status": by_status,
             "panel_p50_s": round(float(np.percentile(secs, 50)), 2) if len(secs) else None,
             "panel_max_s": round(float(secs.max()), 2) if len(secs) else None}
+
+
+def markdown(result: dict) -> str:
+    """The README tables of a run: one row per phase, then one per minute."""
+    def fmt(x, spec="{:,.0f}"):
+        return "-" if x is None else spec.format(x)
+
+    def rss(d: dict) -> str:
+        return " + ".join(f"{k} {v:,}" for k, v in d.items()) or "-"
+
+    lines = ["| phase | s | samples/s acked | write p50 / p99 / max ms | failed | retries | behind max s "
+             "| peak RSS MiB | gateway / driver cores | load1 mean | panels ok / asked, p50 / max s |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name in ("warm_up", "window"):
+        p = result[name]
+        cores = p["cpu_cores"]
+        lines.append(f"| {name.replace('_', '-')} | {fmt(p['seconds'])} | {fmt(p['samples_per_s'])} | "
+                     f"{fmt(p['write_p50_ms'])} / {fmt(p['write_p99_ms'])} / {fmt(p['write_max_ms'])} | "
+                     f"{p['failed']} | {p['retries']} | {fmt(p['behind_max_s'])} | {fmt(p['rss_peak_total_mib'])} "
+                     f"({rss(p['rss_peak_mib'])}) | {fmt(cores.get('gateway'), '{:.2f}')} / "
+                     f"{fmt(cores.get('driver'), '{:.2f}')} | {fmt(p['load1_mean'], '{:.1f}')} | "
+                     f"{p['panels_by_status'].get('200', 0)} / {p['panels']}, {fmt(p['panel_p50_s'], '{:.1f}')} / "
+                     f"{fmt(p['panel_max_s'], '{:.1f}')} |")
+    lines += ["", "| minute | phase | samples/s acked | write p50 / p99 / max ms | failed | retries | behind s (end) "
+              "| RSS MiB | gateway / driver cores | flushes (mean s) | load1 | panels ok / asked (max s) |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for i, m in enumerate(result["minutes"], 1):
+        cores = m["cpu_cores"]
+        flush = f"{m['flushes']} ({fmt(m['flush_mean_s'], '{:.1f}')})" if "flushes" in m else "-"
+        lines.append(f"| {i} | {m['phase']} | {fmt(m['samples_per_s'])} | {fmt(m['write_p50_ms'])} / "
+                     f"{fmt(m['write_p99_ms'])} / {fmt(m['write_max_ms'])} | {m['failed']} | {m['retries']} | "
+                     f"{fmt(m['behind_end_s'])} | {fmt(m['rss_total_mib'])} | {fmt(cores.get('gateway'), '{:.2f}')} / "
+                     f"{fmt(cores.get('driver'), '{:.2f}')} | {flush} | {m['load1']:.1f} | "
+                     f"{m['panels_by_status'].get('200', 0)} / {m['panels']} ({fmt(m['panel_max_s'], '{:.1f}')}) |")
+    return "\n".join(lines)
