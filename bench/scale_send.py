@@ -65,6 +65,11 @@ class Sender:
     def first_scrape_done(self) -> bool:
         return 0 in self._done
 
+    @property
+    def done_scrapes(self) -> frozenset[int]:
+        """Scrapes whose every request has finished."""
+        return frozenset(self._done)
+
     def queued(self) -> int:
         return sum(len(q) for q in self._queues) + sum(d is not None for d in self._in_flight)
 
