@@ -147,8 +147,10 @@ class Recorder:
         enc = self.sender.encode_cpu_s
         enc_ms = np.array([enc[k] * 1000 for k in sorted(enc)[:-1]])  # the last scrape may be partial
         return {"t_start": self.t_start, "window_start": ws, "caught_up": self.caught_up,
-                "warm_up": self._phase([r for r in recs if r.due < ws], self.t_start, ws),
-                "window": self._phase([r for r in recs if r.due >= ws], ws, now),
+                # by acknowledgement time: what the server did in each phase (a sender still behind at the
+                # window's start sends warm-up requests then; "behind" says how late they are)
+                "warm_up": self._phase([r for r in recs if r.ack < ws], self.t_start, ws),
+                "window": self._phase([r for r in recs if r.ack >= ws], ws, now),
                 "drain": drained, "status_counts": self.sender.status_counts, "first_error": self.sender.first_error,
                 "driver_encode_cpu_ms_per_scrape": {"mean": _pct(enc_ms, 50) and round(float(enc_ms.mean()), 1),
                                                     "p50": _pct(enc_ms, 50), "max": _pct(enc_ms, 100),
