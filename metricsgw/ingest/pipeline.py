@@ -18,9 +18,10 @@ New series are resolved in bulk (``_resolve_many``): one parse for all their lab
 vectorised validation (bulk.py), one pass of hashing; odd series fall back to the exact
 per-series validation, so messages and results do not depend on which path ran.
 Limit refusals are never cached as final: they depend on storage state that changes.
-The cache is cleared when the rules change (their generation bumps) and when it grows
-past ``max_cache_entries`` more than the series storage holds. When retention drops series from storage (``storage.series_epoch``
-moves), their entries leave the cache, so it follows the series storage holds, not history; a
+The cache is cleared when the rules change (their generation bumps) and when it holds more
+than ``max_cache_entries`` beyond the series storage holds (``storage.series_count``). When
+retention drops series from storage (``storage.series_epoch`` moves), their entries leave the
+cache, so it follows the series storage holds, not history; a
 write that raced with the drop is refused by storage (503) and its retry resolves the series again.
 """
 
