@@ -186,7 +186,7 @@ class Workload:
 
     @property
     def num_series(self) -> int:
-        return len(self._labels)
+        return len(self._key)
 
     def metadata(self) -> list[MetricMetadata]:
         return list(self._meta)
@@ -216,6 +216,10 @@ class Workload:
         # mirrors (their sources are gauges or counters, already filled in)
         out[self._mi] = self._m_total - out[self._m_of]
         return out
+
+    def drop_labels(self) -> None:
+        """Forget the label sets (a driver that has encoded them keeps only the values model: smaller to pickle)."""
+        self._labels = []
 
     def series_of_nodes(self, node_range: range) -> np.ndarray:
         """Indices of the series belonging to nodes in node_range (GPU nodes first, then control plane)."""

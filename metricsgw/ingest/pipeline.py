@@ -18,9 +18,10 @@ New series are resolved in bulk (``_resolve_many``): one parse for all their lab
 vectorised validation (bulk.py), one pass of hashing; odd series fall back to the exact
 per-series validation, so messages and results do not depend on which path ran.
 Limit refusals are never cached as final: they depend on storage state that changes.
-The cache is cleared when the rules change (their generation bumps) and when it grows
-past ``max_cache_entries``. When retention drops series from storage (``storage.series_epoch``
-moves), their entries leave the cache, so it follows the series storage holds, not history; a
+The cache is cleared when the rules change (their generation bumps) and when it holds more
+than ``max_cache_entries`` beyond the series storage holds (``storage.series_count``). When
+retention drops series from storage (``storage.series_epoch`` moves), their entries leave the
+cache, so it follows the series storage holds, not history; a
 write that raced with the drop is refused by storage (503) and its retry resolves the series again.
 """
 
@@ -177,7 +178,10 @@ class IngestPipeline:
         if self.rules_holder is not None and self.rules_holder.generation != self._generation:
             self.clear_cache()
             self._generation = self.rules_holder.generation
-        if len(self._cache) > self.max_cache_entries:
+        # The bound is on entries beyond the series storage holds (refused, dropped, not yet stored):
+        # those are what can pile up. A bound on all entries would clear the cache on every pass once
+        # more series are active than it allows, and every series would then be resolved again.
+        if len(self._cache) > self.max_cache_entries + getattr(self.storage, "series_count", 0):
             self._cache.clear()
         if len(self._unconfirmed) > self.max_cache_entries:  # appends that failed leave theirs behind
             self._unconfirmed.clear()

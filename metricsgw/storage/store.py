@@ -238,6 +238,11 @@ class Storage(RetentionShare, NativeStore, StorageReader):
     def has_series(self, sid: int) -> bool:
         return sid in self.catalog
 
+    @property
+    def series_count(self) -> int:
+        """Series in the series table (also those no longer sampled, until retention drops them)."""
+        return len(self.catalog)
+
     def active_series(self) -> int:
         return self.catalog.active_count(self._active_since())
 

@@ -283,6 +283,24 @@ def test_cache_is_bounded(storage, telemetry):
     assert pipe.cache_size == 3
 
 
+def test_cache_holds_every_series_storage_holds_past_the_bound(storage, telemetry, monkeypatch):
+    """The bound is on entries beyond the series stored: with more active series than
+    max_cache_entries (2.7M at the seed's 7,500 nodes, one shard, against a 2M default), clearing
+    the whole cache each time it passed the bound made every scrape resolve every series again."""
+    pipe = IngestPipeline(storage, telemetry, max_cache_entries=10)
+    store(storage, pipe.process(request(gpu_series(30)))[0])
+    store(storage, pipe.process(request(gpu_series(30, t=2000)))[0])
+    monkeypatch.setattr(pipe, "_process_slow", lambda *a: pytest.fail("known series took the slow path"))
+    batch, rej = pipe.process(request(gpu_series(30, t=3000)))
+    assert rej == [] and len(batch) == 30 and batch.new_series == [] and pipe.cache_size == 30
+    monkeypatch.undo()
+    # entries for series storage does not hold still count against the bound
+    pipe.process(request([([("__name__", "other"), ("i", str(i))], [(1000, 1.0)]) for i in range(11)]))
+    assert pipe.cache_size == 41
+    pipe.process(request(gpu_series(1, t=4000)))
+    assert pipe.cache_size == 1  # 41 > 30 held + 10: cleared first, then refilled
+
+
 def test_empty_request(storage, telemetry):
     batch, rej = IngestPipeline(storage, telemetry).process(request([]))
     assert len(batch) == 0 and batch.new_series == [] and rej == []
