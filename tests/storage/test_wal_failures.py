@@ -61,15 +61,20 @@ def test_full_disk_refuses_writes_says_why_and_recovers(disk):
         st.close()
         loop.close()
     assert not _leftovers(disk)
-    st = Storage(str(disk / "data"))
-    st.open()
-    try:
-        got = sorted(read_all(st))
-    finally:
-        st.close(flush=False)
+    got = sorted(_reopened_samples(disk))
     # the refused writes may be stored or not (they were answered 503); the acknowledged ones exactly once
     acked = {(str(i), dt, v) for i in range(10) for dt, v in ((0, 1.0), (3000, 4.0))}
     assert acked <= set(got) and len(got) == len(set(got))
+
+
+def _reopened_samples(disk) -> list:
+    """Every sample a fresh Storage on the disk's data directory reads (what a restart serves)."""
+    st = Storage(str(disk / "data"))
+    st.open()
+    try:
+        return read_all(st)
+    finally:
+        st.close(flush=False)
 
 
 def test_failed_flush_leaves_no_partial_file_and_retries_whole(disk):
@@ -124,11 +129,6 @@ def test_new_series_of_a_failed_write_are_defined_by_its_retry(disk):
     finally:
         st.close(flush=False)  # nothing flushed: the restart replays the WAL
         loop.close()
-    st = Storage(str(disk / "data"))
-    st.open()
-    try:
-        got = set(read_all(st))
-    finally:
-        st.close(flush=False)
+    got = set(_reopened_samples(disk))
     assert {(str(i), 1000, 2.0) for i in range(100, 5000)} <= got
     assert {(str(i), 2000, 3.0) for i in range(100, 5000)} <= got
