@@ -108,14 +108,17 @@ def test_a_follower_reads_consistent_snapshots_while_writers_commit_and_compact(
     try:
         for i, gw in enumerate(gws):
             gw.wait_ready()
+            # Paced at the clock once it has caught up: the writers go on committing (and compacting the
+            # 10 s partitions their flushes fill) for as long as the follower needs to see it.
             loads.append(AckedLoad(gw.base_url, now_ms - 1800_000, writers=2, series=30, step_ms=2000,
-                                   first_series=100 * i).start())
+                                   first_series=100 * i, max_ahead_ms=0).start())
         follower = Storage(str(shared), writer_id="follower0")
         follower.open()
         seen, removes_seen, versions = 0, 0, set()
         deadline = time.monotonic() + 840
         while removes_seen < 3 or len(versions) < 10:
             assert time.monotonic() < deadline, f"writers did not commit and compact: {removes_seen}, {len(versions)}"
+            assert [set(load.statuses) <= {204} for load in loads] == [True, True], [dict(x.statuses) for x in loads]
             before = follower.table.current
             follower.follow()
             with follower.table.pin() as snap:
