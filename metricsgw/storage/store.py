@@ -100,6 +100,11 @@ class Storage(RetentionShare, NativeStore, StorageReader):
         self._lock_file = WriterLock(os.path.join(self.writer_dir, "lock"), writer_id)
         self._followed: set[str] = set()  # other writers' side files already in the catalog
         self._last_follow = 0.0
+        # follow() swaps the table's snapshot before its series join the catalog; a reader that saw the new
+        # version mid-follow would select without them. ensure_version compares with this instead: the
+        # samples table version whose other writers' series and spans are all in the catalog.
+        self._follow_lock = threading.Lock()
+        self._followed_version = -1
         self.maintenance = Maintenance(self)
         self.metadata_by_metric: dict[str, dict[MetricMetadata, None]] = {}
         self.ready = False
@@ -130,6 +135,7 @@ class Storage(RetentionShare, NativeStore, StorageReader):
         files = self.table.current
         if self.follow_others:
             self._follow_catalog(files)
+        self._followed_version = files.table_version
         self._last_follow = time.monotonic()  # the table was just read: the next follow is an interval away
         self.metadata_by_metric.update(metadata_file.load(self.writer_dir))
         wal_dir = self.writer_dir
@@ -199,14 +205,23 @@ class Storage(RetentionShare, NativeStore, StorageReader):
     def follow(self) -> int:
         """Load other writers' commits now: their sample files join reads, their series and spans join
         the catalog, their removes are honoured. Returns the samples table version now seen."""
-        if self.table.refresh() is not None and self.follow_others:
-            self._follow_catalog(self.table.current)
-        self._last_follow = time.monotonic()
-        return self.table.current.table_version
+        with self._follow_lock:
+            moved = self.table.refresh() is not None
+            # also when only this writer's own commits moved the snapshot: one that lost a commit race
+            # took other writers' commits into it on the way
+            if self.follow_others and (moved or self.table.current.table_version != self._followed_version):
+                self._follow_catalog(self.table.current)
+            self._followed_version = self.table.current.table_version
+            self._last_follow = time.monotonic()
+            return self._followed_version
 
     def ensure_version(self, version: int) -> None:
-        """Make reads include at least samples table version ``version`` (cheap when they already do)."""
-        if self.table.current.table_version < version:
+        """Make reads include at least samples table version ``version``, other writers' series too
+        (cheap when they already do; waits for a follow in progress rather than reading past it)."""
+        if self._followed_version < version:
+            with self._follow_lock:
+                if self._followed_version >= version:
+                    return
             self.follow()
 
     def _follow_step(self) -> None:

@@ -348,6 +348,43 @@ def test_a_follower_catches_up_to_a_table_version_and_a_shard_keeps_only_its_own
                 st.close(flush=False)
 
 
+def test_ensure_version_waits_for_a_follow_that_has_swapped_the_snapshot_but_not_loaded_its_series(tmp_path):
+    """The periodic follow swaps the table snapshot, then reads the other writers' series into the catalog.
+    A query asking for that version in between must wait, not select without those series (a querier
+    answered only a shard's head, not its flushed series, under load)."""
+    gw0, gw1 = opened(tmp_path, writer_id="gw0"), opened(tmp_path, writer_id="gw1")
+    inside, release = threading.Event(), threading.Event()
+    load_catalog = gw0._follow_catalog
+
+    def slow_catalog(snap):  # the follow thread, held after the swap and before the series load
+        inside.set()
+        assert release.wait(60)
+        load_catalog(snap)
+
+    gw0._follow_catalog = slow_catalog
+    try:
+        theirs = [one_series(i, "other") for i in range(3)]
+        append(gw1, theirs, NOW - 60_000, 2.0)
+        gw1.flush()
+        v = gw1.table.current.table_version
+        follower = threading.Thread(target=gw0.follow)
+        follower.start()
+        assert inside.wait(60)
+        assert gw0.table.current.table_version >= v, "the snapshot is already swapped"
+        seen: list = []
+        reader = threading.Thread(target=lambda: (gw0.ensure_version(v), seen.append(read_all(gw0, 0, NOW)[2])))
+        reader.start()
+        reader.join(2)  # without the wait, the read is over by now, without gw1's series
+        release.set()
+        follower.join(60)
+        reader.join(60)
+        assert seen == [[2.0] * 3]
+    finally:
+        release.set()
+        gw0.close(flush=False)
+        gw1.close(flush=False)
+
+
 def test_the_log_is_checkpointed_so_opening_reads_few_entries(tmp_path):
     st = opened(tmp_path)
     series = [one_series()]
