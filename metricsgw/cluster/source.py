@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import npsort
 from ..limits.context import QueryContext
 from ..model import METRIC_NAME, Matcher
 from ..storage import native_head
@@ -55,14 +56,14 @@ class ClusterSource:
         names = set()
         for res in self._from_peers(matchers, *_window(start_ms, end_ms), ctx):
             if len(res.hists):
-                held = set(np.unique(res.hists.sid).tolist())
+                held = set(npsort.unique(res.hists.sid).tolist())
                 names.update(dict(lb).get(METRIC_NAME, "") for sid, lb in zip(res.ids.tolist(), res.labels)
                              if sid in held)
         return self.local.histogram_metrics() | names
 
     def read_histograms(self, ids: np.ndarray, start_ms: int, end_ms: int, ctx: QueryContext):
         """Local histograms first, then the peers' (one per (sid, t), the first kept, as for samples)."""
-        ids_sorted = np.unique(np.asarray(ids, np.int64))
+        ids_sorted = npsort.unique(np.asarray(ids, np.int64))
         parts = [self.local.read_histograms(ids_sorted, start_ms, end_ms, ctx)]
         for (_, lo, hi, *_limit), results in self._answers.items():
             if lo <= start_ms and end_ms <= hi:
@@ -137,7 +138,7 @@ class ClusterSource:
 
     def read_samples(self, ids: np.ndarray, start_ms: int, end_ms: int, ctx: QueryContext) -> SampleBlock:
         """Local samples, then those of every peer answer to a selection covering the window."""
-        ids_sorted = np.unique(np.asarray(ids, np.int64))
+        ids_sorted = npsort.unique(np.asarray(ids, np.int64))
         parts = [self.local.read_samples(ids_sorted, start_ms, end_ms, ctx)]
         for (_, lo, hi, *_limit), results in self._answers.items():
             if lo <= start_ms and end_ms <= hi:

@@ -19,6 +19,7 @@ from typing import Callable
 
 import numpy as np
 
+from .. import npsort
 from ..config import format_duration
 from ..remote.codec import DecodedWrite
 from ..remote.validate import render
@@ -94,7 +95,7 @@ def _describe(decoded: DecodedWrite, mask: np.ndarray, why: str) -> str:
         shown = render(decoded.label_pairs(first))
     except Exception:  # labels that cannot be decoded are reported by validation, not here
         shown = f"#{first}"
-    return (f"{int(mask.sum())} samples of {len(np.unique(hit))} series {why}, e.g. series {shown} "
+    return (f"{int(mask.sum())} samples of {len(npsort.unique(hit))} series {why}, e.g. series {shown} "
             f"at {_when(int(decoded.t[at]))}")
 
 

@@ -9,6 +9,7 @@ from typing import Callable
 
 import numpy as np
 
+from .. import npsort
 from ..errors import ExecError
 from ..model import METRIC_NAME, Labels
 from .format import format_value
@@ -119,7 +120,7 @@ def _avg(gid, g, v, m, count) -> np.ndarray:
     overflow = np.isinf(mean) & ~inf_in & (count > 0)
     if overflow.any():
         groups = np.flatnonzero(overflow.any(axis=1))
-        rows = np.flatnonzero(np.isin(gid, groups))
+        rows = np.flatnonzero(npsort.isin(gid, groups))
         sub = np.searchsorted(groups, gid[rows])
         mean[groups] = _incremental_mean(sub, len(groups), v[rows], m[rows])
     return mean

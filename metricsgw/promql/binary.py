@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import npsort
 from ..errors import ExecError
 from ..model import METRIC_NAME, Labels
 from .aggregations import group_ids, grouper
@@ -144,7 +145,7 @@ def _match_each(op: str, many: Series, one: Series, sigs: dict[Labels, int], row
             continue
         # Included labels come from the partner at each step; it may differ between steps
         # (series churn on the "one" side), so emit one row per distinct partner.
-        for p in np.unique(r[ok]).tolist():
+        for p in npsort.unique(r[ok]).tolist():
             pm = ok & (r == p)
             out_labels.append(_result_labels(l, one.labels[p], op, on, names, card, include, return_bool))
             out_vals.append(np.where(pm, vals, 0.0))

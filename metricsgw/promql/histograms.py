@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 
+from .. import npsort
 from ..model import METRIC_NAME, Labels
 from .binary import dedupe
 from .value import ScalarSteps, Series, drop_name
@@ -65,7 +66,7 @@ def _quantile_columns(q: np.ndarray, les: np.ndarray, counts: np.ndarray) -> np.
     if len(les) == 0 or not math.isinf(les[-1]) or les[-1] < 0:
         return _q_edges(q, out)
     # Coalesce buckets with the same upper bound (sum their counts).
-    uniq, start = np.unique(les, return_index=True)
+    uniq, start = npsort.unique_first(les)
     c = np.add.reduceat(counts, start, axis=0)
     c = _monotonic(c)
     if len(uniq) < 2:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import npsort
 from ..limits.context import QueryContext
 from ..model import Labels, Matcher, canonical, labels_match, series_id
 from ..storage.batch import SampleBlock, SeriesSet
@@ -40,7 +41,7 @@ class MemSource:
             v = np.concatenate(self._v[sid])
             # Last write wins: reverse, stable-unique on t, keep the first (= latest) seen.
             rt, rv = t[::-1], v[::-1]
-            ut, first = np.unique(rt, return_index=True)
+            ut, first = npsort.unique_first(rt)
             got = (ut, rv[first])
             self._sorted[sid] = got
         return got

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import npsort
 from .value import Ranges, Series, drop_name
 
 
@@ -48,7 +49,7 @@ def _reset_corrections(r: Ranges) -> np.ndarray:
     drop = r.v[1:] < r.v[:-1]
     pos = np.flatnonzero(drop) + 1
     if len(pos):
-        pos = pos[~np.isin(pos, r.offsets)]
+        pos = pos[~npsort.isin(pos, r.offsets)]
     if not len(pos):
         return np.zeros(r.lo.shape)
     before = r.v[pos - 1]

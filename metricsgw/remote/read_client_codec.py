@@ -17,11 +17,12 @@ import pyarrow as pa
 import snappy
 from google.protobuf.message import DecodeError
 
+from .. import npsort
 from ..errors import BadData
 from ..model import Labels, Matcher, series_keys_and_ids
 from ..storage.batch import HistogramBlock, SampleBlock
-from ..storage.native_head import empty_histograms, merge_histograms
 from ..storage.merge import is_sorted_strict, sort_block
+from ..storage.native_head import empty_histograms, merge_histograms
 from .codec import decompress
 from .proto import remote_read_pb2 as pb
 
@@ -182,7 +183,7 @@ def _uniform_records(buf: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[n
     uniform &= length % np.maximum(size, 1) == 0
     counts = np.where(uniform, length // np.maximum(size, 1), np.where(length == 0, 0, -1))
     places = []
-    for rec in np.unique(size[uniform]).tolist():
+    for rec in npsort.unique(size[uniform]).tolist():
         regs = np.flatnonzero(uniform & (size == rec))
         c = counts[regs]
         within = np.arange(int(c.sum())) - np.repeat(np.cumsum(c) - c, c)
@@ -194,10 +195,10 @@ def _uniform_records(buf: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[n
         for k in range(rec - 13):  # column by column: cheaper than a row-wise all() here
             good &= varint[:, k] >= 0x80
         owner = np.repeat(np.arange(len(regs)), c)
-        bad = np.unique(owner[~good])
+        bad = npsort.unique(owner[~good])
         if len(bad):  # those series go the slow way; the rest stay
             counts[regs[bad]] = -1
-            keep = ~np.isin(owner, bad)
+            keep = ~npsort.isin(owner, bad)
             grid, varint, owner, within = grid[keep], varint[keep], owner[keep], within[keep]
         t = np.zeros(len(grid), np.uint64)
         for k in range(rec - 12):

@@ -99,15 +99,29 @@ def _query(q) -> ReadQuery:
 # ---------------------------------------------------------------- SAMPLES
 
 
-def _label_records(labels: Labels, field: int = 1) -> bytes:
-    """The ``labels`` fields of a series: each a ReadLabel {name = 1, value = 2}, written directly
-    (a protobuf object per label costs more than its bytes); the same bytes the generated code
-    writes, which leaves empty strings out."""
-    out = []
-    for n, v in labels:
-        msg = b"".join(_len_field(k, text.encode()) for k, text in ((1, n), (2, v)) if text)
-        out.append(_len_field(field, msg))
-    return b"".join(out)
+# Each distinct (name, value) pair's encoded ``labels`` field, made once: a head read of 100k series encodes
+# the same few thousand pairs again and again, and building them label by label was most of a shard's
+# work in bench.soak's writes-under-queries. Bounded: past the bound it starts again (high-cardinality
+# values then cost what they did before).
+_LABEL_FIELDS: dict[tuple[str, str], bytes] = {}
+_LABEL_FIELDS_MAX = 200_000
+
+
+def _label_field(pair: tuple[str, str]) -> bytes:
+    """One ReadLabel {name = 1, value = 2} as a ``labels`` field (1), written directly (a protobuf object per
+    label costs more than its bytes); the same bytes the generated code writes, which leaves empty strings out."""
+    msg = b"".join(_len_field(k, text.encode()) for k, text in zip((1, 2), pair) if text)
+    out = _len_field(1, msg)
+    if len(_LABEL_FIELDS) >= _LABEL_FIELDS_MAX:
+        _LABEL_FIELDS.clear()
+    _LABEL_FIELDS[pair] = out
+    return out
+
+
+def _label_records(labels: Labels) -> bytes:
+    """The ``labels`` fields of a series."""
+    get = _LABEL_FIELDS.get
+    return b"".join([get(pair) or _label_field(pair) for pair in labels])
 
 
 def _len_field(field: int, payload: bytes) -> bytes:

@@ -17,6 +17,7 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
+from .. import npsort
 from ..model import METRIC_NAME, Labels, Matcher
 from .sorted_search import search_sorted
 
@@ -441,7 +442,7 @@ class Catalog:
         gs = np.asarray(list(gs), np.int64)
         out: list = [None] * len(gs)
         tidx = self.metric_idx.a[gs]
-        for ti in np.unique(tidx).tolist():
+        for ti in npsort.unique(tidx).tolist():
             at = np.flatnonzero(tidx == ti)
             table = self.tables[ti]
             for i, lb in zip(at.tolist(), table.labels_many(np.searchsorted(table.gidx.view, gs[at]))):

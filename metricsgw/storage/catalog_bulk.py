@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import npsort
 from ..model import METRIC_NAME
 from .catalog import Catalog, MetricTable, _Column
 from .keysplit import split_keys
@@ -12,7 +13,7 @@ from .keysplit import split_keys
 
 def add_keys(cat: Catalog, sids: np.ndarray, keys: list[bytes]) -> np.ndarray:
     """Holding ``cat``'s lock. Returns the positions (into ``sids``) of the series that were not known."""
-    _, first = np.unique(sids, return_index=True)
+    _, first = npsort.unique_first(sids)
     first.sort()
     if cat.sids.n:
         first = first[~cat.known(sids[first])]
@@ -27,7 +28,7 @@ def add_keys(cat: Catalog, sids: np.ndarray, keys: list[bytes]) -> np.ndarray:
     # metric of each series: the value of its __name__ label ("" if it has none)
     metric_of = np.full(n, -1, np.int64)
     metric_of[split.series[name_rows]] = split.value_codes[name_rows]
-    metric_ids, metric_of = np.unique(metric_of, return_inverse=True)
+    metric_ids, metric_of = npsort.unique_inverse(metric_of)
     metric_names = [split.values[m] if m >= 0 else "" for m in metric_ids.tolist()]
     tables = []
     for name in metric_names:

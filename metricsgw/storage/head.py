@@ -8,10 +8,12 @@ snapshot that stays readable until its Parquet files are in place.
 
 from __future__ import annotations
 
+import functools
 import threading
 
 import numpy as np
 
+from .. import npsort
 from .batch import SampleBlock
 
 
@@ -30,8 +32,26 @@ class HeadBlock:
     def __len__(self) -> int:
         return len(self.sid)
 
+    @functools.cached_property
+    def sids(self) -> np.ndarray:
+        """The distinct series, sorted: one pass over the sorted column (a block never changes)."""
+        return self.sid[np.r_[True, self.sid[1:] != self.sid[:-1]]] if len(self.sid) else self.sid
+
     def select(self, ids_sorted: np.ndarray, start_ms: int, end_ms: int) -> SampleBlock:
         return select_sorted(self.sid, self.t, self.v, ids_sorted, start_ms, end_ms)
+
+    def count(self, ids_sorted: np.ndarray, start_ms: int, end_ms: int) -> int:
+        """``len(self.select(...))`` without gathering the samples when the window covers the series' runs
+        (a head read's estimate; a query's window nearly always covers all of the head)."""
+        lo = np.searchsorted(self.sid, ids_sorted, "left")
+        hi = np.searchsorted(self.sid, ids_sorted, "right")
+        keep = hi > lo
+        lo, hi = lo[keep], hi[keep]
+        if not len(lo):
+            return 0
+        if int(self.t[lo].min()) >= start_ms and int(self.t[hi - 1].max()) <= end_ms:
+            return int((hi - lo).sum())
+        return len(self.select(ids_sorted, start_ms, end_ms))
 
 
 def select_sorted(sid: np.ndarray, t: np.ndarray, v: np.ndarray, ids_sorted: np.ndarray,
@@ -71,6 +91,7 @@ class Head:
         self._chunks: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         self._blocks: list[HeadBlock] = []
         self._samples = 0
+        self._held: tuple[tuple[int, ...], np.ndarray] = ((), np.empty(0, np.int64))  # blocks' ids -> their series
         self.min_t = np.iinfo(np.int64).max
         self.max_t = np.iinfo(np.int64).min
 
@@ -112,6 +133,18 @@ class Head:
                                     np.concatenate([b1.v, b2.v])))
         return blocks
 
+    def held_sids(self) -> np.ndarray:
+        """Every series with a sample here, sorted; recomputed only when the blocks changed (a peer's or
+        querier's every head read asks, and on a head of millions of samples a fresh union is a sort)."""
+        blocks = self.blocks()
+        key = tuple(id(b) for b in blocks)
+        cached_key, cached = self._held
+        if key != cached_key:
+            cached = blocks[0].sids if len(blocks) == 1 else (
+                npsort.unique(np.concatenate([b.sids for b in blocks])) if blocks else np.empty(0, np.int64))
+            self._held = (key, cached)
+        return cached
+
     def holding(self, ids_sorted: np.ndarray) -> np.ndarray:
         """Which of these series have a sample here (no sort, no consolidation)."""
         with self._lock:
@@ -120,13 +153,18 @@ class Head:
         for b in blocks:
             held |= np.searchsorted(b.sid, ids_sorted, "right") > np.searchsorted(b.sid, ids_sorted, "left")
         for sid, _, _ in chunks:
-            held |= np.isin(ids_sorted, sid)
+            held |= npsort.isin(ids_sorted, sid)
         return held
 
     def select(self, ids_sorted: np.ndarray, start_ms: int, end_ms: int) -> list[SampleBlock]:
         if start_ms > self.max_t or end_ms < self.min_t:
             return []
         return [b.select(ids_sorted, start_ms, end_ms) for b in self.blocks()]
+
+    def count(self, ids_sorted: np.ndarray, start_ms: int, end_ms: int) -> int:
+        if start_ms > self.max_t or end_ms < self.min_t:
+            return 0
+        return sum(b.count(ids_sorted, start_ms, end_ms) for b in self.blocks())
 
     def columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Everything, as one sorted (sid, t, v) triple (for a flush)."""

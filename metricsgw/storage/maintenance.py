@@ -18,6 +18,7 @@ import logging
 
 import numpy as np
 
+from .. import npsort
 from . import crashpoints
 from .compact import compact_partitions, compact_side_tables, purge_side_tables
 
@@ -72,7 +73,7 @@ class Maintenance:
         horizon = min([f.min_t for f in files] + [st.native_files_min_t()])
         dropped = st.drop_series_before(horizon)
         if len(dropped):
-            self._purge = np.union1d(self._purge, dropped)
+            self._purge = npsort.union(self._purge, dropped)
         if len(self._purge):
             gone = self._purge[st.catalog.lookup(self._purge) < 0]  # one that came back keeps its records
             if len(gone):

@@ -17,6 +17,7 @@ from dataclasses import fields
 import numpy as np
 import pyarrow as pa
 
+from .. import npsort
 from .batch import ExemplarBlock, HistogramBlock, NativeSamples
 
 _EMPTY_I64 = np.empty(0, np.int64)
@@ -118,4 +119,4 @@ class NativeHead:
 
     def holding(self, ids_sorted: np.ndarray) -> np.ndarray:
         h, e = self.merged()
-        return np.isin(ids_sorted, h.sid) | np.isin(ids_sorted, e.sid)
+        return npsort.isin(ids_sorted, h.sid) | npsort.isin(ids_sorted, e.sid)

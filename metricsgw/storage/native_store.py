@@ -20,6 +20,7 @@ from typing import Callable
 
 import numpy as np
 
+from .. import npsort
 from ..errors import Unavailable
 from ..limits.context import QueryContext
 from . import native_files, parquet_io
@@ -76,12 +77,12 @@ class NativeStore:
             self._unnamed_sids.append(nat.hist_sid)
 
     def _metric_names(self, sids: np.ndarray) -> set[str]:
-        g = self.catalog.lookup(np.unique(sids))
+        g = self.catalog.lookup(npsort.unique(sids))
         g = g[g >= 0]
         if not len(g):
             return set()
         codes, names = self.catalog.metric_rank_codes(g)
-        return {names[c] for c in np.unique(codes).tolist()}
+        return {names[c] for c in npsort.unique(codes).tolist()}
 
     def histogram_metrics(self) -> frozenset[str]:
         """Names of the metrics that hold native histograms (PromQL looks for histograms only there)."""
@@ -137,7 +138,7 @@ class NativeStore:
         part = block.t // self.partition_ms
         if part.min() == part.max():
             return [block]
-        return [take(block, np.flatnonzero(part == p)) for p in np.unique(part)]
+        return [take(block, np.flatnonzero(part == p)) for p in npsort.unique(part)]
 
     def _native_committed(self, heads: list[NativeHead]) -> None:
         """After the commit (swap lock held): the written heads leave memory."""
@@ -168,7 +169,7 @@ class NativeStore:
         return self._read_native(_EXEMPLARS, ids, start_ms, end_ms, ctx)
 
     def _read_native(self, kind: "_Kind", ids: np.ndarray, start_ms: int, end_ms: int, ctx: QueryContext):
-        ids_sorted = np.unique(np.asarray(ids, np.int64))
+        ids_sorted = npsort.unique(np.asarray(ids, np.int64))
         stage = f"reading {kind.name}"
         pin, heads = self._native_view()
         parts = []

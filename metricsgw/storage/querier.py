@@ -13,12 +13,13 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
+from .. import npsort
 from ..limits.context import QueryContext
 from ..model import METRIC_NAME, Matcher
+from . import stats
 from .batch import SampleBlock, SeriesSet
 from .head import select_sorted
 from .merge import merge_blocks, merge_parts, sort_block
-from . import stats
 from .sample_cache import CACHED_SAMPLE_BYTES, CachedSamples, SampleCache
 
 # Selective reads: only the wanted series (a join with the unique wanted sids, faster here
@@ -116,7 +117,7 @@ class StorageReader:
         cat = self.catalog
         for table, rows in cat.select(matchers, start_ms, end_ms, check):
             if among is not None:
-                rows = rows[np.isin(cat.sids.a[table.gidx.view[rows]], among)]
+                rows = rows[npsort.members(cat.sids.a[table.gidx.view[rows]], among)]
                 if not len(rows):
                     continue
             if limit is not None and total + len(rows) > limit:
@@ -198,7 +199,7 @@ class StorageReader:
                     continue
                 codes = col.codes.view
                 r = rows[rows < len(codes)]
-                for c in np.unique(codes[r]):
+                for c in npsort.unique(codes[r]):
                     if c:
                         values.add(col.values[c])
         out = sorted(values)
@@ -239,7 +240,7 @@ class StorageReader:
         """Samples of these series in [start_ms, end_ms], sorted by (sid, t), one per (sid, t).
 
         Charges ``ctx`` for every sample as it is loaded (callers must not charge them again)."""
-        ids_sorted = np.unique(np.asarray(ids, np.int64))
+        ids_sorted = npsort.unique(np.asarray(ids, np.int64))
         if not len(ids_sorted):
             return SampleBlock.empty()
         parts: list[SampleBlock] = []  # in write order, so the first-written duplicate wins
@@ -279,7 +280,7 @@ class StorageReader:
         per_file: list[list[SampleBlock]] = [[] for _ in paths]
         all_files: list[SampleBlock] = []  # metrics served merged across the files
         selective: list[np.ndarray] = []
-        for ti in np.unique(tidx).tolist():
+        for ti in npsort.unique(tidx).tolist():
             ctx.check("parquet read")  # a read served from the cache has no DuckDB call to interrupt
             table = cat.tables[ti]
             ids_m = ids_sorted[tidx == ti]
@@ -315,7 +316,7 @@ class StorageReader:
             all_files.append(sel)
         if selective:
             wanted = np.sort(np.concatenate(selective))
-            metrics = sorted({cat.tables[int(ti)].name for ti in np.unique(cat.metric_idx.a[cat.dense(wanted)])})
+            metrics = sorted({cat.tables[int(ti)].name for ti in npsort.unique(cat.metric_idx.a[cat.dense(wanted)])})
             block, file_index = self._read_parquet(paths, metrics, wanted, start_ms, end_ms, ctx)
             for i, b in enumerate(_split_by_file(block, file_index, len(paths))):
                 per_file[i].append(b)
@@ -417,3 +418,4 @@ def _split_by_file(block: SampleBlock, file_index: np.ndarray, n_files: int) -> 
         block, file_index = SampleBlock(block.sid[perm], block.t[perm], block.v[perm]), file_index[perm]
     bounds = np.searchsorted(file_index, np.arange(n_files + 1))
     return [SampleBlock(block.sid[a:b], block.t[a:b], block.v[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+

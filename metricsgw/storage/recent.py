@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import npsort
 from ..limits.context import QueryContext
 from ..model import Matcher
 from .batch import SampleBlock, SeriesSet
@@ -49,25 +50,28 @@ class RecentView:
         ids_sorted = ss.ids[order]
         for nat in self.native_heads:
             if len(nat):
-                in_window = np.union1d(nat.histograms(ids_sorted, lo, hi).sid, nat.exemplars(ids_sorted, lo, hi).sid)
-                held[order] |= np.isin(ids_sorted, in_window)
+                in_window = npsort.union(nat.histograms(ids_sorted, lo, hi).sid, nat.exemplars(ids_sorted, lo, hi).sid)
+                held[order] |= npsort.isin(ids_sorted, in_window)
         keep = np.flatnonzero(held)
         return SeriesSet(ss.ids[keep], [ss.labels[i] for i in keep.tolist()])
 
     def _held_sids(self) -> np.ndarray:
         """Every series with anything in memory (sorted): a head holds a few of the catalog's series."""
-        parts = [np.unique(b.sid) for head in self.heads for b in head.blocks()]
+        parts = [held for head in self.heads if len(held := head.held_sids())]
         for nat in self.native_heads:
             if len(nat):
                 h, e = nat.merged()
                 parts += [h.sid, e.sid]
-        return np.unique(np.concatenate(parts)) if parts else np.empty(0, np.int64)
+        if len(parts) == 1:
+            return parts[0]
+        return npsort.unique(np.concatenate(parts)) if parts else np.empty(0, np.int64)
 
     def estimate_samples(self, series: SeriesSet, start_ms: int, end_ms: int) -> int:
-        return sum(len(b) for b in self._blocks(series.ids, start_ms, end_ms))
+        ids_sorted = npsort.unique(np.asarray(series.ids, np.int64))
+        return sum(h.count(ids_sorted, start_ms, end_ms) for h in self.heads)
 
     def read_samples(self, ids: np.ndarray, start_ms: int, end_ms: int, ctx: QueryContext) -> SampleBlock:
-        ids_sorted = np.unique(np.asarray(ids, np.int64))
+        ids_sorted = npsort.unique(np.asarray(ids, np.int64))
         parts = self._blocks(ids_sorted, start_ms, end_ms)
         for b in parts:
             ctx.charge_samples(len(b), "head read")
@@ -81,12 +85,11 @@ class RecentView:
         return self._native("exemplars", merge_exemplars, EXEMPLAR_BYTES, ids, start_ms, end_ms, ctx)
 
     def _native(self, kind: str, merge, bytes_each: int, ids, start_ms: int, end_ms: int, ctx: QueryContext):
-        ids_sorted = np.unique(np.asarray(ids, np.int64))
+        ids_sorted = npsort.unique(np.asarray(ids, np.int64))
         parts = [getattr(h, kind)(ids_sorted, start_ms, end_ms) for h in self.native_heads]  # oldest first
         for p in parts:
             ctx.charge_samples(len(p), f"head read ({kind})", bytes_each)
         return merge(parts)
 
-    def _blocks(self, ids, start_ms: int, end_ms: int) -> list[SampleBlock]:
-        ids_sorted = np.unique(np.asarray(ids, np.int64))
+    def _blocks(self, ids_sorted: np.ndarray, start_ms: int, end_ms: int) -> list[SampleBlock]:
         return [b for h in self.heads for b in h.select(ids_sorted, start_ms, end_ms) if len(b)]

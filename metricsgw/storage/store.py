@@ -25,23 +25,31 @@ import time
 import numpy as np
 import pyarrow as pa
 
+from .. import npsort
 from ..errors import Unavailable
 from ..model import series_keys
-from . import catalog_checkpoint, crashpoints, metadata_file, migrate, parquet_io, startup
+from . import (
+    catalog_checkpoint,
+    crashpoints,
+    metadata_file,
+    migrate,
+    parquet_io,
+    startup,
+)
 from .batch import AppendBatch, MetricMetadata
 from .catalog import Catalog
-from .table import Snapshot, Table, Transaction
-from .table import file_writer as table_writer
-from .writer_lock import WriterLock
 from .head import Head
 from .maintenance import Maintenance
 from .native_store import NativeStore
 from .native_wal import NativeSegmentEncoder
 from .pending_series import PendingSeries
-from .undurable import UndurableSeries
 from .querier import StorageReader
 from .retention_share import RetentionShare
+from .table import Snapshot, Table, Transaction
+from .table import file_writer as table_writer
+from .undurable import UndurableSeries
 from .wal import WAL
+from .writer_lock import WriterLock
 
 log = logging.getLogger(__name__)
 
@@ -468,7 +476,7 @@ class Storage(RetentionShare, NativeStore, StorageReader):
         self._estimate_interval(sid, t)
         code, names = self.catalog.metric_rank_codes(self.catalog.dense(sid))
         part = t // self.partition_ms
-        partitions = np.unique(part)
+        partitions = npsort.unique(part)
         for p in partitions:
             if len(partitions) > 1:
                 m = np.flatnonzero(part == p)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import npsort
 from ..model import Labels, series_keys
 from .batch import AppendBatch
 
@@ -37,7 +38,7 @@ class UndurableSeries:
             named = np.concatenate([named, batch.native.hist_sid, batch.native.ex_sid])
         defined = {sid for sid, _ in batch.new_series}
         get = self._by_sid.get
-        extra = [(sid, hit) for sid in np.unique(named).tolist()
+        extra = [(sid, hit) for sid in npsort.unique(named).tolist()
                  if sid not in defined and (hit := get(sid)) is not None]
         if not extra:
             return

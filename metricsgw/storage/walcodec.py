@@ -25,6 +25,7 @@ import struct
 import numpy as np
 import zstandard
 
+from .. import npsort
 from ..model import labels_from_key, series_keys
 from . import records
 from .batch import AppendBatch, MetricMetadata
@@ -94,7 +95,7 @@ class RefTable:
         miss = refs < 0
         if not miss.any():
             return refs, sids[:0]
-        uniq, first = np.unique(sids[miss], return_index=True)
+        uniq, first = npsort.unique_first(sids[miss])
         added = uniq[np.argsort(first)]  # refs in order of first use: a scrape's refs go up by one
         keys = np.concatenate([self._new_keys, added])
         vals = np.concatenate([self._new_refs, np.arange(self.count, self.count + len(added), dtype=np.int64)])
