@@ -35,7 +35,7 @@ class HeadBlock:
     @functools.cached_property
     def sids(self) -> np.ndarray:
         """The distinct series, sorted: one pass over the sorted column (a block never changes)."""
-        return self.sid[np.r_[True, self.sid[1:] != self.sid[:-1]]] if len(self.sid) else self.sid
+        return npsort.distinct_sorted(self.sid)
 
     def select(self, ids_sorted: np.ndarray, start_ms: int, end_ms: int) -> SampleBlock:
         return select_sorted(self.sid, self.t, self.v, ids_sorted, start_ms, end_ms)

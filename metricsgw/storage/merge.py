@@ -31,7 +31,7 @@ def merge_blocks(parts: list[SampleBlock]) -> SampleBlock:
     parts = [p for p in parts if len(p)]
     if len(parts) <= 1:
         return parts[0] if parts else SampleBlock.empty()
-    ids = npsort.unique(np.concatenate([p.sid[np.r_[True, p.sid[1:] != p.sid[:-1]]] for p in parts]))
+    ids = npsort.unique(np.concatenate([npsort.distinct_sorted(p.sid) for p in parts]))
     return merge_parts(ids, parts, min(int(p.t.min()) for p in parts), max(int(p.t.max()) for p in parts))
 
 

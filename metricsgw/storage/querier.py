@@ -418,4 +418,3 @@ def _split_by_file(block: SampleBlock, file_index: np.ndarray, n_files: int) -> 
         block, file_index = SampleBlock(block.sid[perm], block.t[perm], block.v[perm]), file_index[perm]
     bounds = np.searchsorted(file_index, np.arange(n_files + 1))
     return [SampleBlock(block.sid[a:b], block.t[a:b], block.v[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
-

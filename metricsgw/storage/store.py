@@ -28,14 +28,7 @@ import pyarrow as pa
 from .. import npsort
 from ..errors import Unavailable
 from ..model import series_keys
-from . import (
-    catalog_checkpoint,
-    crashpoints,
-    metadata_file,
-    migrate,
-    parquet_io,
-    startup,
-)
+from . import catalog_checkpoint, crashpoints, metadata_file, migrate, parquet_io, startup
 from .batch import AppendBatch, MetricMetadata
 from .catalog import Catalog
 from .head import Head
