@@ -30,6 +30,7 @@ from ..model import Matcher
 from ..remote import read_client_codec
 from ..remote.read_client_codec import PeerSeries
 from ..storage.native_store import HISTOGRAM_BYTES
+from . import head_columns
 
 log = logging.getLogger(__name__)
 
@@ -103,17 +104,23 @@ class Peer:
             self._session = aiohttp.ClientSession(connector=connector)
         return self._session
 
-    async def read(self, body: bytes, timeout_s: float, max_bytes: int, limit: int | None = None) -> PeerAnswer:
-        """``limit``: at most that many series per query, the first in label order (a metadata call's cap)."""
+    async def read(self, body: bytes, timeout_s: float, max_bytes: int, limit: int | None = None,
+                   columns: bool = False) -> PeerAnswer:
+        """``limit``: at most that many series per query, the first in label order (a metadata call's cap).
+        ``columns``: ask a ``unix:`` peer (a process of this machine: its arrays are not compressed) for the columnar
+        answer (head_columns.py); a peer that does not give one (a front, which joins its shards' remote-read
+        answers) answers remote read's format, decoded as usual."""
+        columns = columns and self._socket is not None
         headers = {"Content-Type": "application/x-protobuf", "Content-Encoding": "snappy",
                    "X-Prometheus-Remote-Read-Version": "0.1.0", **self._auth}
-        url = self._url + (f"&limit={limit}" if limit else "")
+        url = self._url + (f"&limit={limit}" if limit else "") + (f"&format={head_columns.FORMAT}" if columns else "")
         async with self._session_now().post(url, data=body, headers=headers,
                                             timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
             if resp.status != 200:
                 text = (await resp.content.read(300)).decode("utf-8", "replace").strip()
                 raise _Refused(f"HTTP {resp.status}: {text}")
-            if resp.headers.get("Content-Type", "") != "application/x-protobuf":
+            ctype = resp.headers.get("Content-Type", "")
+            if ctype not in ("application/x-protobuf", head_columns.CONTENT_TYPE):
                 raise BadData(f"unexpected Content-Type {resp.headers.get('Content-Type')!r}")
             data = bytearray()
             async for chunk in resp.content.iter_chunked(1 << 16):
@@ -121,7 +128,10 @@ class Peer:
                 if len(data) > max_bytes:
                     raise _TooBig()
             version = resp.headers.get(TABLE_VERSION_HEADER)
-        results = await asyncio.to_thread(read_client_codec.decode_response, bytes(data), max_bytes)
+        if ctype == head_columns.CONTENT_TYPE:
+            results = head_columns.decode_response(bytes(data))
+        else:
+            results = await asyncio.to_thread(read_client_codec.decode_response, bytes(data), max_bytes)
         return PeerAnswer(self.name, results, int(version) if version and version.isdigit() else None)
 
     async def get_json(self, path: str, params: list[tuple[str, str]], timeout_s: float) -> PeerJson:
@@ -163,8 +173,9 @@ class PeerFanout:
             await p.close()
 
     def read(self, queries: list[tuple[list[Matcher], int, int]], series_only: bool,
-             ctx: QueryContext, limit: int | None = None) -> list[PeerAnswer | PeerFailure]:
-        """Every peer's answer to these queries, or why it has none; blocks the calling worker.
+             ctx: QueryContext, limit: int | None = None, columns: bool = False) -> list[PeerAnswer | PeerFailure]:
+        """Every peer's answer to these queries, or why it has none; blocks the calling worker. ``columns``: ask
+        for columnar answers (their ``labels`` hold None for series the caller knows by id: head_columns.py).
 
         Raises the query's own errors: QueryCanceled/QueryTimeout (the calls are cancelled) and
         LimitExceeded when a peer's samples cross the query's budgets."""
@@ -174,7 +185,8 @@ class PeerFanout:
         body = read_client_codec.encode_request(queries, series_only)
         timeout = min(self.timeout_s, max(ctx.remaining() * DEADLINE_SHARE, 0.001))
         max_bytes = max(0, min(MAX_RESPONSE_BYTES, ctx.max_bytes - ctx.bytes))
-        futures = {asyncio.run_coroutine_threadsafe(self._call(p, body, timeout, max_bytes, limit=limit), self._loop): p
+        futures = {asyncio.run_coroutine_threadsafe(self._call(p, body, timeout, max_bytes, limit=limit,
+                                                               columns=columns), self._loop): p
                    for p in self.peers}
         out: dict[str, PeerAnswer | PeerFailure] = {}
         pending = set(futures)
@@ -204,12 +216,12 @@ class PeerFanout:
         return list(await asyncio.gather(*(self._call(p, None, timeout, 0, (path, params)) for p in self.peers)))
 
     async def _call(self, peer: Peer, body: bytes | None, timeout_s: float, max_bytes: int,
-                    json_get: tuple[str, list] | None = None, limit: int | None = None
+                    json_get: tuple[str, list] | None = None, limit: int | None = None, columns: bool = False
                     ) -> PeerAnswer | PeerJson | PeerFailure:
         try:
             got: PeerAnswer | PeerJson | PeerFailure = (
                 await peer.get_json(*json_get, timeout_s) if json_get
-                else await peer.read(body, timeout_s, max_bytes, limit))
+                else await peer.read(body, timeout_s, max_bytes, limit, columns))
         except (_TooBig, PayloadTooLarge):
             raise LimitExceeded(f"peer {peer.name}'s recent samples would hold more memory than the query may "
                                 "(raise --query.max-memory-per-query or narrow the query)") from None

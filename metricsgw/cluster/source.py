@@ -15,9 +15,12 @@ not answer.
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 
 from .. import npsort
+from ..errors import Unavailable
 from ..limits.context import QueryContext
 from ..model import METRIC_NAME, Matcher
 from ..storage import native_head
@@ -25,6 +28,8 @@ from ..storage.batch import SampleBlock, SeriesSet
 from ..storage.head import select_sorted
 from ..storage.merge import merge_parts
 from .peers import PeerFailure, PeerFanout
+
+log = logging.getLogger(__name__)
 
 # What a label listing without match[] asks peers for (remote read needs a matcher).
 ANY_SERIES = [Matcher(METRIC_NAME, "=~", ".+")]
@@ -42,6 +47,7 @@ class ClusterSource:
         # (matchers, start, end) -> each answering peer's series (and samples) for that selection
         self._answers: dict[tuple, list] = {}
         self._followed = False  # the local table view was brought up to date for a failed peer
+        self.columns = True  # ask peers for columnar answers (off once a peer named a series unknown here)
 
     # ---------------------------------------------------------------- native histograms
     # The table's (every writer's flushed histograms), this process's heads, and the peers' heads: their
@@ -56,9 +62,8 @@ class ClusterSource:
         names = set()
         for res in self._from_peers(matchers, *_window(start_ms, end_ms), ctx):
             if len(res.hists):
-                held = set(npsort.unique(res.hists.sid).tolist())
-                names.update(dict(lb).get(METRIC_NAME, "") for sid, lb in zip(res.ids.tolist(), res.labels)
-                             if sid in held)
+                at = np.flatnonzero(npsort.members(res.ids, npsort.unique(res.hists.sid)))
+                names.update(dict(lb).get(METRIC_NAME, "") for lb in self._labels(res, at))
         return self.local.histogram_metrics() | names
 
     def read_histograms(self, ids: np.ndarray, start_ms: int, end_ms: int, ctx: QueryContext):
@@ -84,7 +89,9 @@ class ClusterSource:
             got = []
             newest = -1
             failed = False
-            for answer in self.fanout.read([(matchers, start_ms, end_ms)], not self.samples, ctx, limit):
+            # A query's selections ask for arrays: label sets come only for series the table does not hold yet.
+            columns = self.samples and self.columns
+            for answer in self.fanout.read([(matchers, start_ms, end_ms)], not self.samples, ctx, limit, columns):
                 if isinstance(answer, PeerFailure):
                     self._warn(answer)
                     failed = True
@@ -101,8 +108,26 @@ class ClusterSource:
             if failed and not self._followed:
                 self.local.follow()
                 self._followed = True
+            if columns and not all(self.local.holds_ids(_unlabelled(r)) for r in got):
+                # A peer named a series this process does not know at the version the peer named (a race with
+                # retention, or a peer on another table): ask again for remote read's label sets, once.
+                log.warning("a peer named series this process does not know; asking again for their label sets")
+                self.columns = False
+                self._answers.pop(key, None)
+                return self._from_peers(matchers, start_ms, end_ms, ctx, limit)
             self._answers[key] = got
         return got
+
+    def _labels(self, res, at: np.ndarray) -> list:
+        """The label sets of ``res``'s series at positions ``at``, those the peer sent by id only from the series
+        table (it holds them all: ``_from_peers`` checked)."""
+        missing = [i for i in at.tolist() if res.labels[i] is None]
+        if missing:
+            for i, lb in zip(missing, self.local.labels_of_ids(res.ids[missing])):
+                if lb is None:  # dropped by retention since the check: never answer it without its labels
+                    raise Unavailable("a series left the series table while the query read it; retry")
+                res.labels[i] = lb
+        return [res.labels[i] for i in at.tolist()]
 
     def _warn(self, failure: PeerFailure) -> None:
         if failure.peer in self._failed:
@@ -118,12 +143,12 @@ class ClusterSource:
         window = _window(start_ms, end_ms)
         peers = self._from_peers(matchers, *window, ctx, limit)  # peers first: see the module docstring
         local = self.local.select_series(matchers, start_ms, end_ms, ctx, limit)
-        known = set(local.ids.tolist())
+        known = npsort.unique(local.ids)
         extra: dict[int, tuple] = {}
         for res in peers:  # a peer answers only series with samples in the window (or, series only, in its head)
-            for sid, labels in zip(res.ids.tolist(), res.labels):
-                if sid not in known:
-                    extra.setdefault(sid, labels)
+            at = np.flatnonzero(~npsort.members(res.ids, known))
+            for sid, labels in zip(res.ids[at].tolist(), self._labels(res, at)):
+                extra.setdefault(sid, labels)
         if not extra:
             return local
         # Peer series were charged as they arrived (peers.py); the local ones by the storage.
@@ -153,7 +178,7 @@ class ClusterSource:
         peers = self._from_peers(matchers or ANY_SERIES, *_window(start_ms, end_ms), ctx)  # first: module docstring
         names = set(self.local.label_names(matchers, start_ms, end_ms, ctx))
         for res in peers:
-            names.update(n for labels in res.labels for n, _ in labels)
+            names.update(n for labels in self._labels(res, np.arange(len(res.ids))) for n, _ in labels)
         out = sorted(names)
         return out[:limit] if limit else out
 
@@ -162,9 +187,13 @@ class ClusterSource:
         peers = self._from_peers(matchers or ANY_SERIES, *_window(start_ms, end_ms), ctx)  # first: module docstring
         values = set(self.local.label_values(name, matchers, start_ms, end_ms, ctx))
         for res in peers:
-            values.update(v for labels in res.labels for n, v in labels if n == name)
+            values.update(v for labels in self._labels(res, np.arange(len(res.ids))) for n, v in labels if n == name)
         out = sorted(values)
         return out[:limit] if limit else out
+
+
+def _unlabelled(res) -> np.ndarray:
+    return res.ids[[i for i, lb in enumerate(res.labels) if lb is None]]
 
 
 def _window(start_ms: int | None, end_ms: int | None) -> tuple[int, int]:

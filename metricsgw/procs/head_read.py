@@ -81,7 +81,10 @@ class HeadRead:
         body = await read_bounded(request, read_codec.MAX_REQUEST_BYTES, "remote-read request",
                                   "Prometheus's 32 MiB read request limit")
         headers = {h: request.headers[h] for h in _PASSED_HEADERS if h in request.headers}
-        answers = await asyncio.gather(*(self._ask(s, request.rel_url.raw_path_qs, body, headers)
+        # Remote read's format from every shard, whatever the asker asked: their answers are joined at the wire
+        # level here (a columnar answer, cluster/head_columns.py, is for a process reading one shard).
+        path_qs = str(request.rel_url.without_query_params("format"))
+        answers = await asyncio.gather(*(self._ask(s, path_qs, body, headers)
                                          for s in self.shards), return_exceptions=True)
         failed = [f"{s.child.name}: {a}" for s, a in zip(self.shards, answers) if isinstance(a, BaseException)]
         refused = [a for a in answers if isinstance(a, ForwardedError)]

@@ -21,12 +21,15 @@ from contextlib import AsyncExitStack
 import numpy as np
 from aiohttp import web
 
+from .. import npsort
 from ..api.running import guarded
 from ..api.sources import read_source
 from ..appkeys import CONFIG, READ_GATE, STORAGE
+from ..cluster import head_columns
 from ..errors import BadData, GatewayError, LimitExceeded, Unavailable
 from ..limits.context import QueryContext
 from ..limits.guard import QueryGuard
+from ..model import series_keys
 from ..storage.batch import SeriesSet
 from ..storage.recent import RecentView
 from . import read_codec
@@ -76,6 +79,11 @@ async def handle_read(request: web.Request) -> web.StreamResponse:
             # other until --cluster.peer-timeout. It is a read of memory, bounded by the remote-read
             # gate, the deadline and the budgets.
             run = await stack.enter_async_context(guarded(request, "remote_read", ctx, slot=not head))
+            if response_type == read_codec.SAMPLES and head and _columns_asked(request, queries):
+                limit = cfg.storage_remote_read_sample_limit
+                results = [await run(lambda q=q: _columns(source, q, ctx, limit)) for q in queries]
+                return web.Response(body=head_columns.encode_response(results), headers={
+                    "Content-Type": head_columns.CONTENT_TYPE, **headers})
             if response_type == read_codec.SAMPLES:
                 limit = cfg.storage_remote_read_sample_limit
                 results = [await run(lambda q=q: _sampled(source, q, ctx, limit, series_limit)) for q in queries]
@@ -156,15 +164,47 @@ def _sampled(storage, q: ReadQuery, ctx: QueryContext, sample_limit: int, series
     if q.series_only:
         return read_codec.encode_series_only(ss.labels[:series_limit])
     _refuse_estimate(storage, ss, q, ctx)
-    block = storage.read_samples(ss.ids, q.start_ms, q.end_ms, ctx)
-    if sample_limit and len(block) > sample_limit:
-        raise LimitExceeded(f"exceeded sample limit ({sample_limit}); "
-                            "raise --storage.remote.read-sample-limit or narrow the query")
+    block = _read_bounded(storage, ss, q, ctx, sample_limit)
     # ?scope=head carries the native histograms held in memory too (a querier reads the table's itself);
     # a remote read of the whole storage answers float samples, as before.
     hists = storage.read_histograms(ss.ids, q.start_ms, q.end_ms, ctx) if isinstance(storage, RecentView) else None
     ctx.check("remote read encoding")
     return read_codec.encode_query_result(ss.labels, block, ss.ids, hists)
+
+
+def _read_bounded(storage, ss: SeriesSet, q: ReadQuery, ctx: QueryContext, sample_limit: int):
+    block = storage.read_samples(ss.ids, q.start_ms, q.end_ms, ctx)
+    if sample_limit and len(block) > sample_limit:
+        raise LimitExceeded(f"exceeded sample limit ({sample_limit}); "
+                            "raise --storage.remote.read-sample-limit or narrow the query")
+    return block
+
+
+# ---------------------------------------------------------------- ?scope=head&format=columns
+
+
+def _columns_asked(request: web.Request, queries: list[ReadQuery]) -> bool:
+    """A reader that shares the table asks for arrays (cluster/head_columns.py); label sets only is remote read's."""
+    return request.rel_url.query.get("format", "") == head_columns.FORMAT and not any(q.series_only for q in queries)
+
+
+def _columns(view: RecentView, q: ReadQuery, ctx: QueryContext, sample_limit: int) -> bytes:
+    """One query's recent samples as arrays, in id order (no label sets to build or sort, but those of the series
+    the table does not hold at the view's version)."""
+    if not q.matchers or q.start_ms > q.end_ms:
+        ids = np.empty(0, np.int64)
+    else:
+        ids = view.select_ids(list(q.matchers), q.start_ms, q.end_ms, ctx)
+    ss = SeriesSet(ids, [])
+    _refuse_estimate(view, ss, q, ctx)
+    block = _read_bounded(view, ss, q, ctx, sample_limit)
+    hists = view.read_histograms(ids, q.start_ms, q.end_ms, ctx)
+    ctx.check("remote read encoding")
+    labelled = np.flatnonzero(npsort.members(ids, view.uncommitted))
+    labels = view.labels_of_ids(ids[labelled])
+    if any(lb is None for lb in labels):  # a series the view selected is gone from the series table
+        raise Unavailable("a series left the series table during the read; retry")
+    return head_columns.encode_result(ids, labelled, series_keys(labels), block, hists)
 
 
 # ---------------------------------------------------------------- streaming

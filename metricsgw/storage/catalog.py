@@ -433,12 +433,13 @@ class Catalog:
         n, src = new._source
         late = self.sids.n
         if late > n:
-            new.add_many([(int(self.sids.a[g]), lb) for g, lb in zip(range(n, late), self._labels_at(range(n, late)))])
+            new.add_many([(int(self.sids.a[g]), lb) for g, lb in zip(range(n, late), self.labels_at(range(n, late)))])
         src = np.concatenate([src, np.arange(n, late)])
         new.first_ms.a[: len(src)] = self.first_ms.a[src]
         new.last_ms.a[: len(src)] = self.last_ms.a[src]
 
-    def _labels_at(self, gs) -> list[Labels]:
+    def labels_at(self, gs) -> list[Labels]:
+        """The label sets of these dense indexes."""
         gs = np.asarray(list(gs), np.int64)
         out: list = [None] * len(gs)
         tidx = self.metric_idx.a[gs]

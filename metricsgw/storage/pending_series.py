@@ -44,6 +44,10 @@ class PendingSeries:
         self._chunks, self._n = [], 0
         return out
 
+    def sids(self) -> np.ndarray:
+        """The sids of every pending series (int64, in the order added)."""
+        return np.concatenate([s for s, _, _ in self._chunks]) if self._chunks else np.empty(0, np.int64)
+
     def put_back(self, older: "PendingSeries") -> None:
         """``older`` (taken by a flush that failed) goes before what was added since."""
         self._chunks[:0] = older._chunks

@@ -133,6 +133,35 @@ class StorageReader:
                 break
         return SeriesSet(np.concatenate(ids) if ids else np.empty(0, np.int64), labels)
 
+    def labels_of_ids(self, ids: np.ndarray) -> list:
+        """The label set of each series id, None for an id the series table does not hold (a peer's columnar
+        head answer names the series this process knows by id only: cluster/head_columns.py)."""
+        cat = self.catalog
+        g = cat.lookup(np.asarray(ids, np.int64))
+        out: list = [None] * len(g)
+        known = np.flatnonzero(g >= 0)
+        for i, lb in zip(known.tolist(), cat.labels_at(g[known]) if len(known) else []):
+            out[i] = lb
+        return out
+
+    def holds_ids(self, ids: np.ndarray) -> bool:
+        """Whether the series table holds every one of these series ids."""
+        return bool((self.catalog.lookup(np.asarray(ids, np.int64)) >= 0).all()) if len(ids) else True
+
+    def select_ids(self, matchers: list[Matcher], start_ms: int | None, end_ms: int | None,
+                   ctx: QueryContext | None = None, among: np.ndarray | None = None) -> np.ndarray:
+        """The ids ``select_series`` selects (charged the same), sorted by id, without their label sets."""
+        ids: list[np.ndarray] = []
+        cat = self.catalog
+        for table, rows in cat.select(matchers, start_ms, end_ms, ctx.check if ctx else None):
+            g = table.gidx.view[rows]
+            if among is not None:
+                g = g[npsort.members(cat.sids.a[g], among)]
+            if ctx is not None:
+                ctx.charge_series(len(g), "series selection")
+            ids.append(cat.sids.a[g])
+        return np.sort(np.concatenate(ids)) if ids else np.empty(0, np.int64)
+
     @staticmethod
     def _labels(cat, table, rows: np.ndarray, g: np.ndarray) -> list:
         known = cat.labels_of
@@ -228,13 +257,17 @@ class StorageReader:
         return out
 
     # ------------------------------------------------------------------ samples
-    def recent_heads(self) -> tuple[list, list, int]:
+    def recent_heads(self) -> tuple[list, list, int, np.ndarray]:
         """(the float heads holding samples not yet committed, oldest first; the native heads (histograms and
         exemplars) likewise; the file set version they are not in: the samples table version this writer has
-        seen): taken together under the lock a flush commits under (storage/recent.py)."""
+        seen; the sorted ids of this writer's series not committed in that version (new since the last flush,
+        or in the flush committing now): every other series it holds is in the table's series at that
+        version): taken together under the lock a flush commits under (storage/recent.py)."""
         with self._swap_lock:
-            return (list(self.flushing) + [self.head], list(self.native_flushing) + [self.native_head],
-                    self.table.current.table_version)
+            heads = (list(self.flushing) + [self.head], list(self.native_flushing) + [self.native_head],
+                     self.table.current.table_version)
+            uncommitted = np.concatenate([self.pending_series.sids(), self._committing_series.sids()])
+        return (*heads, npsort.unique(uncommitted))
 
     def read_samples(self, ids: np.ndarray, start_ms: int, end_ms: int, ctx: QueryContext) -> SampleBlock:
         """Samples of these series in [start_ms, end_ms], sorted by (sid, t), one per (sid, t).

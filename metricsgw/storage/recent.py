@@ -25,7 +25,7 @@ from .native_store import EXEMPLAR_BYTES, HISTOGRAM_BYTES
 class RecentView:
     def __init__(self, storage) -> None:
         self._storage = storage
-        self.heads, self.native_heads, self.table_version = storage.recent_heads()
+        self.heads, self.native_heads, self.table_version, self.uncommitted = storage.recent_heads()
 
     def select_series(self, matchers: list[Matcher], start_ms: int | None, end_ms: int | None,
                       ctx: QueryContext | None = None, limit: int | None = None) -> SeriesSet:
@@ -35,25 +35,38 @@ class RecentView:
         ss = self._storage.select_series(matchers, start_ms, end_ms, ctx, limit, among=self._held_sids())
         if not len(ss):
             return ss
+        keep = np.flatnonzero(self._in_window(ss.ids, start_ms, end_ms))
+        return SeriesSet(ss.ids[keep], [ss.labels[i] for i in keep.tolist()])
+
+    def select_ids(self, matchers: list[Matcher], start_ms: int | None, end_ms: int | None,
+                   ctx: QueryContext | None = None) -> np.ndarray:
+        """The ids ``select_series`` selects, sorted, without label sets (cluster/head_columns.py)."""
+        ids = self._storage.select_ids(matchers, start_ms, end_ms, ctx, among=self._held_sids())
+        return ids[self._in_window(ids, start_ms, end_ms)] if len(ids) else ids
+
+    def labels_of_ids(self, ids: np.ndarray) -> list:
+        return self._storage.labels_of_ids(ids)
+
+    def _in_window(self, ids: np.ndarray, start_ms: int | None, end_ms: int | None) -> np.ndarray:
+        """Per id: whether it holds samples in memory overlapping the window, or histograms or exemplars in it."""
         lo = np.iinfo(np.int64).min if start_ms is None else start_ms
         hi = np.iinfo(np.int64).max if end_ms is None else end_ms
-        order = np.argsort(ss.ids, kind="stable")
-        held = np.zeros(len(ss), bool)
+        order = np.argsort(ids, kind="stable")
+        ids_sorted = ids[order]
+        held = np.zeros(len(ids), bool)
         for head in self.heads:
             for b in head.blocks():
-                a = np.searchsorted(b.sid, ss.ids[order], "left")
-                z = np.searchsorted(b.sid, ss.ids[order], "right")
+                a = np.searchsorted(b.sid, ids_sorted, "left")
+                z = np.searchsorted(b.sid, ids_sorted, "right")
                 has = z > a
                 first = np.where(has, b.t[np.minimum(a, len(b) - 1)], hi)
                 last = np.where(has, b.t[np.maximum(z - 1, 0)], lo)
                 held[order] |= has & (first <= hi) & (last >= lo)
-        ids_sorted = ss.ids[order]
         for nat in self.native_heads:
             if len(nat):
                 in_window = npsort.union(nat.histograms(ids_sorted, lo, hi).sid, nat.exemplars(ids_sorted, lo, hi).sid)
                 held[order] |= npsort.isin(ids_sorted, in_window)
-        keep = np.flatnonzero(held)
-        return SeriesSet(ss.ids[keep], [ss.labels[i] for i in keep.tolist()])
+        return held
 
     def _held_sids(self) -> np.ndarray:
         """Every series with anything in memory (sorted): a head holds a few of the catalog's series."""

@@ -114,6 +114,7 @@ class Storage(RetentionShare, NativeStore, StorageReader):
         self._swap_lock = threading.Lock()
         self._flush_lock = threading.Lock()
         self.pending_series = PendingSeries()  # new since the last flush: written by the next one
+        self._committing_series = PendingSeries()  # taken by the flush in progress, until its commit is seen
         self.undurable = UndurableSeries()  # registered, but no record defining them is on disk yet
         self._checkpointed_series = 0  # series in the last catalog checkpoint written or loaded
         self._interval_ms = 15_000.0
@@ -416,7 +417,7 @@ class Storage(RetentionShare, NativeStore, StorageReader):
                     self.head = Head()
                 snaps = list(self.flushing)  # older ones are flushes that failed: in write order
                 native_snaps = self._cut_native()
-                new_series = self.pending_series.take()
+                new_series = self._committing_series = self.pending_series.take()
                 meta = {k: list(v) for k, v in self.metadata_by_metric.items()}
             try:
                 with self.table.transaction() as tx:
@@ -432,10 +433,12 @@ class Storage(RetentionShare, NativeStore, StorageReader):
                     tx.commit(wal_cut=cut)  # the cut rides in the samples commit: the WAL marker
                     with self._swap_lock:
                         self.flushing = [h for h in self.flushing if h not in snaps]
+                        self._committing_series = PendingSeries()
                         self._native_committed(native_snaps)
             except BaseException:
                 with self._swap_lock:
                     self.pending_series.put_back(new_series)
+                    self._committing_series = PendingSeries()
                 raise
             crashpoints.reached("flush.marker")
             self.wal.remove_upto(cut)
