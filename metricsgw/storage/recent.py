@@ -56,12 +56,8 @@ class RecentView:
         held = np.zeros(len(ids), bool)
         for head in self.heads:
             for b in head.blocks():
-                a = np.searchsorted(b.sid, ids_sorted, "left")
-                z = np.searchsorted(b.sid, ids_sorted, "right")
-                has = z > a
-                first = np.where(has, b.t[np.minimum(a, len(b) - 1)], hi)
-                last = np.where(has, b.t[np.maximum(z - 1, 0)], lo)
-                held[order] |= has & (first <= hi) & (last >= lo)
+                has, a, z = b.runs(ids_sorted)
+                held[order[has]] |= (b.t[a] <= hi) & (b.t[z - 1] >= lo)
         for nat in self.native_heads:
             if len(nat):
                 in_window = npsort.union(nat.histograms(ids_sorted, lo, hi).sid, nat.exemplars(ids_sorted, lo, hi).sid)
