@@ -22,9 +22,10 @@ from metricsgw.config import load
 from metricsgw.ingest.pipeline import IngestPipeline
 from metricsgw.limits.context import QueryContext
 from metricsgw.limits.ingest import IngestLimits
+from metricsgw.malloc import release_free_memory
 from metricsgw.model import Matcher
 from metricsgw.remote import codec
-from metricsgw.storage.store import Storage, release_free_memory
+from metricsgw.storage.store import Storage
 from metricsgw.telemetry import Telemetry
 
 MINUTE = 60_000

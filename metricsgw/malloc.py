@@ -16,6 +16,8 @@ import ctypes.util
 import threading
 import time
 
+import pyarrow as pa
+
 M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
 M_ARENA_MAX = -8
@@ -79,3 +81,17 @@ def _trim() -> None:
         _last_trim = time.monotonic()
         _pending = None
     _glibc().malloc_trim(0)
+
+
+def release_free_memory() -> None:
+    """Give freed memory back to the OS after a flush.
+
+    A flush allocates and frees hundreds of MB of numpy/Arrow buffers. glibc keeps freed heap
+    memory (its mmap threshold adapts upward, so big buffers land on the heap) and Arrow's
+    mimalloc pool keeps its pages: measured at 120k series, ~1.7 KB of RSS per series stayed
+    resident after each flush. malloc_trim(0) and release_unused() return it.
+    """
+    pa.default_memory_pool().release_unused()
+    lib = _glibc()
+    if lib is not None:
+        lib.malloc_trim(0)

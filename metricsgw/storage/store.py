@@ -15,20 +15,25 @@ Other writers' commits (ingest shards, other gateways on the same directory) joi
 from __future__ import annotations
 
 import asyncio
-import ctypes
-import ctypes.util
 import logging
 import os
 import threading
 import time
 
 import numpy as np
-import pyarrow as pa
 
 from .. import npsort
 from ..errors import Unavailable
+from ..malloc import release_free_memory
 from ..model import series_keys
-from . import catalog_checkpoint, crashpoints, metadata_file, migrate, parquet_io, startup
+from . import (
+    catalog_checkpoint,
+    crashpoints,
+    metadata_file,
+    migrate,
+    parquet_io,
+    startup,
+)
 from .batch import AppendBatch, MetricMetadata
 from .catalog import Catalog
 from .head import Head
@@ -48,29 +53,6 @@ log = logging.getLogger(__name__)
 
 _ACTIVE_WINDOW_MS = 3600_000  # a series is active if it received a sample within the last hour
 FLUSH_RETRY_S = 5.0  # a failed flush is retried this soon
-
-
-def _load_malloc_trim():
-    try:
-        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
-    except (OSError, AttributeError):  # not glibc: nothing to trim
-        return None
-
-
-_MALLOC_TRIM = _load_malloc_trim()
-
-
-def release_free_memory() -> None:
-    """Give freed memory back to the OS after a flush.
-
-    A flush allocates and frees hundreds of MB of numpy/Arrow buffers. glibc keeps freed heap
-    memory (its mmap threshold adapts upward, so big buffers land on the heap) and Arrow's
-    mimalloc pool keeps its pages: measured at 120k series, ~1.7 KB of RSS per series stayed
-    resident after each flush. malloc_trim(0) and release_unused() return it.
-    """
-    pa.default_memory_pool().release_unused()
-    if _MALLOC_TRIM is not None:
-        _MALLOC_TRIM(0)
 
 
 class Storage(RetentionShare, NativeStore, StorageReader):
@@ -121,6 +103,7 @@ class Storage(RetentionShare, NativeStore, StorageReader):
         self._series_epoch = 0  # bumped each time retention drops series
         self._dropped: list[tuple[int, np.ndarray]] = []  # (epoch, sids dropped then), the last few
         self._stop = threading.Event()
+        self._last_flush = time.monotonic()  # of the last flush (or failed one's retry schedule): the flusher's clock
         self._flusher: threading.Thread | None = None
         self._init_reader(duckdb_memory_limit, sample_cache_bytes, duckdb_threads)
 
@@ -362,15 +345,11 @@ class Storage(RetentionShare, NativeStore, StorageReader):
 
     # ---------------------------------------------------------------- flush
     def _flush_loop(self) -> None:
-        last = time.monotonic()
+        self._last_flush = time.monotonic()
         while not self._stop.wait(1.0):
             self._observe_free_bytes()
-            due = time.monotonic() - last >= self.flush_interval_s
-            if due or len(self.head) + len(self.native_head) >= self.flush_max_samples:
-                if self._flush_step():
-                    last = time.monotonic()
-                else:  # retry soon (space may come back any moment), not a whole interval later
-                    last = time.monotonic() - self.flush_interval_s + min(self.flush_interval_s, FLUSH_RETRY_S)
+            if self._flush_due():
+                self._flush_now()
                 self.maintenance.run()  # retention, compaction, side tables: each retried on its own
                 release_free_memory()  # compaction's buffers too
             if time.monotonic() - self._last_follow >= self.follow_interval_s:
@@ -378,6 +357,22 @@ class Storage(RetentionShare, NativeStore, StorageReader):
             self.table.collect()  # removed files no query holds any more, past the vacuum delay
             if self.telemetry:
                 self.telemetry.active_series.set(self.active_series())
+
+    def _flush_due(self) -> bool:
+        return (time.monotonic() - self._last_flush >= self.flush_interval_s
+                or len(self.head) + len(self.native_head) >= self.flush_max_samples)
+
+    def _flush_now(self) -> None:
+        if self._flush_step():
+            self._last_flush = time.monotonic()
+        else:  # retry soon (space may come back any moment), not a whole interval later
+            self._last_flush = time.monotonic() - self.flush_interval_s + min(self.flush_interval_s, FLUSH_RETRY_S)
+
+    def flush_if_due(self) -> None:
+        """Flush now if the flusher would: compaction (in the flusher thread) calls it between the chunks it
+        writes, so a long merge never holds the head back until writes are refused as "head is full"."""
+        if threading.current_thread() is self._flusher and not self._stop.is_set() and self._flush_due():
+            self._flush_now()
 
     def _flush_step(self) -> bool:
         try:

@@ -4,6 +4,8 @@ output sorted by (metric, sid, t) in the flush's Parquet layout, abandoned clean
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import threading
 import time
 
 import numpy as np
@@ -12,8 +14,8 @@ import pyarrow.parquet as pq
 
 from metricsgw.limits.context import QueryContext
 from metricsgw.model import STALE_NAN_BITS, Matcher, canonical, series_id
-from metricsgw.storage.batch import AppendBatch
-from metricsgw.storage.compact import MAX_FILES_OPEN_PARTITION, compact_partitions
+from metricsgw.storage.batch import AppendBatch, SampleBlock
+from metricsgw.storage.compact import MAX_FILES_OPEN_PARTITION, TIER, compact_partitions
 from metricsgw.storage.store import Storage
 
 HOUR = 3600_000
@@ -219,19 +221,97 @@ def test_stop_abandons_and_leaves_no_temporary_file(tmp_path):
     st.close()
 
 
-def test_open_partition_waits_for_many_files(tmp_path):
+def test_open_partition_merges_its_newest_files_by_size_class(tmp_path):
+    """The open partition: nothing until TIER files of one size class end it; then only those (the older, bigger
+    file stays as it is); past MAX_FILES_OPEN_PARTITION files, all of them."""
     st = opened(tmp_path)
     w = Written(st)
     current = NOW // HOUR * HOUR
-    for k in range(MAX_FILES_OPEN_PARTITION - 1):
-        w.add("alpha", range(2), range(k, k + 1), base=current)
-        st.flush()
-    w.add("alpha", range(2), range(100, 101), base=current)  # the head still holds samples of this hour
-    assert compact_partitions(st) == 0
+    w.add("alpha", range(400), range(0, 60), base=current)  # a big file first
     st.flush()
-    w.add("alpha", range(2), range(101, 102), base=current)
+    for k in range(TIER - 1):
+        w.add("alpha", range(2), range(100 + k, 101 + k), base=current)
+        st.flush()
+    w.add("alpha", range(2), range(200, 201), base=current)  # the head still holds samples of this hour
+    assert compact_partitions(st) == 0
+    st.flush()  # the TIER-th small file
+    w.add("alpha", range(2), range(201, 202), base=current)  # still open
+    (big,) = [f for f in sample_files(tmp_path) if f.stat().st_size == max(x.stat().st_size for x in sample_files(tmp_path))]
+    assert compact_partitions(st) == 1
+    st.table.collect()
+    files = sample_files(tmp_path)
+    assert len(files) == 2 and big in files  # the run of small files became one; the big one was not rewritten
+    assert same(read_everything(st), w.expected())
+    assert compact_partitions(st) == 0  # two files of different classes: nothing to do until the hour closes
+    st.close()
+
+
+def test_open_partition_with_too_many_files_is_merged_whole(tmp_path):
+    st = opened(tmp_path)
+    w = Written(st)
+    current = NOW // HOUR * HOUR
+    for k in range(MAX_FILES_OPEN_PARTITION):  # sizes alternate between classes: no run of TIER ever forms
+        w.add("alpha", range(2 if k % 2 else 300), range(k, k + 1), base=current)
+        st.flush()
+    w.add("alpha", range(2), range(500, 501), base=current)
     assert compact_partitions(st) == 1
     st.table.collect()
     assert len(sample_files(tmp_path)) == 1
     assert same(read_everything(st), w.expected())
+    st.close()
+
+
+def test_merge_streams_a_metric_in_bounded_chunks_and_equals_the_whole_merge(tmp_path):
+    """Random files with overlapping series, times and duplicates (other values), in tiny row groups: the merge by
+    series-id chunks equals merging each metric whole, and no chunk holds more than about a row group per file."""
+    rng = np.random.default_rng(3)
+    rows = 16
+    st = opened(tmp_path)
+    w = Written(st)
+    for k in range(5):
+        series = rng.choice(60, int(rng.integers(5, 60)), replace=False)
+        for i in series.tolist():
+            start = int(rng.integers(0, 40))
+            w.add("alpha", range(i, i + 1), range(start, start + int(rng.integers(1, 25))))
+        st.flush()
+    paths = [f.path for f in sorted(st.table.current.samples, key=lambda f: f.seq)]
+    from metricsgw.storage import compact
+
+    # Rewrite every flushed file in tiny row groups, so that cursors cross row groups all the time.
+    small = []
+    for n, p in enumerate(paths):
+        out = str(tmp_path / f"small-{n}.parquet")
+        assert compact._merge_files([p], out, rows, threading.Event())
+        small.append(out)
+    with contextlib.ExitStack() as stack:
+        readers = [compact._MetricReader(stack.enter_context(pq.ParquetFile(p)), p) for p in small]
+        chunks = list(compact._merged_chunks([compact._Cursor(r, *r.rows["alpha"]) for r in readers]))
+    assert max(len(c) for c in chunks) <= 2 * rows * len(small)
+    got = SampleBlock(*(np.concatenate(c) for c in zip(*((b.sid, b.t, b.v) for b in chunks))))
+    sid, t, bits = w.expected()
+    assert same((got.sid, got.t, got.v.view(np.uint64)), (sid, t, bits))
+    st.close()
+
+
+def test_a_long_merge_lets_a_due_flush_run_and_write_order_holds(tmp_path):
+    """Compaction runs in the flusher thread; between its chunks a flush that is due runs (the head would fill and
+    writes be refused otherwise). In the open partition the flushed file comes after the merged one in write
+    order: a sample written again later (another value), flushed during the merge, loses to the first-written one."""
+    st = Storage(str(tmp_path), flush_max_samples=2)  # no flusher thread here: flushes are the test's
+    st.open()
+    w = Written(st)
+    current = NOW // HOUR * HOUR
+    for k in range(TIER):
+        w.add("alpha", range(2), range(k, k + 1), base=current)
+        st.flush()
+    w.add("alpha", range(2), range(0, 1), base=current)  # a replay of the first file, other values: must lose
+    st._flusher = threading.current_thread()  # as in the flusher: compaction's flush_if_due may flush
+    assert compact_partitions(st, row_group_rows=1) == 1
+    assert len(st.head) == 0  # flushed during the merge
+    st.table.collect()
+    merged, flushed = sorted(st.table.current.samples, key=lambda f: f.seq)
+    assert (merged.min_t, merged.max_t) == (current, current + 1000 * (TIER - 1))
+    assert (flushed.min_t, flushed.max_t) == (current, current)
+    assert same(read_everything(st), w.expected())
+    st._flusher = None
     st.close()
