@@ -1,10 +1,14 @@
 """Make glibc give query memory back to the OS (no-ops where glibc is not the allocator).
 
 Two glibc habits keep RSS high long after a big query has freed everything:
-- its mmap threshold is dynamic: once a large block (a numpy array of a few MiB) is freed, blocks
-  up to that size are served from the heap arenas from then on, and a fragmented arena is
-  only returned at its top. Fixing the threshold keeps big arrays in their own mappings,
-  unmapped the moment they are freed.
+- its mmap threshold is dynamic: once a large block is freed, blocks up to that size (up to 32 MiB)
+  are served from the heap arenas from then on, and a fragmented arena is only returned at its top.
+  Fixing the threshold keeps the biggest arrays (a batch of a big aggregation) in their own
+  mappings, unmapped the moment they are freed. It is fixed at glibc's own ceiling, not lower:
+  an array in its own mapping is mapped, page-faulted and zeroed afresh on every allocation, and a
+  dashboard query makes dozens of (series x step) temporaries of 1-30 MiB. At 1 MiB that doubled
+  the CPU of the heavy panels (bench.engine_cpu, 100 nodes: apiserver p99 231 -> 118 ms, top
+  talkers 131 -> 79 ms); what they leave in the arenas goes back by ``trim_after``.
 - every thread that allocates concurrently may get its own arena (8 x cores), each keeping its
   freed memory. Fewer arenas and a ``malloc_trim`` after a big query return it.
 """
@@ -20,8 +24,8 @@ M_TRIM_THRESHOLD = -1
 M_MMAP_THRESHOLD = -3
 M_ARENA_MAX = -8
 
-MMAP_THRESHOLD = 1 << 20  # arrays of 1 MiB and more: their own mapping
-TRIM_THRESHOLD = 8 << 20  # free heap top above this goes back at once
+MMAP_THRESHOLD = 32 << 20  # arrays of 32 MiB and more: their own mapping (DEFAULT_MMAP_THRESHOLD_MAX)
+TRIM_THRESHOLD = 64 << 20  # free heap top above this goes back at once (2x the threshold, as glibc's own)
 ARENA_MAX = 4  # 2 cores: the event loop, the WAL thread and a few query threads
 TRIM_AFTER_BYTES = 32 << 20  # a query that held this much is followed by malloc_trim
 TRIM_MIN_INTERVAL_S = 1.0  # trimming walks every arena: not after every one of many queries
