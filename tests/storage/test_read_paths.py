@@ -68,3 +68,24 @@ def test_whole_metric_window_scan_is_charged_and_stoppable(tmp_path):
             st.read_samples(ids, base, base + 10 * HOUR, QueryContext(max_samples=10_000))
     finally:
         st.close()
+
+
+def test_first_read_leaves_the_files_merged(tmp_path, monkeypatch):
+    """The read that fills a metric's files into the sample cache merges them too (cached as well): the next
+    read of it, a dashboard's first refresh, selects from the merged block instead of merging."""
+    from metricsgw.storage import querier
+
+    st, truth, base = _load(tmp_path)
+    merges: list[int] = []
+    real = querier.merge_blocks
+    monkeypatch.setattr(querier, "merge_blocks", lambda parts: merges.append(len(parts)) or real(parts))
+    try:
+        want = np.sort(st.select_series([Matcher("__name__", "=", "big")], None, None).ids[:100])
+        lo, hi = base, base + 10 * HOUR
+        exp = sorted((s, t, v) for s in want.tolist() for t, v in truth[s] if lo <= t <= hi)
+        for n in range(3):
+            got = st.read_samples(want, lo, hi, QueryContext())
+            assert list(zip(got.sid.tolist(), got.t.tolist(), got.v.tolist())) == exp
+            assert len(merges) == 1 and merges[0] >= 2, n  # merged on the first read, never again
+    finally:
+        st.close()

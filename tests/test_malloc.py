@@ -1,0 +1,49 @@
+"""malloc.trim_after: a big query is trimmed after at once, small ones once queries stop for a moment."""
+
+import time
+
+from metricsgw import malloc
+
+
+class _FakeLibc:
+    def __init__(self) -> None:
+        self.trims: list[float] = []
+
+    def malloc_trim(self, pad: int) -> int:
+        self.trims.append(time.monotonic())
+        return 1
+
+
+def _fake(monkeypatch, idle_s: float) -> _FakeLibc:
+    for timer in (malloc._idle, malloc._pending):  # left by servers of earlier tests in this process
+        if timer is not None:
+            timer.cancel()
+    lib = _FakeLibc()
+    monkeypatch.setattr(malloc, "_libc", lib)
+    monkeypatch.setattr(malloc, "IDLE_TRIM_S", idle_s)
+    monkeypatch.setattr(malloc, "_last_trim", 0.0)
+    monkeypatch.setattr(malloc, "_idle", None)
+    monkeypatch.setattr(malloc, "_pending", None)
+    return lib
+
+
+def test_small_queries_are_trimmed_once_they_stop(monkeypatch):
+    lib = _fake(monkeypatch, 1.0)
+    for _ in range(5):  # a dashboard's panels, back to back: no trim between them
+        malloc.trim_after(1 << 20)
+        time.sleep(0.05)
+    last = time.monotonic()
+    malloc.trim_after(1 << 20)
+    assert lib.trims == []
+    deadline = last + 10
+    while not lib.trims and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert len(lib.trims) == 1 and lib.trims[0] - last >= 1.0  # idle time counted from the last query
+    assert malloc._idle is None
+
+
+def test_a_big_query_is_trimmed_at_once(monkeypatch):
+    lib = _fake(monkeypatch, 60.0)
+    malloc.trim_after(malloc.TRIM_AFTER_BYTES)
+    assert len(lib.trims) == 1
+    malloc._idle.cancel()
