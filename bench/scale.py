@@ -91,10 +91,11 @@ def dashboard_prober(base: str, every_s: float, stop, out) -> None:
                 status, body, seconds = post(base, "/api/v1/query_range", params, timeout_s=60.0)
                 series = len(body.get("data", {}).get("result", [])) if status == 200 else 0
                 err = "" if status == 200 else str(body.get("error", ""))[:200]
+                warnings = [str(w)[:200] for w in body.get("warnings", [])]  # e.g. a shard that did not answer
             except OSError as e:
-                status, seconds, series, err = 0, 60.0, 0, f"{type(e).__name__}: {e}"[:200]
+                status, seconds, series, err, warnings = 0, 60.0, 0, f"{type(e).__name__}: {e}"[:200], []
             out.put({"t": time.time(), "panel": name, "range_min": minutes, "status": status,
-                     "seconds": round(seconds, 3), "series": series, "error": err})
+                     "seconds": round(seconds, 3), "series": series, "error": err, "warnings": warnings})
         stop.wait(max(0.0, every_s - (time.monotonic() - t_round)))
 
 

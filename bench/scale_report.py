@@ -193,6 +193,7 @@ def _panel_figures(panels: list[dict]) -> dict:
     for p in panels:
         by_status[str(p["status"])] = by_status.get(str(p["status"]), 0) + 1
     return {"panels": len(panels), "panels_by_status": by_status,
+            "panels_with_warnings": sum(1 for p in panels if p["status"] == 200 and p.get("warnings")),
             "panel_p50_s": round(float(np.percentile(secs, 50)), 2) if len(secs) else None,
             "panel_max_s": round(float(secs.max()), 2) if len(secs) else None}
 
@@ -206,7 +207,7 @@ def markdown(result: dict) -> str:
         return " + ".join(f"{k} {v:,}" for k, v in d.items()) or "-"
 
     lines = ["| phase | s | samples/s acked | write p50 / p99 / max ms | failed | retries | behind max s "
-             "| peak RSS MiB | gateway / driver cores | load1 mean | panels ok / asked, p50 / max s |",
+             "| peak RSS MiB | gateway / driver cores | load1 mean | panels ok (with a warning) / asked, p50 / max s |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for name in ("warm_up", "window"):
         p = result[name]
@@ -216,7 +217,8 @@ def markdown(result: dict) -> str:
                      f"{p['failed']} | {p['retries']} | {fmt(p['behind_max_s'])} | {fmt(p['rss_peak_total_mib'])} "
                      f"({rss(p['rss_peak_mib'])}) | {fmt(cores.get('gateway'), '{:.2f}')} / "
                      f"{fmt(cores.get('driver'), '{:.2f}')} | {fmt(p['load1_mean'], '{:.1f}')} | "
-                     f"{p['panels_by_status'].get('200', 0)} / {p['panels']}, {fmt(p['panel_p50_s'], '{:.1f}')} / "
+                     f"{p['panels_by_status'].get('200', 0)} ({p.get('panels_with_warnings', '-')}) / {p['panels']}, "
+                     f"{fmt(p['panel_p50_s'], '{:.1f}')} / "
                      f"{fmt(p['panel_max_s'], '{:.1f}')} |")
     lines += ["", "| minute | phase | samples/s acked | write p50 / p99 / max ms | failed | retries | behind s (end) "
               "| RSS MiB | gateway / driver cores | flushes (mean s) | load1 | panels ok / asked (max s) |",
