@@ -32,6 +32,11 @@ def distinct_sorted(s: np.ndarray) -> np.ndarray:
     return s[_first_of_runs(s)]
 
 
+def run_starts(s: np.ndarray) -> np.ndarray:
+    """Where each run of equal values of an array sorted already starts (int64 indexes): one pass, no sort."""
+    return np.flatnonzero(_first_of_runs(s))
+
+
 def unique(a) -> np.ndarray:
     """``np.unique(a)``: the distinct values, sorted."""
     a = np.asarray(a)

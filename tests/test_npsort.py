@@ -35,6 +35,8 @@ def test_each_function_equals_numpy(seed):
     assert npsort.isin(b, a).tolist() == np.isin(b, a).tolist()
     assert npsort.members(b, np.unique(a)).tolist() == np.isin(b, a).tolist()
     assert npsort.union(a, b).tolist() == np.union1d(a, b).tolist()
+    s = np.sort(a)
+    assert npsort.run_starts(s).tolist() == np.unique(s, return_index=True)[1].tolist()
 
 
 def test_floats_and_2d_go_to_numpy():

@@ -134,9 +134,13 @@ class _Complete:
 # ---------------------------------------------------------------- selection
 
 
+def _selects_nothing(q: ReadQuery) -> bool:
+    return not q.matchers or q.start_ms > q.end_ms  # Prometheus's TSDB selects nothing without matchers
+
+
 def _select(storage, q: ReadQuery, ctx: QueryContext) -> SeriesSet:
     """The query's series in label order (the order Prometheus streams them in)."""
-    if not q.matchers or q.start_ms > q.end_ms:  # Prometheus's TSDB selects nothing without matchers
+    if _selects_nothing(q):
         return SeriesSet(np.empty(0, np.int64), [])
     ss = storage.select_series(list(q.matchers), q.start_ms, q.end_ms, ctx)
     order = sorted(range(len(ss)), key=ss.labels.__getitem__)
@@ -191,10 +195,7 @@ def _columns_asked(request: web.Request, queries: list[ReadQuery]) -> bool:
 def _columns(view: RecentView, q: ReadQuery, ctx: QueryContext, sample_limit: int) -> bytes:
     """One query's recent samples as arrays, in id order (no label sets to build or sort, but those of the series
     the table does not hold at the view's version)."""
-    if not q.matchers or q.start_ms > q.end_ms:
-        ids = np.empty(0, np.int64)
-    else:
-        ids = view.select_ids(list(q.matchers), q.start_ms, q.end_ms, ctx)
+    ids = np.empty(0, np.int64) if _selects_nothing(q) else view.select_ids(list(q.matchers), q.start_ms, q.end_ms, ctx)
     ss = SeriesSet(ids, [])
     _refuse_estimate(view, ss, q, ctx)
     block = _read_bounded(view, ss, q, ctx, sample_limit)

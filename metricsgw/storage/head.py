@@ -36,7 +36,7 @@ class HeadBlock:
     def _runs(self) -> tuple[np.ndarray, np.ndarray]:
         """(the distinct series, sorted; where each one's run of samples starts, and a last entry = len): one pass
         over the sorted column (a block never changes)."""
-        starts = np.flatnonzero(np.r_[True, self.sid[1:] != self.sid[:-1]]) if len(self.sid) else np.empty(0, np.int64)
+        starts = npsort.run_starts(self.sid)
         return self.sid[starts], np.r_[starts, len(self.sid)]
 
     @property
