@@ -1,8 +1,10 @@
 """Asking every peer for its recent samples: remote read (SAMPLES) of ``POST /api/v1/read?scope=head``.
 
-A query runs in a worker thread; the HTTP calls run on the event loop (aiohttp), all peers at
-once, and the worker waits for them while it watches its ``QueryContext``: a client that leaves or
-a deadline that passes cancels the calls still running. A peer's samples are charged to the query
+A query runs in a worker thread; the HTTP calls to other machines run on the event loop (aiohttp),
+all peers at once, and the worker waits for them while it watches its ``QueryContext``: a client that
+leaves or a deadline that passes cancels the calls still running. A ``unix:`` peer (a query process's
+own shard) is read by the worker itself, watching its context the same way (unix_http.py): no thread
+hop for the read every selection makes. A peer's samples are charged to the query
 (--query.max-samples, memory) the moment its answer is decoded, and its body is read no further
 than the bytes the query may still hold.
 
@@ -30,7 +32,7 @@ from ..model import Matcher
 from ..remote import read_client_codec
 from ..remote.read_client_codec import PeerSeries
 from ..storage.native_store import HISTOGRAM_BYTES
-from . import head_columns
+from . import head_columns, unix_http
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +97,8 @@ class Peer:
             self.name = urllib.parse.urlunsplit(parts._replace(netloc=hostport))
             self._socket, self._base = None, self.name
         self._url = self._base + "/api/v1/read?scope=head"
+        # A process of this machine (a query process's own shard) is read by the worker thread itself
+        self.blocking = unix_http.UnixHttpClient(self._socket) if self._socket else None
         self._session: aiohttp.ClientSession | None = None
         self.state = "ok"  # the last call's result, so a change is logged once
 
@@ -104,24 +108,26 @@ class Peer:
             self._session = aiohttp.ClientSession(connector=connector)
         return self._session
 
+    def _request(self, limit: int | None, columns: bool) -> tuple[str, dict[str, str]]:
+        headers = {"Content-Type": "application/x-protobuf", "Content-Encoding": "snappy",
+                   "X-Prometheus-Remote-Read-Version": "0.1.0", **self._auth}
+        url = self._url + (f"&limit={limit}" if limit else "") + (f"&format={head_columns.FORMAT}" if columns else "")
+        return url, headers
+
     async def read(self, body: bytes, timeout_s: float, max_bytes: int, limit: int | None = None,
                    columns: bool = False) -> PeerAnswer:
         """``limit``: at most that many series per query, the first in label order (a metadata call's cap).
         ``columns``: ask a ``unix:`` peer (a process of this machine: its arrays are not compressed) for the columnar
         answer (head_columns.py); a peer that does not give one (a front, which joins its shards' remote-read
         answers) answers remote read's format, decoded as usual."""
-        columns = columns and self._socket is not None
-        headers = {"Content-Type": "application/x-protobuf", "Content-Encoding": "snappy",
-                   "X-Prometheus-Remote-Read-Version": "0.1.0", **self._auth}
-        url = self._url + (f"&limit={limit}" if limit else "") + (f"&format={head_columns.FORMAT}" if columns else "")
+        url, headers = self._request(limit, columns and self._socket is not None)
         async with self._session_now().post(url, data=body, headers=headers,
                                             timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
             if resp.status != 200:
                 text = (await resp.content.read(300)).decode("utf-8", "replace").strip()
                 raise _Refused(f"HTTP {resp.status}: {text}")
             ctype = resp.headers.get("Content-Type", "")
-            if ctype not in ("application/x-protobuf", head_columns.CONTENT_TYPE):
-                raise BadData(f"unexpected Content-Type {resp.headers.get('Content-Type')!r}")
+            _check_type(ctype)
             data = bytearray()
             async for chunk in resp.content.iter_chunked(1 << 16):
                 data += chunk
@@ -132,7 +138,25 @@ class Peer:
             results = head_columns.decode_response(bytes(data))
         else:
             results = await asyncio.to_thread(read_client_codec.decode_response, bytes(data), max_bytes)
-        return PeerAnswer(self.name, results, int(version) if version and version.isdigit() else None)
+        return PeerAnswer(self.name, results, _version(version))
+
+    def read_blocking(self, body: bytes, timeout_s: float, max_bytes: int, limit: int | None, columns: bool,
+                      check) -> PeerAnswer:
+        """``read`` of a ``unix:`` peer in the calling thread (unix_http.py); ``check`` may stop it."""
+        url, headers = self._request(limit, columns)
+        try:
+            got = self.blocking.post(url[len(self._base):], body, headers, timeout_s, max_bytes, check)
+        except unix_http.TooBig:
+            raise _TooBig() from None
+        except unix_http.BadAnswer as err:
+            raise BadData(str(err)) from None
+        if got.status != 200:
+            raise _Refused(f"HTTP {got.status}: {got.body[:300].decode('utf-8', 'replace').strip()}")
+        ctype = got.headers.get("content-type", "")
+        _check_type(ctype)
+        results = (head_columns.decode_response(got.body) if ctype == head_columns.CONTENT_TYPE
+                   else read_client_codec.decode_response(got.body, max_bytes))
+        return PeerAnswer(self.name, results, _version(got.headers.get(TABLE_VERSION_HEADER.lower())))
 
     async def get_json(self, path: str, params: list[tuple[str, str]], timeout_s: float) -> PeerJson:
         """``GET path?scope=head&params``: the ``data`` of a success envelope (cluster/head_json.py)."""
@@ -147,11 +171,20 @@ class Peer:
             except (ValueError, KeyError, TypeError) as err:
                 raise BadData(f"not a success envelope ({err})") from None
             version = resp.headers.get(TABLE_VERSION_HEADER)
-        return PeerJson(self.name, data, int(version) if version and version.isdigit() else None)
+        return PeerJson(self.name, data, _version(version))
 
     async def close(self) -> None:
         if self._session is not None:
             await self._session.close()
+
+
+def _check_type(ctype: str) -> None:
+    if ctype not in ("application/x-protobuf", head_columns.CONTENT_TYPE):
+        raise BadData(f"unexpected Content-Type {ctype!r}")
+
+
+def _version(header: str | None) -> int | None:
+    return int(header) if header and header.isdigit() else None
 
 
 class PeerFanout:
@@ -185,28 +218,56 @@ class PeerFanout:
         body = read_client_codec.encode_request(queries, series_only)
         timeout = min(self.timeout_s, max(ctx.remaining() * DEADLINE_SHARE, 0.001))
         max_bytes = max(0, min(MAX_RESPONSE_BYTES, ctx.max_bytes - ctx.bytes))
+        # Peers elsewhere are asked at once on the event loop; this machine's are then read right here, in turn
+        # (each is a local process answering in about a millisecond), while the others answer.
         futures = {asyncio.run_coroutine_threadsafe(self._call(p, body, timeout, max_bytes, limit=limit,
                                                                columns=columns), self._loop): p
-                   for p in self.peers}
+                   for p in self.peers if p.blocking is None}
         out: dict[str, PeerAnswer | PeerFailure] = {}
         pending = set(futures)
         try:
+            for p in self.peers:
+                if p.blocking is not None:
+                    got = self._call_blocking(p, body, timeout, max_bytes, limit, columns, ctx)
+                    out[p.name] = self._charged(ctx, got)
             while pending:
                 done, pending = concurrent.futures.wait(pending, timeout=POLL_S,
                                                         return_when=concurrent.futures.FIRST_COMPLETED)
                 for fut in done:
-                    got = fut.result()
-                    if isinstance(got, PeerAnswer):  # charged as it arrives, not after all peers
-                        ctx.charge_samples(sum(len(r.block) for r in got.results), f"peer read ({got.peer})")
-                        ctx.charge_samples(sum(len(r.hists) for r in got.results), f"peer read ({got.peer})",
-                                           HISTOGRAM_BYTES)
-                        ctx.charge_series(sum(len(r.labels) for r in got.results), f"peer read ({got.peer})")
-                    out[futures[fut].name] = got
+                    out[futures[fut].name] = self._charged(ctx, fut.result())
                 ctx.check("peer read")
         finally:
             for fut in pending:
                 fut.cancel()
         return [out[p.name] for p in self.peers]
+
+    @staticmethod
+    def _charged(ctx: QueryContext, got: PeerAnswer | PeerFailure) -> PeerAnswer | PeerFailure:
+        """A peer's samples are charged as its answer arrives, not after all peers have answered."""
+        if isinstance(got, PeerAnswer):
+            ctx.charge_samples(sum(len(r.block) for r in got.results), f"peer read ({got.peer})")
+            ctx.charge_samples(sum(len(r.hists) for r in got.results), f"peer read ({got.peer})", HISTOGRAM_BYTES)
+            ctx.charge_series(sum(len(r.labels) for r in got.results), f"peer read ({got.peer})")
+        return got
+
+    def _call_blocking(self, peer: Peer, body: bytes, timeout_s: float, max_bytes: int, limit: int | None,
+                       columns: bool, ctx: QueryContext) -> PeerAnswer | PeerFailure:
+        """``_call`` for a ``unix:`` peer, in the query's worker thread."""
+        try:
+            got: PeerAnswer | PeerFailure = peer.read_blocking(body, timeout_s, max_bytes, limit, columns,
+                                                               lambda: ctx.check("peer read"))
+        except (_TooBig, PayloadTooLarge):
+            raise _too_big(peer) from None
+        except unix_http.Timeout:
+            got = PeerFailure(peer.name, "timeout", f"no answer within {timeout_s:g}s (--cluster.peer-timeout)")
+        except _Refused as err:
+            got = PeerFailure(peer.name, "refused", str(err))
+        except BadData as err:
+            got = PeerFailure(peer.name, "garbage", str(err))
+        except OSError as err:
+            got = PeerFailure(peer.name, "down", f"{type(err).__name__}: {err}")
+        self._observe(peer, got)
+        return got
 
     async def get_json(self, path: str, params: list[tuple[str, str]],
                        remaining_s: float) -> list[PeerJson | PeerFailure]:
@@ -223,8 +284,7 @@ class PeerFanout:
                 await peer.get_json(*json_get, timeout_s) if json_get
                 else await peer.read(body, timeout_s, max_bytes, limit, columns))
         except (_TooBig, PayloadTooLarge):
-            raise LimitExceeded(f"peer {peer.name}'s recent samples would hold more memory than the query may "
-                                "(raise --query.max-memory-per-query or narrow the query)") from None
+            raise _too_big(peer) from None
         except asyncio.TimeoutError:
             got = PeerFailure(peer.name, "timeout", f"no answer within {timeout_s:g}s (--cluster.peer-timeout)")
         except _Refused as err:
@@ -249,3 +309,8 @@ class PeerFanout:
         else:
             log.warning("peer %s: %s (%s); answers lack its recent samples until it is back",
                         peer.name, result, got.reason)
+
+
+def _too_big(peer: Peer) -> LimitExceeded:
+    return LimitExceeded(f"peer {peer.name}'s recent samples would hold more memory than the query may "
+                         "(raise --query.max-memory-per-query or narrow the query)")

@@ -35,8 +35,10 @@ SUM = f"sum({PM})"
 class FakePeer:
     """An HTTP server at /api/v1/read that answers ``how``: garbage, 503, no series, or never (until cancelled)."""
 
-    def __init__(self, how: str) -> None:
+    def __init__(self, how: str, unix: bool = False) -> None:
         self.how = how
+        # a unix: peer is read by the query's worker thread itself (cluster/unix_http.py), not on the loop
+        self.sock_dir = tempfile.mkdtemp(prefix="mgw-", dir="/tmp") if unix else None
         self.cancelled = asyncio.Event()
         self.requests = 0
         app = web.Application()
@@ -60,12 +62,18 @@ class FakePeer:
 
     async def __aenter__(self) -> str:
         await self.runner.setup()
+        if self.sock_dir:
+            path = os.path.join(self.sock_dir, "peer.sock")
+            await web.UnixSite(self.runner, path).start()
+            return f"unix:{path}"
         site = web.TCPSite(self.runner, "127.0.0.1", 0)
         await site.start()
         return f"http://127.0.0.1:{self.runner.addresses[0][1]}"
 
     async def __aexit__(self, *exc) -> None:
         await self.runner.cleanup()
+        if self.sock_dir:
+            shutil.rmtree(self.sock_dir, ignore_errors=True)
 
 
 def _closed_port_url() -> str:
@@ -206,6 +214,46 @@ def test_a_client_that_leaves_stops_the_calls_to_its_peers(tmp_path):
                 with pytest.raises(asyncio.CancelledError):
                     await request
                 await asyncio.wait_for(peer.cancelled.wait(), 60)  # the gateway dropped its call to the peer
+
+    asyncio.run(main())
+
+
+def test_every_kind_of_failing_unix_peer_gives_a_warning_naming_it(tmp_path):
+    async def main():
+        async with FakePeer("garbage", unix=True) as garbage, FakePeer("refuse", unix=True) as refusing, \
+                FakePeer("hang", unix=True) as hanging, FakePeer("empty", unix=True) as empty:
+            down = "unix:/nonexistent/mgw-peer.sock"
+            bad = {garbage: "garbage", refusing: "refused", hanging: "timeout", down: "down"}
+            settings = {"cluster.peers": [*bad, empty], "cluster.peer-timeout": "1s"}
+            async with serving(tmp_path / "gw", settings=settings) as gw, aiohttp.ClientSession() as s:
+                await _write(s, gw.url, "pm_local", 1.0)
+                for path, params in [("/api/v1/query", {"query": SUM, "time": str(T_S)}),
+                                     ("/api/v1/series", {"match[]": PM})]:
+                    status, body = await _get(s, gw.url, path, **params)
+                    assert status == 200, body
+                    warnings = body["warnings"]
+                    assert len(warnings) == len(bad), warnings
+                    for url, kind in bad.items():
+                        assert any(url + " " in w and f"({kind}:" in w for w in warnings), (url, kind, warnings)
+                _, q = await _get(s, gw.url, "/api/v1/query", query=SUM, time=str(T_S))
+                assert q["data"]["result"][0]["value"][1] == "1"
+
+    asyncio.run(main())
+
+
+def test_a_client_that_leaves_stops_the_read_of_a_unix_peer(tmp_path):
+    async def main():
+        peer = FakePeer("hang", unix=True)
+        async with peer as hanging:
+            settings = {"cluster.peers": [hanging], "cluster.peer-timeout": "10m"}
+            async with serving(tmp_path / "gw", settings=settings) as gw, aiohttp.ClientSession() as s:
+                request = asyncio.ensure_future(_get(s, gw.url, "/api/v1/query", query="up"))
+                while peer.requests == 0:
+                    await asyncio.sleep(0.01)
+                request.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await request
+                await asyncio.wait_for(peer.cancelled.wait(), 60)  # the worker closed its connection to the peer
 
     asyncio.run(main())
 
