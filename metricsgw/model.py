@@ -68,9 +68,15 @@ def labels_from_key(key: bytes) -> Labels:
     return tuple(tuple(pair.split("\udcfe", 1)) for pair in text.split("\udcff"))
 
 
-def series_keys_and_ids(labels_list: list[Labels]) -> tuple[list[bytes], np.ndarray]:
-    """``series_key`` and ``series_id`` of many label sets at once (identical results)."""
-    keys = series_keys(labels_list)
+def series_keys_and_ids(labels_list: list[Labels], known: list[bytes | None] | None = None
+                        ) -> tuple[list[bytes], np.ndarray]:
+    """``series_key`` and ``series_id`` of many label sets at once (identical results). ``known``: keys the
+    caller has already (None where it has not), used as they are."""
+    if known is None:
+        keys = series_keys(labels_list)
+    else:
+        made = iter(series_keys([lb for lb, k in zip(labels_list, known) if k is None]))
+        keys = [k if k is not None else next(made) for k in known]
     digests = b"".join([hashlib.blake2b(k, digest_size=8).digest() for k in keys])
     return keys, np.frombuffer(digests, "<i8").astype(np.int64)
 

@@ -18,6 +18,7 @@ import re
 import numpy as np
 
 from ..model import METRIC_NAME, Labels
+from ..remote.label_records import LabelRecords
 
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 _METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
@@ -81,3 +82,50 @@ def validate_many(names: list[str], values: list[str], counts: np.ndarray,
     for i, a, b in zip(np.flatnonzero(ok).tolist(), starts[ok].tolist(), ends[ok].tolist()):
         out[i] = tuple(pairs[a:b])
     return out
+
+
+def validate_records(recs: LabelRecords, pair_pool: dict) -> tuple[list[Labels | None], list[bytes | None]]:
+    """``validate_many`` of series given as distinct label records (remote/label_records.py), with each
+    accepted series' ``model.series_key`` too: the checks and the Python objects are made once per distinct
+    record, and per series only its tuple of (shared) pairs and its key are joined."""
+    counts = recs.counts
+    n = len(counts)
+    labels_out: list[Labels | None] = [None] * n
+    keys_out: list[bytes | None] = [None] * n
+    ends = np.cumsum(counts)
+    starts = ends - counts
+    series_of = np.repeat(np.arange(n), counts)
+    ok = counts > 0
+    uid = recs.uid
+    distinct = sorted(set(recs.names))
+    rank = {name: r for r, name in enumerate(distinct)}
+    name_rank = np.fromiter(map(rank.__getitem__, recs.names), np.int64, len(recs.names))
+    bad_name = np.fromiter((nm != METRIC_NAME and _LABEL_NAME.fullmatch(nm) is None for nm in distinct),
+                           bool, len(distinct))
+    codes = name_rank[uid]
+    per_record_bad = bad_name[codes]
+    empty = np.fromiter((v == "" for v in recs.values), bool, len(recs.values))[uid]
+    metric_code = rank.get(METRIC_NAME)
+    if metric_code is None:
+        return labels_out, keys_out
+    bad_metric = np.fromiter((nm == METRIC_NAME and _METRIC_NAME.fullmatch(v) is None
+                              for nm, v in zip(recs.names, recs.values)), bool, len(recs.names))[uid]
+    unordered = np.zeros(len(codes), bool)
+    if len(codes) > 1:
+        unordered[1:] = np.diff(codes) <= 0
+        unordered[starts[counts > 0]] = False  # a series' first label has nothing before it
+    bad = per_record_bad | empty | bad_metric | unordered
+    if bad.any():
+        ok &= np.bincount(series_of, weights=bad, minlength=n) == 0
+    has_name = np.zeros(n, bool)
+    has_name[series_of[codes == metric_code]] = True
+    ok &= has_name
+    pairs = [pair_pool.setdefault(p, p) for p in zip(recs.names, recs.values)]
+    # object arrays (fromiter: a tuple is one element, not a row) gather every record's shared objects in C
+    flat_pairs = np.fromiter(pairs, object, len(pairs))[uid].tolist()
+    flat_pieces = np.fromiter(recs.pieces, object, len(recs.pieces))[uid].tolist()
+    join = b"\xff".join
+    for i, a, b in zip(np.flatnonzero(ok).tolist(), starts[ok].tolist(), ends[ok].tolist()):
+        labels_out[i] = tuple(flat_pairs[a:b])
+        keys_out[i] = join(flat_pieces[a:b])
+    return labels_out, keys_out

@@ -40,7 +40,7 @@ from ..remote.codec import DecodedWrite
 from ..remote.validate import LabelProblem, validate_labels
 from ..remote.native import INVALID_HISTOGRAM
 from ..storage.batch import AppendBatch, NativeSamples
-from .bulk import validate_many
+from .bulk import validate_many, validate_records
 from .time_window import SampleTimeWindow
 
 RELABEL_DROP = "relabel_drop"
@@ -350,19 +350,25 @@ class IngestPipeline:
     def _resolve_many(self, decoded: DecodedWrite, idx: list[int]) -> list[_Admit | _Refuse]:
         """Label work for many unseen series: validated in bulk where the fast path accepts them
         (bulk.py), series by series otherwise; then relabelled (if rules are loaded) and hashed."""
-        decoded_strings = decoded.bulk_label_strings(idx) if len(idx) > 1 else None
+        if len(self._pair_pool) > self.max_cache_entries:
+            self._pair_pool.clear()
         fast: list[Labels | None] = [None] * len(idx)
-        if decoded_strings is not None:
-            if len(self._pair_pool) > self.max_cache_entries:
-                self._pair_pool.clear()
-            fast = validate_many(*decoded_strings, pair_pool=self._pair_pool)
+        fast_keys: list[bytes | None] = [None] * len(idx)  # series_key of what ``fast`` accepted
+        records = decoded.bulk_label_records(idx) if len(idx) > 1 else None
+        if records is not None:
+            fast, fast_keys = validate_records(records, self._pair_pool)
+        else:
+            decoded_strings = decoded.bulk_label_strings(idx) if len(idx) > 1 else None
+            if decoded_strings is not None:
+                fast = validate_many(*decoded_strings, pair_pool=self._pair_pool)
         rules = self.rules_holder.current if self.rules_holder is not None else None
         if rules is not None and getattr(rules, "rules", None) == ():
             rules = None  # a RuleSet with no rules: apply() would return the labels unchanged
         out: list[Any] = [None] * len(idx)
         labels_at: list[int] = []
         labels_list: list[Labels] = []
-        for k, (i, labels) in enumerate(zip(idx, fast)):
+        known_keys: list[bytes | None] = []
+        for k, (i, labels, key) in enumerate(zip(idx, fast, fast_keys)):
             if labels is None:
                 resolved = self._validate_one(decoded, i)
                 if isinstance(resolved, _Refuse):
@@ -370,13 +376,17 @@ class IngestPipeline:
                     continue
                 labels = resolved
             if rules is not None:
-                labels = self._relabel(rules, labels)
-                if isinstance(labels, _Refuse):
-                    out[k] = labels
+                relabelled = self._relabel(rules, labels)
+                if isinstance(relabelled, _Refuse):
+                    out[k] = relabelled
                     continue
+                if relabelled != labels:
+                    key = None
+                labels = relabelled
             labels_at.append(k)
             labels_list.append(labels)
-        keys, ids = series_keys_and_ids(labels_list)
+            known_keys.append(key)
+        keys, ids = series_keys_and_ids(labels_list, known_keys)
         self._fresh_keys = dict(zip(ids.tolist(), keys))  # for this request's WAL record
         for k, labels, sid in zip(labels_at, labels_list, ids.tolist()):
             out[k] = _Admit(labels, sid)

@@ -19,6 +19,7 @@ from ..errors import BadData, PayloadTooLarge, UnsupportedMediaType
 from ..storage.batch import MetricMetadata
 from . import native
 from .fastscan import decode_sample_blobs, label_strings, scan_series
+from .label_records import LabelRecords, distinct_label_records
 from .proto import remote_v1_pb2 as v1pb
 from .proto import remote_v2_pb2 as v2pb
 
@@ -225,6 +226,14 @@ class DecodedWrite:
             return None
         strings = list(map(sys.intern, map(text.__getitem__, flat)))
         return strings[0::2], strings[1::2], counts
+
+    def bulk_label_records(self, idx: list[int]) -> LabelRecords | None:
+        """The labels of series ``idx`` as distinct records (label_records.py), for 1.0 requests laid out as
+        every sender we know lays them out; None otherwise (``bulk_label_strings`` then)."""
+        if self.version != 1 or self.label_counts is None or any(i in self.problems for i in idx):
+            return None
+        keys = self.keys
+        return distinct_label_records([keys[i] for i in idx], self.label_counts[idx])
 
     def subset(self, samples: np.ndarray) -> "DecodedWrite":
         """This request with only the samples where ``samples`` (bool, per sample) is True; a

@@ -213,3 +213,61 @@ def test_pipeline_bulk_and_single_series_paths_agree(tmp_path):
     assert [lb for _, lb in new_series] == [(("__name__", "up"), ("job", j)) for j in ("j0", "x", "j2", "j5")]
     assert t == [1000, 1000, 1000, 2000, 1000] and sids[0] == sids[3] == series_id(new_series[0][1])
     assert [r[0] for r in rej] == ["invalid_labels"] and "bad-name" in rej[0][1]
+
+
+def _decoded(series_labels):
+    from metricsgw.remote import codec
+
+    raw = codec.encode_v1([(pairs, [(1000, 1.0)]) for pairs in series_labels], compress=False)
+    return codec.decode_v1(raw)
+
+
+def _ascii_series(rng: random.Random) -> list[tuple[str, str]]:
+    names = ["__name__", "a", "b", "gpu", "Zeta", "_x", "1bad", "host", "b-c"]
+    values = ["up", "gpu_util", "x", "9bad", "ns:metric", "v" * 40, "w" * 60, "y" * 110]
+    pairs = [(rng.choice(names), rng.choice(values)) for _ in range(rng.randint(0, 5))]
+    if rng.random() < 0.7:
+        pairs = sorted({n: v for n, v in pairs}.items())
+        pairs = [p for p in pairs if p[0] != "__name__"] + [("__name__", rng.choice(["up", "gpu_util", "9bad"]))]
+        pairs.sort()
+    return pairs
+
+
+def test_validate_records_equals_validate_many_and_the_series_keys():
+    """The distinct-record path (remote/label_records.py + bulk.validate_records) accepts exactly what
+    validate_many accepts, with the same canonical labels, and each accepted series' key is series_key's;
+    records of every window width (up to the longest one-byte length) and their boundaries included."""
+    from metricsgw.ingest.bulk import validate_records
+
+    rng = random.Random(11)
+    series = [_ascii_series(rng) for _ in range(3000)]
+    series += [[("__name__", "m"), ("a", "v" * k)] for k in range(1, 122)]  # every record size 8..129
+    decoded = _decoded(series)
+    idx = list(range(len(series)))
+    records = decoded.bulk_label_records(idx)
+    assert records is not None and len(records.names) < len(records.uid) / 5  # distinct records, once each
+    got, keys = validate_records(records, {})
+    names, values, counts = decoded.bulk_label_strings(idx)
+    want = validate_many(names, values, counts, pair_pool={})
+    assert got == want
+    assert sum(g is not None for g in got) > 900  # the common path, not a formality
+    for labels, key in zip(got, keys):
+        assert (key is None) == (labels is None)
+        if labels is not None:
+            assert key == series_key(labels)
+
+
+def test_a_hash_collision_sends_the_request_the_exact_way(monkeypatch):
+    from metricsgw.remote import label_records
+
+    decoded = _decoded([[("__name__", "up"), ("job", "a")], [("__name__", "up"), ("job", "b")]])
+    assert decoded.bulk_label_records([0, 1]) is not None
+    monkeypatch.setattr(label_records, "_MULTIPLIERS", np.zeros_like(label_records._MULTIPLIERS))  # all alike
+    assert decoded.bulk_label_records([0, 1]) is None  # grouped by hash, then compared whole: refused
+
+
+@pytest.mark.parametrize("odd", [("job", "é"), ("job", ""), ("job", "z" * 130)],
+                         ids=["not-ascii", "empty-value-field-omitted", "two-byte-length"])
+def test_labels_in_another_layout_are_not_taken_as_records(odd):
+    decoded = _decoded([[("__name__", "up"), odd], [("__name__", "up"), ("job", "b")]])
+    assert decoded.bulk_label_records([0, 1]) is None
