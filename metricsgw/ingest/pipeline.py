@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import xxhash
@@ -81,8 +81,7 @@ class Rejection:
         return self.reason in CONFIGURED_DROPS
 
 
-@dataclass(frozen=True)
-class _Admit:
+class _Admit(NamedTuple):  # made once per new series: a frozen dataclass's __init__ cost twice as much
     labels: Labels
     sid: int
 
@@ -365,6 +364,20 @@ class IngestPipeline:
         if rules is not None and getattr(rules, "rules", None) == ():
             rules = None  # a RuleSet with no rules: apply() would return the labels unchanged
         out: list[Any] = [None] * len(idx)
+        if rules is None and None not in fast:  # the usual first scrape: nothing left to do series by series
+            labels_at, labels_list, known_keys = range(len(idx)), fast, fast_keys
+        else:
+            labels_at, labels_list, known_keys = self._one_by_one(decoded, idx, fast, fast_keys, rules, out)
+        keys, ids = series_keys_and_ids(labels_list, known_keys)
+        self._fresh_keys = dict(zip(ids.tolist(), keys))  # for this request's WAL record
+        for k, admit in zip(labels_at, map(_Admit, labels_list, ids.tolist())):
+            out[k] = admit
+        return out
+
+    def _one_by_one(self, decoded: DecodedWrite, idx: list[int], fast: list, fast_keys: list, rules: Any,
+                    out: list) -> tuple[list[int], list[Labels], list[bytes | None]]:
+        """The series the bulk checks left (validated one by one) and every series' relabelling: (positions
+        admitted, their labels, their series keys where already known); a refusal goes into ``out``."""
         labels_at: list[int] = []
         labels_list: list[Labels] = []
         known_keys: list[bytes | None] = []
@@ -386,11 +399,7 @@ class IngestPipeline:
             labels_at.append(k)
             labels_list.append(labels)
             known_keys.append(key)
-        keys, ids = series_keys_and_ids(labels_list, known_keys)
-        self._fresh_keys = dict(zip(ids.tolist(), keys))  # for this request's WAL record
-        for k, labels, sid in zip(labels_at, labels_list, ids.tolist()):
-            out[k] = _Admit(labels, sid)
-        return out
+        return labels_at, labels_list, known_keys
 
     def _validate_one(self, decoded: DecodedWrite, i: int) -> Labels | _Refuse:
         problem = decoded.problems.get(i)

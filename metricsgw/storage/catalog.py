@@ -13,6 +13,7 @@ import bisect
 import itertools
 import threading
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Iterable, Iterator
 
 import numpy as np
@@ -20,6 +21,8 @@ import numpy as np
 from .. import npsort
 from ..model import METRIC_NAME, Labels, Matcher
 from .sorted_search import search_sorted
+
+_NAME, _VALUE = itemgetter(0), itemgetter(1)  # of a (name, value) pair
 
 
 class _Grow:
@@ -127,9 +130,9 @@ class MetricTable:
             group = labels_list if len(by_len) == 1 else [labels_list[r] for r in rows]
             rows_abs = np.asarray(rows, np.int64) + row0
             for pairs in zip(*group):
-                names = {p[0] for p in pairs}
+                names = set(map(_NAME, pairs))  # C-level maps: this loop runs once per label
                 if len(names) == 1:
-                    self._set_codes(names.pop(), rows_abs, [p[1] for p in pairs])
+                    self._set_codes(names.pop(), rows_abs, list(map(_VALUE, pairs)))
                     continue
                 for name in names:
                     sel = [k for k, p in enumerate(pairs) if p[0] == name]
