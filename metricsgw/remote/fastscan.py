@@ -135,38 +135,33 @@ def _labels_then_one_sample(flat: bytes, buf: np.ndarray, starts: np.ndarray, en
 _SAMPLE_SIZES = (16, 7, *(m for m in range(21) if m not in (16, 7)))
 
 
-def split_last_sample(series: Flat) -> tuple[list[bytes], np.ndarray, np.ndarray] | None:
-    """Each series read as some bytes, then exactly one sample field [0x12][m][Sample] ending it, found from
-    the series' end without walking its labels: (per series the bytes before that field, t, v), or None if
-    some series does not end so.
+def guess_label_ends(series: Flat) -> np.ndarray | None:
+    """Where each series' labels end if it is its labels, then exactly one sample field [0x12][m][Sample]
+    ending it, found from the series' end without walking its labels (the first size m whose header is in
+    place); None if some series has none.
 
-    A guess only: bytes inside a label can look like such a field, so the leading bytes are not known to be
-    label records. The caller must check them (codec.decode_v1 takes them only when each is a label key the
-    full walk produced before; then the series is those labels and that sample, whatever size was guessed)."""
-    flat, buf, starts, ends, _ = series
-    n = len(starts)
-    label_end = np.empty(n, np.int64)
-    t = np.empty(n, np.int64)
-    v = np.empty(n, np.float64)
-    pending = np.arange(n)
+    A guess only: bytes inside a label can look like such a header, so the bytes before it are not known to
+    be label records. The caller must check them (codec._decode_v1_known takes them only when each is a label
+    key the full walk produced before) and read the Samples with ``last_samples``."""
+    _, buf, starts, ends, _ = series
+    label_end = np.empty(len(starts), np.int64)
+    pending = np.arange(len(starts))
     for m in _SAMPLE_SIZES:
         end = ends[pending]
         head = end - 2 - m
         at = np.maximum(head, 0)  # a series shorter than the field: no negative index wraps round
         fits = (head >= starts[pending]) & (buf[at] == TAG_SAMPLE) & (buf[at + 1] == m)
-        if not fits.any():
-            continue
-        decoded = _samples(buf, end[fits] - m, np.full(int(fits.sum()), m, np.int64))
-        if decoded is None:
-            return None  # a header with no Sample behind it: rare enough to leave the request to the walk
-        chosen = pending[fits]
-        label_end[chosen] = head[fits]
-        t[chosen], v[chosen] = decoded
+        label_end[pending[fits]] = head[fits]
         pending = pending[~fits]
         if not len(pending):
-            keys = list(map(flat.__getitem__, map(slice, starts.tolist(), label_end.tolist())))
-            return keys, t, v
+            return label_end
     return None
+
+
+def last_samples(series: Flat, label_ends: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(t, v) of the Sample in the field after each series' labels (``guess_label_ends``); None if one is not
+    a Sample as ``_labels_then_one_sample`` reads it."""
+    return _samples(series.buf, label_ends + 2, series.ends - label_ends - 2)
 
 
 def _scan_fields(flat: bytes, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray,
