@@ -9,6 +9,7 @@ import math
 import struct
 
 import numpy as np
+
 from metricsgw.ingest.pipeline import IngestPipeline
 from metricsgw.model import STALE_NAN_BITS
 from metricsgw.remote import codec, fastscan
