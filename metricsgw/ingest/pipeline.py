@@ -2,7 +2,10 @@
 
 The expensive part of ingest is per-label work, so its result is cached by the series'
 raw label key (the bytes the sender sent). A request whose series are all known does no
-label work at all: one dict lookup per series, then numpy for the samples.
+label work at all: one dict lookup per series, then numpy for the samples. The codec asks
+``known_sids`` while decoding such a request (series stored, or dropped by the rules), which
+spares it the walk over the labels too (codec._decode_v1_known); what it found travels in
+``DecodedWrite.sids`` and ``.dropped``.
 
 Cache values are one of
   int          the series id; storage has the series (confirmed)
@@ -29,6 +32,9 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from functools import partial
+from itertools import repeat, takewhile
+from operator import is_, is_not
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -155,39 +161,74 @@ class IngestPipeline:
                 self.telemetry.histograms_discarded.labels(r.reason).inc(r.histograms)
         return batch, [Rejection(r.reason, r.message, r.samples) for r in refused] + rejections
 
-    def _process(self, decoded: DecodedWrite) -> tuple[AppendBatch, list[Rejection]]:
+    def known_sids(self, raw_keys: list[bytes]) -> tuple[np.ndarray, np.ndarray | None] | None:
+        """What the cache says of these raw v1 label keys if every one is a confirmed id or dropped by the
+        rules: (ids, which are dropped or None); else None. The codec's ``known`` (codec.KnownSids), so
+        that a request of known series is decoded without walking its labels. The cache is brought up to
+        date first (rules reloaded, series dropped by retention), as ``process`` does before its lookup."""
         self._maybe_reset()
+        h, seed = xxhash.xxh3_128_digest, _CACHE_KEY_SEED  # cache_keys, for v1 keys only
+        # Up to the first new series only: the first scrape, or one with a new series, gives up early.
+        found = list(takewhile(partial(is_not, None), map(self._cache.get, map(h, raw_keys, repeat(seed)))))
+        n = len(raw_keys)
+        if len(found) < n:
+            return None
+        try:
+            return np.fromiter(found, np.int64, n), None
+        except (TypeError, ValueError, OverflowError):
+            pass
+        dropped = np.fromiter(map(is_, found, repeat(_DROPPED)), bool, n)
+        sids = np.zeros(n, np.int64)
+        try:
+            sids[~dropped] = np.array([entry for entry in found if entry is not _DROPPED], np.int64)
+        except (TypeError, ValueError, OverflowError):  # a series neither stored nor dropped: new, or refused
+            return None
+        return sids, dropped
+
+    def _process(self, decoded: DecodedWrite) -> tuple[AppendBatch, list[Rejection]]:
+        reset = self._maybe_reset()
         n = len(decoded.keys)
         if n == 0:
             return AppendBatch(metadata=list(decoded.metadata)), []
-        keys = cache_keys(decoded.keys)
-        try:
-            # The hot path: every series known and confirmed -> ints only, read in one C-level pass
-            # (an entry that is not an int stops it with a TypeError).
-            sids = np.fromiter(map(self._cache.get, keys), np.int64, n)
-        except (TypeError, ValueError, OverflowError):
-            return self._process_with_drops(decoded, list(map(self._cache.get, keys)), keys)
+        if decoded.sids is not None and not reset:  # ids found before a reset may be ids it dropped: look again
+            sids, dropped = decoded.sids, decoded.dropped
+            if dropped is not None and dropped.any():
+                return self._known_with_drops(decoded, sids[~dropped], ~dropped)
+        else:
+            keys = cache_keys(decoded.keys)
+            try:
+                # The hot path: every series known and confirmed -> ints only, read in one C-level pass
+                # (an entry that is not an int stops it with a TypeError).
+                sids = np.fromiter(map(self._cache.get, keys), np.int64, n)
+            except (TypeError, ValueError, OverflowError):
+                return self._process_with_drops(decoded, list(map(self._cache.get, keys)), keys)
         batch = AppendBatch(sid=np.repeat(sids, decoded.counts), t=decoded.t, v=decoded.v,
                             metadata=list(decoded.metadata))
         return batch, self._add_native(batch, decoded, sids, None)
 
     # ------------------------------------------------------------------ internals
 
-    def _maybe_reset(self) -> None:
+    def _maybe_reset(self) -> bool:
+        """Bring the cache up to date; True if it dropped entries (rules reloaded, series dropped)."""
+        reset = False
         if self.rules_holder is not None and self.rules_holder.generation != self._generation:
             self.clear_cache()
             self._generation = self.rules_holder.generation
+            reset = True
         # The bound is on entries beyond the series storage holds (refused, dropped, not yet stored):
         # those are what can pile up. A bound on all entries would clear the cache on every pass once
         # more series are active than it allows, and every series would then be resolved again.
         if len(self._cache) > self.max_cache_entries + getattr(self.storage, "series_count", 0):
             self._cache.clear()
+            reset = True
         if len(self._unconfirmed) > self.max_cache_entries:  # appends that failed leave theirs behind
             self._unconfirmed.clear()
         epoch = getattr(self.storage, "series_epoch", 0)
         if epoch != self._series_epoch:
             self._forget(self.storage.dropped_since(self._series_epoch))
             self._series_epoch = epoch
+            reset = True
+        return reset
 
     def _forget(self, dropped: np.ndarray | None) -> None:
         """Drop what refers to series storage no longer has (None: it cannot say which)."""
@@ -235,6 +276,11 @@ class IngestPipeline:
             sids = np.array([entry for entry in found if entry is not _DROPPED], dtype=np.int64)
         except (TypeError, ValueError, OverflowError):
             return self._process_slow(decoded, found, keys)
+        return self._known_with_drops(decoded, sids, keep)
+
+    def _known_with_drops(self, decoded: DecodedWrite, sids: np.ndarray,
+                          keep: np.ndarray) -> tuple[AppendBatch, list[Rejection]]:
+        """Every series a confirmed id (``sids``: those ``keep`` marks) or dropped by the rules (some are)."""
         counts = decoded.counts
         dropped = _drop_rejection(int((~keep).sum()), int(counts[~keep].sum()))
         self._count_discarded([dropped])

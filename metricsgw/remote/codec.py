@@ -9,7 +9,7 @@ and the benchmark driver.
 from __future__ import annotations
 
 import sys
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 import snappy
@@ -18,7 +18,8 @@ from google.protobuf.message import DecodeError
 from ..errors import BadData, PayloadTooLarge, UnsupportedMediaType
 from ..storage.batch import MetricMetadata
 from . import native
-from .fastscan import decode_sample_blobs, label_strings, scan_series
+from .fastscan import (Flat, decode_sample_blobs, flatten, guess_label_ends, label_strings, last_samples,
+                       scan_flat)
 from .label_records import LabelRecords, distinct_label_records
 from .proto import remote_v1_pb2 as v1pb
 from .proto import remote_v2_pb2 as v2pb
@@ -31,6 +32,10 @@ METRIC_TYPES = ("unknown", "counter", "gauge", "histogram", "gaugehistogram", "s
 _TYPE_NUMBER = {name: i for i, name in enumerate(METRIC_TYPES)}
 
 Pairs = Iterable[tuple[str, str]]
+# What the caller has resolved of v1 label keys (each a series' label records as sent): None unless every key
+# is one it resolved before; else (per key its series id as int64, which series its relabel rules drop: a bool
+# mask, None if none; a dropped series' id means nothing). The ingest pipeline's ``known_sids``.
+KnownSids = Callable[[list[bytes]], "tuple[np.ndarray, np.ndarray | None] | None"]
 SeriesInput = Sequence[tuple[Pairs, Sequence[tuple[int, float]]]]
 
 
@@ -166,15 +171,20 @@ class DecodedWrite:
     ``label_counts`` (int64 per series, or None when unknown) says how many labels each key
     holds, so the pipeline can decode the labels of many new series with one parse
     (``bulk_label_strings``) instead of one per series.
+
+    ``sids`` (int64 per series, or None) and ``dropped`` (bool per series, or None: none) are what the
+    decoder's ``known`` callback said when it resolved every key (``decode_v1``): the pipeline then skips
+    its own cache lookup.
     """
 
     __slots__ = ("version", "keys", "counts", "t", "v", "histograms", "exemplars", "metadata",
-                 "problems", "_pairs", "label_counts", "native")
+                 "problems", "_pairs", "label_counts", "native", "sids", "dropped")
 
     def __init__(self, version: int, keys: list, counts: np.ndarray, t: np.ndarray, v: np.ndarray,
                  histograms: int = 0, exemplars: int = 0, metadata: list[MetricMetadata] | None = None,
                  problems: dict[int, str] | None = None, pairs=None,
-                 label_counts: np.ndarray | None = None, native: "native.NativeParts | None" = None) -> None:
+                 label_counts: np.ndarray | None = None, native: "native.NativeParts | None" = None,
+                 sids: np.ndarray | None = None, dropped: np.ndarray | None = None) -> None:
         self.version = version
         self.keys = keys
         self.counts = counts
@@ -187,6 +197,8 @@ class DecodedWrite:
         self._pairs = pairs
         self.label_counts = label_counts
         self.native = native  # the request's histograms and exemplars, per series (None: it has none)
+        self.sids = sids
+        self.dropped = dropped
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -253,7 +265,9 @@ class DecodedWrite:
                             {position[i]: p for i, p in self.problems.items() if i in position},
                             (lambda j: pairs(at[j])) if pairs is not None else None,
                             self.label_counts[idx] if self.label_counts is not None else None,
-                            nat.take(idx) if nat is not None else None)
+                            nat.take(idx) if nat is not None else None,
+                            self.sids[idx] if self.sids is not None else None,
+                            self.dropped[idx] if self.dropped is not None else None)
 
     def offsets(self) -> np.ndarray:
         """Start index of each series' samples in ``t``/``v`` (length n+1)."""
@@ -263,10 +277,10 @@ class DecodedWrite:
 
 
 def decode_request(body: bytes, content_type: str | None, content_encoding: str | None,
-                   max_decoded_size: int) -> DecodedWrite:
+                   max_decoded_size: int, known: KnownSids | None = None) -> DecodedWrite:
     version = negotiate(content_type, content_encoding)
     raw = decompress(body, max_decoded_size)
-    return decode_v1(raw) if version == 1 else decode_v2(raw)
+    return decode_v1(raw, known) if version == 1 else decode_v2(raw)
 
 
 def _v1_label_records_pairs(key: bytes) -> RawPairs:
@@ -294,10 +308,17 @@ def _v1_metadata(items) -> list[MetricMetadata]:
                            m.help, m.unit) for m in items]
 
 
-def decode_v1(raw: bytes) -> DecodedWrite:
+def decode_v1(raw: bytes, known: KnownSids | None = None) -> DecodedWrite:
+    """``known``: see ``KnownSids``; with it, a request of series all known is decoded without walking their
+    labels (``_decode_v1_known``)."""
     try:
         blobs = v1pb.BlobWriteRequest.FromString(raw)
-        scanned = scan_series(list(blobs.timeseries))
+        series = flatten(list(blobs.timeseries))
+        if known is not None and len(series.starts):
+            decoded = _decode_v1_known(series, known, blobs.metadata)
+            if decoded is not None:
+                return decoded
+        scanned = scan_flat(series)
         if scanned is None:
             return _decode_v1_generic(raw)
     except DecodeError as err:
@@ -308,6 +329,32 @@ def decode_v1(raw: bytes) -> DecodedWrite:
     return DecodedWrite(1, scanned.keys, scanned.counts, scanned.t, scanned.v, scanned.histograms,
                         scanned.exemplars, _v1_metadata(blobs.metadata), pairs=_KeyPairs(scanned.keys),
                         label_counts=scanned.label_counts, native=parts)
+
+
+def _decode_v1_known(series: Flat, known: KnownSids, metadata) -> DecodedWrite | None:
+    """The steady state of a scrape's write: each series its labels, then its one sample, and every label key
+    known (a stored series, or one the relabel rules drop). The split is guessed from each series' end
+    (``guess_label_ends``) and taken only if ``known`` resolves every guessed key and a valid Sample follows
+    each. That makes it exact: a known key was cut by the full walk (or rebuilt by the generated code) as a
+    run of whole label records, so a series that is such a run followed by one sample field reads, field by
+    field, as those labels and that sample and nothing else (no exemplar or histogram fits in it): the keys,
+    times and values the walk would return. A wrong guess is a key never seen (barring an XXH3-128
+    collision), so it misses and the request takes the walk, as does any request with a new or refused
+    series. None: not taken."""
+    label_ends = guess_label_ends(series)
+    if label_ends is None:
+        return None
+    keys = list(map(series.flat.__getitem__, map(slice, series.starts.tolist(), label_ends.tolist())))
+    resolved = known(keys)
+    if resolved is None:
+        return None
+    samples = last_samples(series, label_ends)
+    if samples is None:
+        return None
+    sids, dropped = resolved
+    t, v = samples
+    return DecodedWrite(1, keys, np.ones(len(keys), np.int64), t, v, metadata=_v1_metadata(metadata),
+                        pairs=_KeyPairs(keys), sids=sids, dropped=dropped)
 
 
 def _v1_native(series) -> "native.NativeParts":

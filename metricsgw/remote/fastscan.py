@@ -16,6 +16,7 @@ and the caller uses the generated-code path, which handles every valid encoding.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -53,13 +54,29 @@ def varints(buf: np.ndarray, at: np.ndarray, max_len: int) -> tuple[np.ndarray, 
     return np.where(keep, parts, 0).sum(axis=1, dtype=np.uint64), ends + 1
 
 
-def scan_series(blobs: list[bytes]) -> ScannedSeries | None:
-    n = len(blobs)
-    lengths = np.fromiter(map(len, blobs), np.int64, n)
+class Flat(NamedTuple):
+    """Series bytes laid end to end: series i is ``flat[starts[i]:ends[i]]``; ``buf`` views ``flat``."""
+
+    flat: bytes
+    buf: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
+    lengths: np.ndarray
+
+
+def flatten(blobs: list[bytes]) -> Flat:
+    lengths = np.fromiter(map(len, blobs), np.int64, len(blobs))
     ends = np.cumsum(lengths)
-    starts = ends - lengths
     flat = b"".join([*blobs, _PAD])  # the padding lets every field read a few bytes past its end
-    buf = np.frombuffer(flat, np.uint8)
+    return Flat(flat, np.frombuffer(flat, np.uint8), ends - lengths, ends, lengths)
+
+
+def scan_series(blobs: list[bytes]) -> ScannedSeries | None:
+    return scan_flat(flatten(blobs))
+
+
+def scan_flat(series: Flat) -> ScannedSeries | None:
+    flat, buf, starts, ends, lengths = series
     scanned = _labels_then_one_sample(flat, buf, starts, ends)
     return scanned if scanned is not None else _scan_fields(flat, buf, starts, ends, lengths)
 
@@ -110,6 +127,41 @@ def _labels_then_one_sample(flat: bytes, buf: np.ndarray, starts: np.ndarray, en
     keys = [flat[a:b] for a, b in zip(starts.tolist(), pos.tolist())]
     return ScannedSeries(keys=keys, counts=np.ones(n, np.int64), t=t, v=v, exemplars=0, histograms=0,
                          label_counts=n_labels)
+
+
+# Sizes of a Sample message: [0x09 f64]? [0x10 varint of 1..10 bytes]?, so 0..20. Tried in this order: a value
+# and a millisecond timestamp of this era (6 varint bytes) first, a zero value (omitted) next: most series of a
+# scrape are settled by the first size tried.
+_SAMPLE_SIZES = (16, 7, *(m for m in range(21) if m not in (16, 7)))
+
+
+def guess_label_ends(series: Flat) -> np.ndarray | None:
+    """Where each series' labels end if it is its labels, then exactly one sample field [0x12][m][Sample]
+    ending it, found from the series' end without walking its labels (the first size m whose header is in
+    place); None if some series has none.
+
+    A guess only: bytes inside a label can look like such a header, so the bytes before it are not known to
+    be label records. The caller must check them (codec._decode_v1_known takes them only when each is a label
+    key the full walk produced before) and read the Samples with ``last_samples``."""
+    _, buf, starts, ends, _ = series
+    label_end = np.empty(len(starts), np.int64)
+    pending = np.arange(len(starts))
+    for m in _SAMPLE_SIZES:
+        end = ends[pending]
+        head = end - 2 - m
+        at = np.maximum(head, 0)  # a series shorter than the field: no negative index wraps round
+        fits = (head >= starts[pending]) & (buf[at] == TAG_SAMPLE) & (buf[at + 1] == m)
+        label_end[pending[fits]] = head[fits]
+        pending = pending[~fits]
+        if not len(pending):
+            return label_end
+    return None
+
+
+def last_samples(series: Flat, label_ends: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """(t, v) of the Sample in the field after each series' labels (``guess_label_ends``); None if one is not
+    a Sample as ``_labels_then_one_sample`` reads it."""
+    return _samples(series.buf, label_ends + 2, series.ends - label_ends - 2)
 
 
 def _scan_fields(flat: bytes, buf: np.ndarray, starts: np.ndarray, ends: np.ndarray,

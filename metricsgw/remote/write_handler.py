@@ -76,8 +76,9 @@ async def handle_write(request: web.Request) -> web.Response:
         proto = codec.negotiate(ctype, cenc)  # 415 before reading anything
         version = str(proto)
         body = await read_bounded(request, cfg.remote_write_max_body_size)
-        decoded = codec.decode_request(body, ctype, cenc, cfg.remote_write_max_decoded_size)
         pipeline = app[PIPELINE]
+        # Decoded and processed back to back on the loop: the ids known_sids finds are the ones process uses.
+        decoded = codec.decode_request(body, ctype, cenc, cfg.remote_write_max_decoded_size, known=pipeline.known_sids)
         batch, rejections = pipeline.process(decoded)
         nat = batch.native
         if len(batch) or batch.new_series or batch.metadata or nat:

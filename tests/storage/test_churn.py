@@ -148,3 +148,34 @@ def test_a_dropped_series_that_comes_back_is_stored_again(tmp_path):
     got = st.read_samples(np.array([sid]), 0, t_back, QueryContext())
     assert got.t.tolist() == [t_back]
     st.close()
+
+
+def test_ids_found_while_decoding_are_not_used_once_retention_dropped_their_series(tmp_path):
+    # The codec resolves a known request's ids while decoding (pipeline.known_sids); retention may drop those
+    # series before the pipeline processes it. The pipeline must then resolve the labels again, not use the ids.
+    start_ms = (int(time.time() * 1000) // MINUTE - 60) * MINUTE
+    now = [start_ms / 1000]
+    st = Storage(str(tmp_path), partition_ms=MINUTE, retention_ms=3 * MINUTE, clock=lambda: now[0])
+    st.open()
+    pipe = IngestPipeline(st, Telemetry())
+    lb = [("__name__", "up"), ("pod", "a")]
+    sid = series_id(canonical(lb))
+
+    def decode(t_ms: int) -> codec.DecodedWrite:
+        return codec.decode_v1(codec.encode_v1([(lb, [(t_ms, 1.0)])], compress=False), pipe.known_sids)
+
+    batch, _ = pipe.process(decode(start_ms))
+    asyncio.run(st.append(batch))
+    pipe.confirm(batch)
+    st.flush()
+    t_back = start_ms + 10 * MINUTE
+    decoded = decode(t_back)
+    assert decoded.sids.tolist() == [sid]  # known: decoded without its labels
+    now[0] = t_back / 1000
+    st.maintenance.run()
+    assert not st.has_series(sid)
+    batch, _ = pipe.process(decoded)
+    assert [s for s, _ in batch.new_series] == [sid] and batch.t.tolist() == [t_back]
+    asyncio.run(st.append(batch))  # its labels go to storage again: stored, not refused
+    assert decode(t_back + SCRAPE_MS).sids is None  # new again until this write is confirmed
+    st.close()
