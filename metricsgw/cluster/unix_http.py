@@ -119,7 +119,10 @@ class _Connection:
             if sep:
                 headers[name.strip().lower()] = value.strip()
         self.must_close = headers.get("connection", "").lower() == "close" or parts[0] == "HTTP/1.0"
-        if "chunked" in headers.get("transfer-encoding", "").lower():
+        status = int(parts[1])
+        if status in (204, 304) or status < 200:  # never a body (RFC 9112 6.3), whatever the headers say
+            body = b""
+        elif "chunked" in headers.get("transfer-encoding", "").lower():
             body = self._chunked(deadline, max_bytes, check)
         elif "content-length" in headers:
             length = int(headers["content-length"])
@@ -131,7 +134,7 @@ class _Connection:
         else:  # the body runs to the close
             self.must_close = True
             body = self._to_close(deadline, max_bytes, check)
-        return Answer(int(parts[1]), headers, body)
+        return Answer(status, headers, body)
 
     def _chunked(self, deadline: float, max_bytes: int, check) -> bytes:
         out = bytearray()

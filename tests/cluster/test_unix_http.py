@@ -41,6 +41,8 @@ class Server:
             return web.Response(body=body[::-1], headers={"X-Got": request.headers.get("X-Token", "")})
         if how == "refuse":
             return web.Response(status=503, text="busy")
+        if how == "empty":
+            return web.Response(status=204)
         if how == "slow":
             while not self.release.is_set():
                 await asyncio.sleep(0.01)
@@ -116,6 +118,15 @@ def test_a_refusal_is_an_answer_with_its_status():
     with Server() as srv:
         got = unix_http.UnixHttpClient(srv.path).post("/echo?how=refuse", b"", {}, 5.0, 100, _ok)
         assert got.status == 503 and got.body == b"busy"
+
+
+def test_a_204_has_no_body_even_without_a_length_and_the_connection_is_kept():
+    with Server() as srv:
+        client = unix_http.UnixHttpClient(srv.path)
+        got = client.post("/echo?how=empty", b"x", {}, 5.0, 100, _ok)  # would wait for the close otherwise
+        assert got.status == 204 and got.body == b""
+        assert client.post("/echo", b"ab", {}, 5.0, 100, _ok).body == b"ba"
+        assert srv.connections == 1
 
 
 def test_the_deadline_the_body_bound_and_the_callers_check_stop_a_read():
