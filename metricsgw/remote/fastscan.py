@@ -279,16 +279,28 @@ def _samples(buf: np.ndarray, start: np.ndarray, length: np.ndarray) -> tuple[np
     return t, v
 
 
-_LABEL_PAD = bytes(256)  # past a malformed record's end, reads stay inside the buffer
+_LABEL_PAD = bytes(256)  # past a malformed record's end (or a record's fixed-width window), reads stay inside
 
 
-def label_strings(keys: list[bytes], counts: np.ndarray) -> tuple[list[str], list[str]] | None:
-    """Names and values of all labels of these series (``keys``: each series' label records as sent;
-    ``counts``: how many each holds), in order, as ``str``; a parse of the generated code made a message
-    object per label to read two strings from it (about 1 us a label). Taken when every byte is below
-    0x80 (all text ASCII, so valid UTF-8 and one char per byte; every length one byte) and every label
-    is [0x0A len][0x0A n name][0x12 v value], as Go's and Python's encoders write it. None otherwise: the
-    caller parses with the generated code, which handles every layout and checks UTF-8."""
+class AsciiLabels(NamedTuple):
+    """The label records of many series, laid end to end in ``flat`` (``buf`` views it; the first ``used`` bytes
+    are the records, a pad follows): record i starts at ``rec[i]`` (series-major, sender order), its name is
+    ``n[i]`` bytes at ``rec[i] + 4``, its value ``v[i]`` bytes at ``rec[i] + 6 + n[i]``."""
+
+    flat: bytes
+    buf: np.ndarray
+    used: int
+    rec: np.ndarray
+    n: np.ndarray
+    v: np.ndarray
+
+
+def ascii_label_records(keys: list[bytes], counts: np.ndarray) -> AsciiLabels | None:
+    """Where every label record of these series (``keys``: each series' label records as sent; ``counts``: how
+    many each holds) sits, when every byte is below 0x80 (all text ASCII, so valid UTF-8 and one char per byte;
+    every length one byte) and every label is [0x0A len][0x0A n name][0x12 v value], as Go's and Python's
+    encoders write it. None otherwise: the caller parses with the generated code, which handles every layout
+    and checks UTF-8."""
     total = int(counts.sum())
     flat = b"".join([*keys, _LABEL_PAD])
     buf = np.frombuffer(flat, np.uint8)
@@ -314,6 +326,17 @@ def label_strings(keys: list[bytes], counts: np.ndarray) -> tuple[list[str], lis
     ok = (buf[rec] == TAG_LABEL) & (buf[rec + 2] == 0x0A) & (buf[rec + 4 + n] == 0x12) & (buf[rec + 1] == 4 + n + v)
     if not ok.all():
         return None
+    return AsciiLabels(flat, buf, used, rec, n, v)
+
+
+def label_strings(keys: list[bytes], counts: np.ndarray) -> tuple[list[str], list[str]] | None:
+    """Names and values of all labels of these series, in order, as ``str``, for the layout
+    ``ascii_label_records`` takes (None otherwise); a parse of the generated code made a message object per
+    label to read two strings from it (about 1 us a label)."""
+    found = ascii_label_records(keys, counts)
+    if found is None:
+        return None
+    flat, _, used, rec, n, v = found
     text = flat[:used].decode("ascii")
     name_at, value_at = rec + 4, rec + 6 + n
     names = list(map(text.__getitem__, map(slice, name_at.tolist(), (name_at + n).tolist())))

@@ -7,8 +7,9 @@ records are told apart with numpy (each record's bytes as fixed-width words, has
 record compared whole with its group's first: the grouping is exact, a hash collision only sends the request
 the slower way), and the Python work is done once per distinct record.
 
-Taken when every label byte is ASCII and every record is [0x0A len][0x0A n name][0x12 v value], as
-``label_strings`` requires; None otherwise (the caller decodes the labels as before).
+Taken for the layout ``fastscan.ascii_label_records`` finds (ASCII, [0x0A len][0x0A n name][0x12 v value]), as
+``label_strings`` is; None otherwise (the caller decodes the labels as before). Its pad (256 bytes) keeps the
+widest window (136 bytes; a record is at most 129) inside the buffer.
 """
 
 from __future__ import annotations
@@ -18,9 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .fastscan import TAG_LABEL
+from .fastscan import ascii_label_records
 
-_PAD = bytes(160)  # a record's fixed-width window reads past the last record's end (a record is < 130 bytes)
 _WIDTHS = (16, 32, 64, 136)  # bytes per window: a record goes to the narrowest that holds it
 _MULTIPLIERS = np.random.default_rng().integers(1, 2**63, 136 // 8, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
 
@@ -39,22 +39,11 @@ class LabelRecords:
 
 def distinct_label_records(keys: list[bytes], counts: np.ndarray) -> LabelRecords | None:
     """``keys``: each series' label records as sent; ``counts``: how many each holds."""
-    total = int(counts.sum())
-    flat = b"".join([*keys, _PAD])
-    buf = np.frombuffer(flat, np.uint8)
-    used = len(flat) - len(_PAD)
-    if total == 0 or (buf[:used] >= 0x80).any():
+    found = ascii_label_records(keys, counts) if int(counts.sum()) else None
+    if found is None:
         return None
-    rec = _record_starts(buf, keys, counts, total)
-    if rec is None:
-        return None
-    n = buf[rec + 3].astype(np.int64)
-    v = buf[rec + 5 + n].astype(np.int64)
-    size = buf[rec + 1].astype(np.int64) + 2
-    ok = (buf[rec] == TAG_LABEL) & (buf[rec + 2] == 0x0A) & (buf[rec + 4 + n] == 0x12) & (size == 6 + n + v)
-    if not ok.all():
-        return None
-    uid, firsts = _group(buf, rec, size)
+    flat, buf, used, rec, n, v = found
+    uid, firsts = _group(buf, rec, n + v + 6)
     if uid is None:
         return None
     text = flat[:used].decode("ascii")
@@ -64,23 +53,6 @@ def distinct_label_records(keys: list[bytes], counts: np.ndarray) -> LabelRecord
     values = [text[a + 6 + k:a + 6 + k + j] for a, k, j in zip(at.tolist(), n_at.tolist(), v_at.tolist())]
     pieces = [f"{a}\xfe{b}".encode("latin-1") for a, b in zip(names, values)]  # ASCII: one byte a char
     return LabelRecords(counts, uid, names, values, pieces)
-
-
-def _record_starts(buf: np.ndarray, keys: list[bytes], counts: np.ndarray, total: int) -> np.ndarray | None:
-    """Where each label record starts, series-major (the k-th label of every series found at once)."""
-    lengths = np.fromiter(map(len, keys), np.int64, len(keys))
-    ends = np.cumsum(lengths)
-    pos = ends - lengths
-    first = np.cumsum(counts) - counts
-    rec = np.empty(total, np.int64)
-    for k in range(int(counts.max())):
-        act = np.flatnonzero(counts > k)
-        p = pos[act]
-        if (p >= ends[act]).any():
-            return None
-        rec[first[act] + k] = p
-        pos[act] = p + 2 + buf[p + 1]
-    return rec if (pos == ends).all() else None
 
 
 def _group(buf: np.ndarray, rec: np.ndarray, size: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
