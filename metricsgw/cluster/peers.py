@@ -258,14 +258,8 @@ class PeerFanout:
                                                                lambda: ctx.check("peer read"))
         except (_TooBig, PayloadTooLarge):
             raise _too_big(peer) from None
-        except unix_http.Timeout:
-            got = PeerFailure(peer.name, "timeout", f"no answer within {timeout_s:g}s (--cluster.peer-timeout)")
-        except _Refused as err:
-            got = PeerFailure(peer.name, "refused", str(err))
-        except BadData as err:
-            got = PeerFailure(peer.name, "garbage", str(err))
-        except OSError as err:
-            got = PeerFailure(peer.name, "down", f"{type(err).__name__}: {err}")
+        except (unix_http.Timeout, _Refused, BadData, OSError) as err:
+            got = _failure(peer, err, timeout_s, unix_http.Timeout)
         self._observe(peer, got)
         return got
 
@@ -285,14 +279,8 @@ class PeerFanout:
                 else await peer.read(body, timeout_s, max_bytes, limit, columns))
         except (_TooBig, PayloadTooLarge):
             raise _too_big(peer) from None
-        except asyncio.TimeoutError:
-            got = PeerFailure(peer.name, "timeout", f"no answer within {timeout_s:g}s (--cluster.peer-timeout)")
-        except _Refused as err:
-            got = PeerFailure(peer.name, "refused", str(err))
-        except BadData as err:
-            got = PeerFailure(peer.name, "garbage", str(err))
-        except (aiohttp.ClientError, OSError) as err:
-            got = PeerFailure(peer.name, "down", f"{type(err).__name__}: {err}")
+        except (asyncio.TimeoutError, _Refused, BadData, aiohttp.ClientError, OSError) as err:
+            got = _failure(peer, err, timeout_s, asyncio.TimeoutError)
         self._observe(peer, got)
         return got
 
@@ -314,3 +302,15 @@ class PeerFanout:
 def _too_big(peer: Peer) -> LimitExceeded:
     return LimitExceeded(f"peer {peer.name}'s recent samples would hold more memory than the query may "
                          "(raise --query.max-memory-per-query or narrow the query)")
+
+
+def _failure(peer: Peer, err: Exception, timeout_s: float, timeout: type) -> PeerFailure:
+    """Why a call to ``peer`` has no answer; ``timeout``: the error its client raises at the deadline (checked
+    first: asyncio's is an OSError too)."""
+    if isinstance(err, timeout):
+        return PeerFailure(peer.name, "timeout", f"no answer within {timeout_s:g}s (--cluster.peer-timeout)")
+    if isinstance(err, _Refused):
+        return PeerFailure(peer.name, "refused", str(err))
+    if isinstance(err, BadData):
+        return PeerFailure(peer.name, "garbage", str(err))
+    return PeerFailure(peer.name, "down", f"{type(err).__name__}: {err}")
