@@ -115,12 +115,17 @@ def test_pod_churn_keeps_the_series_table_and_caches_bounded_by_live_series(tmp_
     reopened.close()
 
 
-def test_a_dropped_series_that_comes_back_is_stored_again(tmp_path):
+def _retained_an_hour_ago(tmp_path):
+    """A storage keeping 3 minutes, on a clock an hour back (``now[0]``, seconds, moves it), and its pipeline."""
     start_ms = (int(time.time() * 1000) // MINUTE - 60) * MINUTE
     now = [start_ms / 1000]
     st = Storage(str(tmp_path), partition_ms=MINUTE, retention_ms=3 * MINUTE, clock=lambda: now[0])
     st.open()
-    pipe = IngestPipeline(st, Telemetry())
+    return st, IngestPipeline(st, Telemetry()), now, start_ms
+
+
+def test_a_dropped_series_that_comes_back_is_stored_again(tmp_path):
+    st, pipe, now, start_ms = _retained_an_hour_ago(tmp_path)
     lb = [("__name__", "up"), ("pod", "a")]
     sid = series_id(canonical(lb))
 
@@ -153,11 +158,7 @@ def test_a_dropped_series_that_comes_back_is_stored_again(tmp_path):
 def test_ids_found_while_decoding_are_not_used_once_retention_dropped_their_series(tmp_path):
     # The codec resolves a known request's ids while decoding (pipeline.known_sids); retention may drop those
     # series before the pipeline processes it. The pipeline must then resolve the labels again, not use the ids.
-    start_ms = (int(time.time() * 1000) // MINUTE - 60) * MINUTE
-    now = [start_ms / 1000]
-    st = Storage(str(tmp_path), partition_ms=MINUTE, retention_ms=3 * MINUTE, clock=lambda: now[0])
-    st.open()
-    pipe = IngestPipeline(st, Telemetry())
+    st, pipe, now, start_ms = _retained_an_hour_ago(tmp_path)
     lb = [("__name__", "up"), ("pod", "a")]
     sid = series_id(canonical(lb))
 
