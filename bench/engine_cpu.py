@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> None:
     data = args.dir / "metricsgw" / "data"
     if args.copy_to:
         shutil.rmtree(args.copy_to, ignore_errors=True)
-        shutil.copytree(data, args.copy_to)
+        shutil.copytree(data, args.copy_to, ignore=shutil.ignore_patterns("run"))  # sockets of a running gateway
         data = args.copy_to
     res = measure(data, end_s, args.repeat)
     print("| panel | refresh CPU ms | first run CPU ms |\n|---|---|---|")

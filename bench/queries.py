@@ -5,7 +5,7 @@ VictoriaMetrics holding the same data.
     python -m bench.queries --a http://127.0.0.1:9201 --b http://127.0.0.1:9090 [--c http://127.0.0.1:8428]
 
 Queries go as Grafana sends them: POST application/x-www-form-urlencoded to /api/v1/query_range
-(and /api/v1/query). Each is run `--repeat` times per server, alternating servers; the median
+(and /api/v1/query), on one kept-alive connection per server (``--new-connections``: one per query). Each is run `--repeat` times per server, alternating servers; the median
 latency is reported with metricsgw's ratio to each of the others, the result's series count on
 each side and whether each server's answer agrees with Prometheus's (same series, values within
 1e-9 relative). VictoriaMetrics legitimately differs in places (its increase() does not
@@ -18,6 +18,7 @@ defaults to `max(timestamp(up))` on server b, so it works right after a load run
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import math
 import signal
@@ -104,6 +105,42 @@ def same_answer(a: dict, b: dict, rel: float = 1e-9) -> bool:
     return True
 
 
+class KeptAlive:
+    """One HTTP/1.1 connection to a server, kept open from query to query as Grafana (Go's HTTP client) keeps its
+    connections to a datasource; reopened once if the server closed it while idle."""
+
+    def __init__(self, base: str, timeout_s: float = 120.0) -> None:
+        url = urllib.parse.urlsplit(base)
+        self.host, self.port, self.timeout_s = url.hostname, url.port or 80, timeout_s
+        self.conn: http.client.HTTPConnection | None = None
+
+    def post(self, path: str, params: dict) -> tuple[int, dict, float]:
+        data = urllib.parse.urlencode(params)
+        t0 = time.perf_counter()
+        for attempt in (0, 1):
+            if self.conn is None:
+                self.conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout_s)
+            try:
+                self.conn.request("POST", path, data, {"Content-Type": "application/x-www-form-urlencoded"})
+                resp = self.conn.getresponse()
+                body, status = resp.read(), resp.status
+                break
+            except (http.client.HTTPException, OSError):
+                self.conn.close()
+                self.conn = None
+                if attempt:
+                    raise
+        elapsed = time.perf_counter() - t0
+        try:
+            return status, json.loads(body), elapsed
+        except ValueError:
+            return status, {"status": "error", "error": body[:200].decode(errors="replace")}, elapsed
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+
+
 @dataclass
 class QueryResult:
     panel: str
@@ -122,17 +159,30 @@ class QueryResult:
 
 
 def run(bases: dict[str, str], end_s: float, window_s: float, step_s: float, repeat: int = 3,
-        queries=DASHBOARD_QUERIES, reference: str = PROMETHEUS) -> list[QueryResult]:
+        queries=DASHBOARD_QUERIES, reference: str = PROMETHEUS, keep_alive: bool = True) -> list[QueryResult]:
     """Each query `repeat` times on every server of `bases` (name -> base URL), in turn; each
-    answer is compared with the `reference` server's."""
+    answer is compared with the `reference` server's. ``keep_alive``: one connection per server for the
+    whole run, as Grafana has; otherwise a new connection per query."""
     params = {"start": f"{end_s - window_s:.3f}", "end": f"{end_s:.3f}", "step": f"{step_s:g}"}
+    clients = {side: KeptAlive(base) for side, base in bases.items()} if keep_alive else {}
+    try:
+        return _run(bases, clients, params, repeat, queries, reference)
+    finally:
+        for c in clients.values():
+            c.close()
+
+
+def _run(bases, clients, params, repeat, queries, reference) -> list[QueryResult]:
     out = []
     for panel, q in queries:
         r = QueryResult(panel, q)
         bodies = {}
         for _ in range(repeat):
             for side, base in bases.items():
-                status, body, secs = post(base, "/api/v1/query_range", params | {"query": q})
+                if side in clients:
+                    status, body, secs = clients[side].post("/api/v1/query_range", params | {"query": q})
+                else:
+                    status, body, secs = post(base, "/api/v1/query_range", params | {"query": q})
                 r.seconds.setdefault(side, []).append(secs)
                 r.status[side] = status
                 bodies[side] = body
@@ -207,13 +257,16 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--window", default="1h")
     ap.add_argument("--step", default="30s")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--new-connections", action="store_true",
+                    help="a new TCP connection per query (Grafana keeps one open per datasource: the default)")
     args = ap.parse_args(argv)
     window, step = parse_duration(args.window), parse_duration(args.step)
     if args.dir is None:
         if not (args.a and args.b):
             ap.error("give --a and --b, or --dir")
         bases = {METRICSGW: args.a, PROMETHEUS: args.b} | ({VICTORIA_METRICS: args.c} if args.c else {})
-        results = run(bases, args.end or latest_timestamp(args.b), window, step, args.repeat)
+        results = run(bases, args.end or latest_timestamp(args.b), window, step, args.repeat,
+                      keep_alive=not args.new_connections)
         print(table(results))
         return
     from bench.dataset import DatasetPlan, open_dataset
@@ -223,7 +276,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         print(f"{ds.num_series:,} series; load s {ds.load_s}; restart s {ds.restart_s}", flush=True)
         results = run({s.name: s.base_url for s in ds.servers}, args.end or ds.end_ms / 1000, window, step,
-                      args.repeat)
+                      args.repeat, keep_alive=not args.new_connections)
         rss = {s.name: procs.tree_rss(s.pid) for s in ds.servers}
     finally:
         ds.stop()
@@ -232,7 +285,8 @@ def main(argv: list[str] | None = None) -> None:
     print("\nRSS after the queries: " + ", ".join(f"{n} {b / 2**20:,.0f} MiB" for n, b in rss.items()))
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / time.strftime("queries-%Y%m%dT%H%M%SZ.json", time.gmtime())
-    out.write_text(json.dumps({"plan": vars(plan), "num_series": ds.num_series, "load_s": ds.load_s,
+    out.write_text(json.dumps({"plan": vars(plan), "keep_alive": not args.new_connections,
+                               "num_series": ds.num_series, "load_s": ds.load_s,
                                "restart_s": ds.restart_s, "rss": rss, "window_s": window, "step_s": step,
                                "results": [vars(r) for r in results]}, indent=2))
     print(f"\nresults: {out}")

@@ -25,6 +25,7 @@ from .limits.ingest import IngestLimits
 from .limits.memory import MemoryShares, pool_for
 from .limits.query_text import QueryTextLimits, ensure_recursion_headroom
 from .promql.engine import Engine
+from .promql.parallel import Parts
 from .remote.read_handler import handle_read, read_gate
 from .remote.write_handler import handle_write
 from .ruler.client import RulerClient
@@ -64,7 +65,9 @@ def build_app(cfg: Config, telemetry: Telemetry | None = None) -> web.Applicatio
     app[K.PIPELINE] = IngestPipeline(storage, tel, rules_holder=rules, limits=IngestLimits(cfg),
                                      time_window=SampleTimeWindow.from_config(cfg))
     app[K.ENGINE] = Engine(storage, lookback_s=cfg.query_lookback_delta, max_points=cfg.query_max_points_per_series,
-                           subquery_step_s=cfg.query_subquery_default_step)
+                           subquery_step_s=cfg.query_subquery_default_step,
+                           parts=Parts(cfg.query_max_workers_per_query or os.cpu_count() or 1,
+                                       initializer=_lower_priority))
     ensure_recursion_headroom(QueryTextLimits.from_config(cfg))
     app[K.MEMORY] = pool_for(memory, cfg.query_max_concurrency)
     tel.query_memory.set_function(lambda: app[K.MEMORY].used)
@@ -150,6 +153,7 @@ async def _close_storage(app: web.Application) -> None:
         await task
     await _stop_queries(app)  # again: a runner that skips on_shutdown still gets the order
     await asyncio.to_thread(app[K.QUERY_POOL].shutdown, wait=True, cancel_futures=True)
+    app[K.ENGINE].parts.shutdown()  # idle: every query, and so every part of one, has finished
     await asyncio.to_thread(app[K.STORAGE].close)
     if app[K.RULER] is not None:
         await app[K.RULER].close()

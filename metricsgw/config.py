@@ -245,6 +245,9 @@ SETTINGS: tuple[Setting, ...] = (
             "(raw samples loaded plus points of evaluated results, as Prometheus counts them; 422 above)."),
     Setting("query.max-series", P, 500_000, "Maximum series a single query may select."),
     Setting("query.max-concurrency", P, 4, "Queries evaluated at once; more wait in the queue."),
+    Setting("query.max-workers-per-query", I, 0, "Cores one query may use: an aggregation's batches of series are "
+            "evaluated side by side on idle ones, never waited for (0 = the cores of the process that runs it: the "
+            "machine's, split over --query.processes; 1 = one at a time). VictoriaMetrics: -search.maxWorkersPerQuery."),
     Setting("query.max-queue", I, 20, "Queries waiting for a slot; beyond it the answer is 429 with Retry-After."),
     Setting("query.queue-timeout", D, 10.0, "How long a query may wait in the queue before 503."),
     Setting("query.max-points-per-series", P, 11_000, "Maximum points per series in a range query (Prometheus: 11,000)."),

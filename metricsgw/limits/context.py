@@ -48,6 +48,8 @@ class QueryContext:
     # Callbacks that stop blocking work in progress (e.g. a DuckDB connection's interrupt()).
     _interrupters: list[Callable[[], None]] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    # Guards what is held (samples, bytes, series): a query's parts charge it from several threads.
+    _held_lock: threading.RLock = field(default_factory=threading.RLock)
 
     @classmethod
     def for_request(cls, requested_timeout_s: float | None, max_timeout_s: float, **kw) -> "QueryContext":
@@ -78,15 +80,16 @@ class QueryContext:
 
     def charge_samples(self, n: int, stage: str, bytes_each: int = SAMPLE_BYTES) -> None:
         """Count samples held in memory; raise as soon as the budget is crossed."""
-        self.samples += int(n)
-        self.peak_samples = max(self.peak_samples, self.samples)
-        if self.samples > self.max_samples:
-            raise LimitExceeded(
-                f"query processing would load too many samples into memory in query execution "
-                f"({stage}: more than {self.max_samples} held at once; raise --query.max-samples "
-                f"or narrow the query)"
-            )
-        self.charge_bytes(int(n) * bytes_each, stage)
+        with self._held_lock:
+            self.samples += int(n)
+            self.peak_samples = max(self.peak_samples, self.samples)
+            if self.samples > self.max_samples:
+                raise LimitExceeded(
+                    f"query processing would load too many samples into memory in query execution "
+                    f"({stage}: more than {self.max_samples} held at once; raise --query.max-samples "
+                    f"or narrow the query)"
+                )
+            self.charge_bytes(int(n) * bytes_each, stage)
 
     def charge_points(self, n: int, stage: str) -> None:
         """Points of an evaluated (series x step) matrix: samples held, at their own size."""
@@ -97,15 +100,16 @@ class QueryContext:
         n = int(n)
         if n <= 0:
             return
-        if self.bytes + n > self.max_bytes:
-            raise LimitExceeded(
-                f"query would hold too much memory in {stage} (more than {self.max_bytes} bytes; "
-                f"raise {self.max_bytes_setting} or narrow the query)"
-            )
-        if self.pool is not None:
-            self.pool.take(n, stage)  # raises Unavailable (503) when the process has no room
-        self.bytes += n
-        self.peak_bytes = max(self.peak_bytes, self.bytes)
+        with self._held_lock:
+            if self.bytes + n > self.max_bytes:
+                raise LimitExceeded(
+                    f"query would hold too much memory in {stage} (more than {self.max_bytes} bytes; "
+                    f"raise {self.max_bytes_setting} or narrow the query)"
+                )
+            if self.pool is not None:
+                self.pool.take(n, stage)  # raises Unavailable (503) when the process has no room
+            self.bytes += n
+            self.peak_bytes = max(self.peak_bytes, self.bytes)
 
     def can_hold(self, samples: int) -> bool:
         """Whether loading this many more samples would stay within the query's budgets."""
@@ -118,11 +122,26 @@ class QueryContext:
 
     def release_to(self, mark: tuple[int, int]) -> None:
         samples, held = mark
-        self.samples = min(self.samples, samples)
-        if self.bytes > held:
-            if self.pool is not None:
-                self.pool.give(self.bytes - held)
-            self.bytes = held
+        with self._held_lock:
+            self.samples = min(self.samples, samples)
+            if self.bytes > held:
+                if self.pool is not None:
+                    self.pool.give(self.bytes - held)
+                self.bytes = held
+
+    def give_back(self, samples: int, held: int) -> None:
+        """Release this many samples and bytes (what one part of the query charged)."""
+        with self._held_lock:
+            self.samples = max(0, self.samples - samples)
+            held = min(held, self.bytes)
+            if held > 0:
+                if self.pool is not None:
+                    self.pool.give(held)
+                self.bytes -= held
+
+    def part(self) -> "QueryPart":
+        """A context for one part of this query evaluated beside others (promql/parallel.py)."""
+        return QueryPart(self)
 
     def release_all(self) -> None:
         """The query is over: its memory goes back to the pool."""
@@ -143,13 +162,14 @@ class QueryContext:
             )
 
     def charge_series(self, n: int, stage: str) -> None:
-        self.series += int(n)
-        if self.series > self.max_series:
-            raise LimitExceeded(
-                f"query would select too many series in {stage} "
-                f"(more than {self.max_series}; raise --query.max-series or add label matchers)"
-            )
-        self.charge_bytes(int(n) * SERIES_BYTES, stage)
+        with self._held_lock:
+            self.series += int(n)
+            if self.series > self.max_series:
+                raise LimitExceeded(
+                    f"query would select too many series in {stage} "
+                    f"(more than {self.max_series}; raise --query.max-series or add label matchers)"
+                )
+            self.charge_bytes(int(n) * SERIES_BYTES, stage)
 
     def cancel(self, reason: str = "the client went away") -> None:
         """Called from the event loop when the client disconnects (or the server shuts down)."""
@@ -182,3 +202,53 @@ class QueryContext:
                 fn()
             except Exception:  # an interrupt of a finished query is harmless
                 pass
+
+
+class QueryPart:
+    """One part of a query running beside its other parts (a batch of series on another core).
+
+    Its charges count against the query's budgets at once, so parts together stay within
+    them; ``mark``/``release_to`` and ``release_all`` give back only what this part charged,
+    whatever the others hold meanwhile. Everything else (deadline, cancellation, limits, what
+    the whole query holds) is the query's."""
+
+    def __init__(self, query: QueryContext) -> None:
+        self.query = query
+        self.held_samples = 0
+        self.held_bytes = 0
+
+    def __getattr__(self, name: str):
+        return getattr(self.query, name)
+
+    def charge_samples(self, n: int, stage: str, bytes_each: int = SAMPLE_BYTES) -> None:
+        n = int(n)
+        try:
+            self.query.charge_samples(n, stage, bytes_each)
+        finally:
+            self.held_samples += n  # counted even when a limit fired (the bytes were not)
+        self.held_bytes += n * bytes_each
+
+    def charge_points(self, n: int, stage: str) -> None:
+        self.charge_samples(n, stage, POINT_BYTES)
+
+    def charge_bytes(self, n: int, stage: str) -> None:
+        n = int(n)
+        if n > 0:
+            self.query.charge_bytes(n, stage)
+            self.held_bytes += n
+
+    def charge_series(self, n: int, stage: str) -> None:
+        self.query.charge_series(n, stage)
+        self.held_bytes += int(n) * SERIES_BYTES
+
+    def mark(self) -> tuple[int, int]:
+        return self.held_samples, self.held_bytes
+
+    def release_to(self, mark: tuple[int, int]) -> None:
+        samples, held = mark
+        if self.held_samples > samples or self.held_bytes > held:
+            self.query.give_back(max(0, self.held_samples - samples), max(0, self.held_bytes - held))
+            self.held_samples, self.held_bytes = min(self.held_samples, samples), min(self.held_bytes, held)
+
+    def release_all(self) -> None:
+        self.release_to((0, 0))

@@ -20,6 +20,7 @@ import sys
 from ..cli import build_parser, config_from_args, setup_logging
 from ..config import ConfigError
 from ..storage.writer_lock import WriterIdInUse
+from .handoff import HandoffReceiver, install_relay
 from .layout import Child, Layout, child_config
 
 PR_SET_PDEATHSIG = 1
@@ -63,25 +64,32 @@ def main(argv: list[str] | None = None) -> int:
 
     malloc.tune()
     try:
-        asyncio.run(_serve(cfg, child))
+        asyncio.run(_serve(cfg, child, layout))
     except (ConfigError, WriterIdInUse) as err:  # starting again would fail again: tell the front to give up
         print(f"metricsgw: error: {child.name}: {err}", file=sys.stderr)
         return EXIT_REFUSED
     return 0
 
 
-async def _serve(cfg, child: Child) -> None:
+async def _serve(cfg, child: Child, layout: Layout) -> None:
     from aiohttp import web
 
     from ..app import build_app
     from ..appkeys import RULES
 
     app = build_app(cfg)
+    if child.role == "querier":  # it may be passed client connections (handoff.py)
+        install_relay(app, cfg, layout.front_socket)
     runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
     await runner.setup()
     _unlink(child.socket)  # left by a predecessor that was killed
     site = web.UnixSite(runner, child.socket)
     await site.start()
+    receiver = None
+    if child.role == "querier":
+        _unlink(layout.handoff_socket(child))
+        receiver = HandoffReceiver(layout.handoff_socket(child), runner.server)
+        receiver.start()
     logging.getLogger("metricsgw").info("%s listening on %s, storage at %s", child.name, child.socket,
                                         cfg.storage_path)
     stop = asyncio.Event()
@@ -90,6 +98,9 @@ async def _serve(cfg, child: Child) -> None:
     loop.add_signal_handler(signal.SIGINT, lambda: None)  # a terminal's Ctrl-C reaches the front, which stops us
     loop.add_signal_handler(signal.SIGHUP, lambda: app[RULES].reload())
     await stop.wait()
+    if receiver is not None:
+        receiver.close()
+        _unlink(layout.handoff_socket(child))
     await runner.cleanup()
     _unlink(child.socket)  # a copy of a stopped gateway's directory (a backup, tests) must not meet a socket
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 
 import aiohttp
@@ -31,13 +32,14 @@ from ..storage.writer_lock import WriterIdInUse
 from ..web import install as install_access_control
 from ..web import listen_site
 from . import exposition
-from .clients import ChildClient
+from .clients import ChildClient, least_busy
 from .distributor import Distributor
 from .layout import Layout, resolve
 from .orphans import flush_orphans
 from .head_json import MERGES as HEAD_JSON_PATHS
 from .head_json import HeadJson
 from .head_read import HeadRead
+from .handoff import FRONT_PATHS, HandoffSender
 from .proxy import QueryProxy
 from .supervisor import Supervisor
 
@@ -61,6 +63,9 @@ class FrontTelemetry:
                                       "ingest shard, by its answer.", ["child", "code"], registry=r)
         self.proxied = Counter("metricsgw_front_proxied_requests", "Requests passed to a query process, by "
                                "status code.", ["child", "code"], registry=r)
+        self.handed_off = Counter("metricsgw_front_handed_off_connections", "Client connections passed to a query "
+                                  "process at a query (it serves them from then on: handoff.py).", ["child"],
+                                  registry=r)
 
 
 class Front:
@@ -68,10 +73,15 @@ class Front:
         self.cfg, self.layout, self.supervisor, self.tel = cfg, layout, supervisor, telemetry
         self.clients = {c.name: ChildClient(c) for c in layout.children}
         self.distributor = Distributor(cfg, [self.clients[c.name] for c in layout.shard_children], telemetry)
-        self.proxy = QueryProxy(cfg, [self.clients[c.name] for c in layout.query_targets], telemetry)
+        self.proxy = QueryProxy(cfg, [self.clients[c.name] for c in layout.query_targets],
+                                lambda name, code: telemetry.proxied.labels(name, code).inc())
         shards = [self.clients[c.name] for c in layout.shard_children]
         self.head_read = HeadRead(shards, cfg.cluster_peer_timeout)
         self.head_json = HeadJson(shards, cfg.cluster_peer_timeout)
+        # Without a web config (no TLS, no passwords) a query's connection is passed to a query process.
+        self.handoff = None if cfg.web_config_file else HandoffSender(
+            {c.name: layout.handoff_socket(c) for c in layout.query_targets},
+            lambda name: telemetry.handed_off.labels(name).inc())
 
     def build_app(self) -> web.Application:
         app = web.Application(middlewares=[prometheus_errors], client_max_size=self.cfg.remote_write_max_body_size)
@@ -79,6 +89,7 @@ class Front:
         own = {("POST", "/api/v1/write"): self.distributor.handle, ("GET", "/-/healthy"): self.healthy,
                ("GET", "/-/ready"): self.ready, ("POST", "/-/reload"): self.reload, ("PUT", "/-/reload"): self.reload,
                ("GET", "/metrics"): self.metrics, ("GET", "/api/v1/status/tsdb"): self.head_json.tsdb_status}
+        assert {path for _, path in own} == FRONT_PATHS  # what a query process relays back here (handoff.py)
         for (method, path), handler in own.items():
             app.router.add_route(method, path, handler)
         # GET /-/reload must resolve to the /-/reload resource (not the proxy below), so the lifecycle gate of
@@ -96,6 +107,11 @@ class Front:
                     return await self._scoped_read(request)
                 if request.path in HEAD_JSON_PATHS:
                     return await self._scoped_json(request)
+            if self.handoff is not None and self.handoff.passable(request):
+                body = await request.read() if request.body_exists else b""  # small: passable() says so
+                if self.handoff.pass_connection(request, body, least_busy(self.proxy.targets).child.name):
+                    return await _served_elsewhere()
+                return await self.proxy.handle(request, body)
             return await self.proxy.handle(request)
 
         app.router.add_route("*", "/{tail:.*}", everything_else)
@@ -103,6 +119,8 @@ class Front:
         return app
 
     async def _close_clients(self, app: web.Application) -> None:
+        if self.handoff is not None:
+            self.handoff.close()
         await asyncio.gather(*(c.close() for c in self.clients.values()))
 
     async def _ask(self, name: str, method: str, path: str) -> tuple[int, str]:
@@ -163,6 +181,13 @@ class Front:
         return web.Response(text=exposition.merge(parts), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
+async def _served_elsewhere() -> web.StreamResponse:
+    """The handler of a connection passed to a query process: its transport is closed here, so aiohttp cancels
+    this handler (handler_cancellation) before it could write anything."""
+    await asyncio.sleep(SHUTDOWN_DRAIN_S)
+    raise RuntimeError("a connection passed to a query process was not closed here")
+
+
 async def serve(cfg: Config, serve_args: list[str]) -> None:
     layout = resolve(cfg)
     tel = FrontTelemetry()
@@ -186,6 +211,9 @@ async def serve(cfg: Config, serve_args: list[str]) -> None:
     host, _, port = cfg.web_listen_address.rpartition(":")
     site = listen_site(runner, host or "0.0.0.0", int(port), cfg.web_max_connections)
     await site.start()
+    # Where a query process relays a request the front answers, got on a connection passed to it (handoff.py).
+    _unlink(layout.front_socket)
+    await web.UnixSite(runner, layout.front_socket).start()
     log.info("listening on %s; %d ingest shard(s), %d query process(es), sockets in %s", site.name,
              layout.shards, layout.queriers, layout.run_dir)
     loop = asyncio.get_running_loop()
@@ -197,7 +225,15 @@ async def serve(cfg: Config, serve_args: list[str]) -> None:
     finally:
         log.info("shutting down: draining requests, then the children")
         await runner.cleanup()  # stops accepting, waits for the requests in flight
+        _unlink(layout.front_socket)  # a copy of a stopped gateway's directory must not meet a socket
         await supervisor.stop()
         log.info("stopped")
     if refused:
         raise ConfigError(f"{', '.join(refused)} could not start with these settings (its error is logged above)")
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass

@@ -53,11 +53,21 @@ class Layout:
     shards: int
     queriers: int
     run_dir: str
+    cpus: int = 0  # the machine's cores (0: os.cpu_count()), split over the query processes
 
     @property
     def children(self) -> list[Child]:
         return ([Child("shard", i, os.path.join(self.run_dir, f"shard-{i}.sock")) for i in range(self.shards)]
                 + [Child("querier", i, os.path.join(self.run_dir, f"querier-{i}.sock")) for i in range(self.queriers)])
+
+    @property
+    def front_socket(self) -> str:
+        """The front's own socket: a query process relays there what the front answers (handoff.py)."""
+        return os.path.join(self.run_dir, "front.sock")
+
+    def handoff_socket(self, child: Child) -> str:
+        """Where query process ``child`` takes client connections from the front (handoff.py)."""
+        return os.path.join(self.run_dir, f"{child.role}-{child.index}.pass")  # no longer than its .sock
 
     @property
     def shard_children(self) -> list[Child]:
@@ -75,7 +85,7 @@ def resolve(cfg: Config, cpus: int | None = None, run_dir: str | None = None) ->
     cpus = cpus or os.cpu_count() or 1
     shards = cfg.ingest_shards or max(1, cpus // CORES_PER_SHARD)
     queriers = cfg.query_processes or max(1, cpus // CORES_PER_QUERIER)
-    return Layout(shards, queriers, run_dir or socket_dir(cfg.storage_path, cfg.storage_writer_id))
+    return Layout(shards, queriers, run_dir or socket_dir(cfg.storage_path, cfg.storage_writer_id), cpus)
 
 
 def socket_dir(storage_path: str, writer_id: str) -> str:
@@ -128,5 +138,6 @@ def child_config(cfg: Config, child: Child, layout: Layout) -> Config:
         v["query_max_memory"] = max(cfg.query_max_memory // q, 1)
         v["query_max_concurrency"] = max(cfg.query_max_concurrency // q, 1)
         v["query_max_queue"] = cfg.query_max_queue // q
+        v["query_max_workers_per_query"] = cfg.query_max_workers_per_query or max(1, (layout.cpus or os.cpu_count() or 1) // q)
     return Config(v)
 

@@ -9,6 +9,8 @@ whose handler is cancelled in turn: the query stops there, as it stops in a sing
 
 from __future__ import annotations
 
+from typing import Callable
+
 import aiohttp
 from aiohttp import web
 from yarl import URL
@@ -27,14 +29,17 @@ def _passed(headers) -> dict[str, str]:
 
 
 class QueryProxy:
-    def __init__(self, cfg, targets: list[ChildClient], telemetry) -> None:
+    """Passes requests to the least busy of ``targets``; ``answered(target name, status)`` counts them."""
+
+    def __init__(self, cfg, targets: list[ChildClient], answered: Callable[[str, str], None]) -> None:
         self.cfg = cfg
         self.targets = targets
-        self.tel = telemetry
+        self.answered = answered
 
-    async def handle(self, request: web.Request) -> web.StreamResponse:
-        body = await read_bounded(request, self.cfg.remote_write_max_body_size, "request body") \
-            if request.body_exists else None
+    async def handle(self, request: web.Request, body: bytes | None = None) -> web.StreamResponse:
+        """``body``: the request's body when the caller has read it already."""
+        if body is None and request.body_exists:
+            body = await read_bounded(request, self.cfg.remote_write_max_body_size, "request body")
         target = least_busy(self.targets)
         name = target.child.name
         target.in_flight += 1
@@ -51,10 +56,10 @@ class QueryProxy:
                 async for chunk in resp.content.iter_any():
                     await out.write(chunk)
                 await out.write_eof()
-                self.tel.proxied.labels(name, str(resp.status)).inc()
+                self.answered(name, str(resp.status))
                 return out
         except (aiohttp.ClientError, OSError) as err:
-            self.tel.proxied.labels(name, "503").inc()
+            self.answered(name, "503")
             if out is not None and out.prepared:  # the status is sent: dropping the connection is all we can say
                 if request.transport is not None:
                     request.transport.close()

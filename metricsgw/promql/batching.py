@@ -17,6 +17,7 @@ hold a duplicate of another's row.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Iterator
 
 import numpy as np
@@ -32,6 +33,8 @@ from .value import Series
 # Range functions whose value for a series depends on that series' samples only.
 PER_SERIES_RANGE_FUNCS = set(RATE_LIKE) | OVER_TIME | {
     "irate", "idelta", "changes", "resets", "deriv", "predict_linear", "quantile_over_time", "holt_winters"}
+# Below this many samples a selection is one batch: a helper thread would cost more than it saves.
+MIN_SPLIT_SAMPLES = 1_000_000
 # Aggregations folded batch by batch into (group x step) accumulators.
 STREAMED = {"sum", "count", "min", "max", "group"}
 
@@ -89,9 +92,11 @@ def evaluate_batched(engine, op: str, expr, selector, without: bool, names: list
     everything = engine.source.select_series(matchers, start, end, ctx)  # charges the series once
     # A batch may use a quarter of what the query has left (reading and evaluating it takes
     # a few times its raw size), and no more than the engine's batch size.
+    # Batches evaluated side by side (promql/parallel.py) share that between them.
+    workers = engine.parts.workers if engine.parts is not None else 1
     room = min((ctx.max_samples - ctx.samples) // 4, (ctx.max_bytes - ctx.bytes) // (4 * SAMPLE_BYTES))
-    target = max(1, min(engine.batch_samples, room))
-    batches = _in_label_order_batches(engine.source, everything, start, end, target, len(env.steps))
+    target = max(1, min(engine.batch_samples, room) // workers)
+    batches = _in_label_order_batches(engine.source, everything, start, end, target, len(env.steps), workers)
     if op in STREAMED:
         acc = _Streamed(op, without, names, len(env.steps))
         for s in _evaluate_each(engine, expr, batches, env):
@@ -103,7 +108,7 @@ def evaluate_batched(engine, op: str, expr, selector, without: bool, names: list
 
 
 def _in_label_order_batches(source, everything, start: int, end: int, target_samples: int,
-                            steps: int) -> Iterator:
+                            steps: int, workers: int = 1) -> Iterator:
     n = len(everything)
     if n == 0:
         yield everything
@@ -112,6 +117,8 @@ def _in_label_order_batches(source, everything, start: int, end: int, target_sam
     # a series costs its raw samples and then its evaluated points, one per step
     per_series = source.estimate_samples(everything, start, end) / n + steps
     size = max(1, int(target_samples // per_series))
+    if workers > 1 and per_series * n >= MIN_SPLIT_SAMPLES:
+        size = min(size, -(-n // workers))  # at least one batch per core
     kind = type(everything)
     for a in range(0, n, size):
         idx = order[a:a + size]
@@ -119,18 +126,31 @@ def _in_label_order_batches(source, everything, start: int, end: int, target_sam
 
 
 def _evaluate_each(engine, expr, batches, env, keep: bool = False) -> Iterator[Series]:
-    """Each batch's value of ``expr``; its raw samples are released once it is evaluated (a kept
-    batch stays charged as the points it holds)."""
+    """Each batch's value of ``expr``, in order, batches evaluated side by side when the engine has
+    spare cores; a batch's raw samples are released once it is evaluated (a kept batch stays
+    charged as the points it holds)."""
     ctx = env.ctx
-    for batch in batches:
-        mark = ctx.mark()
+
+    def one(batch) -> Series:
+        part = ctx.part()  # charges the query, gives back only its own
         inner = copy.copy(engine)
         inner.source = FixedSelection(engine.source, batch)
-        s = inner.eval(expr, env)
-        ctx.release_to(mark)
+        try:
+            s = inner.eval(expr, dataclasses.replace(env, ctx=part))
+        finally:
+            part.release_all()
         if keep:
             ctx.charge_points(s.values.size, "aggregation input")
-        yield s
+        return s
+
+    batches = iter(batches)
+    first = next(batches, None)
+    if first is None:
+        return
+    # The first batch alone: a cold metric's read fills the sample cache for the whole metric, which the
+    # batches after it then share (side by side, each would read and charge the files again).
+    yield one(first)
+    yield from (map(one, batches) if engine.parts is None else engine.parts.map(one, batches))
 
 
 def _concat(parts: list[Series], steps: int) -> Series:

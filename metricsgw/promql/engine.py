@@ -18,6 +18,7 @@ from ..limits.context import QueryContext
 from . import batching, binary, native_eval, parser, selectors
 from .aggregations import aggregate
 from .calls import call
+from .parallel import Parts
 from .value import Matrix, Ranges, Scalar, ScalarSteps, Series, String, StringValue, Value, Vector, drop_name
 
 
@@ -31,8 +32,11 @@ class Env:
 
 class Engine:
     def __init__(self, source, lookback_s: float = 300.0, max_points: int = 11000,
-                 subquery_step_s: float = 60.0, batch_samples: int = 2_000_000) -> None:
+                 subquery_step_s: float = 60.0, batch_samples: int = 2_000_000,
+                 parts: Parts | None = None) -> None:
         self.source = source
+        # Where an aggregation's batches of series are evaluated side by side (None: one by one).
+        self.parts = parts
         # Aggregations over one metric read about this many raw samples per batch of series
         # (promql/batching.py); fewer when the query's --query.max-samples leaves less room.
         self.batch_samples = batch_samples

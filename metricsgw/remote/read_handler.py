@@ -29,7 +29,7 @@ from ..cluster import head_columns
 from ..errors import BadData, GatewayError, LimitExceeded, Unavailable
 from ..limits.context import QueryContext
 from ..limits.guard import QueryGuard
-from ..model import series_keys
+from ..model import METRIC_NAME, series_keys
 from ..storage.batch import SeriesSet
 from ..storage.recent import RecentView
 from . import read_codec
@@ -81,7 +81,11 @@ async def handle_read(request: web.Request) -> web.StreamResponse:
             run = await stack.enter_async_context(guarded(request, "remote_read", ctx, slot=not head))
             if response_type == read_codec.SAMPLES and head and _columns_asked(request, queries):
                 limit = cfg.storage_remote_read_sample_limit
-                results = [await run(lambda q=q: _columns(source, q, ctx, limit)) for q in queries]
+                picked = _small_head_reads(source, queries, ctx)
+                if picked is not None:  # answered here: a thread hop would cost more than the read
+                    results = [_columns(source, q, ctx, limit, ids) for q, ids in zip(queries, picked)]
+                else:
+                    results = [await run(lambda q=q: _columns(source, q, ctx, limit)) for q in queries]
                 return web.Response(body=head_columns.encode_response(results), headers={
                     "Content-Type": head_columns.CONTENT_TYPE, **headers})
             if response_type == read_codec.SAMPLES:
@@ -192,10 +196,36 @@ def _columns_asked(request: web.Request, queries: list[ReadQuery]) -> bool:
     return request.rel_url.query.get("format", "") == head_columns.FORMAT and not any(q.series_only for q in queries)
 
 
-def _columns(view: RecentView, q: ReadQuery, ctx: QueryContext, sample_limit: int) -> bytes:
+# A head read of one metric estimated at no more samples than this is answered on the event loop: it takes
+# well under a millisecond, less than handing it to a query thread and back (two thread wake-ups).
+INLINE_HEAD_SAMPLES = 20_000
+
+
+def _small_head_reads(view: RecentView, queries: list[ReadQuery], ctx: QueryContext) -> list[np.ndarray] | None:
+    """Each query's ids when every query names its metric (a postings lookup, no matcher scans the catalog)
+    and together they would read few samples; None otherwise (read them in a query thread)."""
+    if not all(_selects_nothing(q) or _names_metric(q) for q in queries):
+        return None
+    picked = [_head_ids(view, q, ctx) for q in queries]
+    small = sum(view.estimate_samples(SeriesSet(ids, []), q.start_ms, q.end_ms)
+                for q, ids in zip(queries, picked) if len(ids)) <= INLINE_HEAD_SAMPLES
+    return picked if small else None
+
+
+def _names_metric(q: ReadQuery) -> bool:
+    return any(m.name == METRIC_NAME and m.op == "=" for m in q.matchers)
+
+
+def _head_ids(view: RecentView, q: ReadQuery, ctx: QueryContext) -> np.ndarray:
+    return np.empty(0, np.int64) if _selects_nothing(q) else view.select_ids(list(q.matchers), q.start_ms, q.end_ms, ctx)
+
+
+def _columns(view: RecentView, q: ReadQuery, ctx: QueryContext, sample_limit: int,
+             ids: np.ndarray | None = None) -> bytes:
     """One query's recent samples as arrays, in id order (no label sets to build or sort, but those of the series
-    the table does not hold at the view's version)."""
-    ids = np.empty(0, np.int64) if _selects_nothing(q) else view.select_ids(list(q.matchers), q.start_ms, q.end_ms, ctx)
+    the table does not hold at the view's version). ``ids``: the query's, when already selected."""
+    if ids is None:
+        ids = _head_ids(view, q, ctx)
     ss = SeriesSet(ids, [])
     _refuse_estimate(view, ss, q, ctx)
     block = _read_bounded(view, ss, q, ctx, sample_limit)

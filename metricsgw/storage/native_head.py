@@ -110,10 +110,14 @@ class NativeHead:
             return self._merged
 
     def histograms(self, ids_sorted: np.ndarray, start_ms: int, end_ms: int) -> HistogramBlock:
+        if not self.count:  # no native data at all (the usual case): skip the merge and the Arrow take
+            return empty_histograms()
         h = self.merged()[0]
         return take(h, rows_in(h.sid, h.t, ids_sorted, start_ms, end_ms))
 
     def exemplars(self, ids_sorted: np.ndarray, start_ms: int, end_ms: int) -> ExemplarBlock:
+        if not self.count:
+            return empty_exemplars()
         e = self.merged()[1]
         return take(e, rows_in(e.sid, e.t, ids_sorted, start_ms, end_ms))
 

@@ -286,8 +286,9 @@ def test_reload_and_sighup_reach_the_children_and_sigterm_stops_them_in_order(tm
 
 
 def _front_proxied(base_url: str) -> list[dict]:
+    """Where the front sent queries: requests it proxied and connections it passed on (procs/handoff.py)."""
     return [dict(labels) for (name, labels), _ in own_metrics(base_url).items()
-            if name == "metricsgw_front_proxied_requests_total"]
+            if name in ("metricsgw_front_proxied_requests_total", "metricsgw_front_handed_off_connections_total")]
 
 
 def _kept(base_url: str) -> bool:
