@@ -117,11 +117,16 @@ def _in_label_order_batches(source, everything, start: int, end: int, target_sam
     # a series costs its raw samples and then its evaluated points, one per step
     per_series = source.estimate_samples(everything, start, end) / n + steps
     size = max(1, int(target_samples // per_series))
-    if workers > 1 and per_series * n >= MIN_SPLIT_SAMPLES:
-        size = min(size, -(-n // workers))  # at least one batch per core
+    cuts = list(range(0, n, size))
+    if workers > 1 and per_series * n >= MIN_SPLIT_SAMPLES and len(cuts) < workers + 1:
+        # A small first batch (evaluated alone: it fills the sample cache, see _evaluate_each), then at least
+        # one batch per core for the rest.
+        first = -(-n // (4 * workers))
+        rest = -(-(n - first) // workers)
+        cuts = [0] + list(range(first, n, min(size, rest)))
     kind = type(everything)
-    for a in range(0, n, size):
-        idx = order[a:a + size]
+    for a, b in zip(cuts, cuts[1:] + [n]):
+        idx = order[a:b]
         yield kind(everything.ids[np.array(idx, np.int64)], [everything.labels[i] for i in idx])
 
 
