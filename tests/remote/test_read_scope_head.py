@@ -127,3 +127,32 @@ def test_a_view_taken_before_a_flush_still_reads_what_the_flush_committed(tmp_pa
         assert len(fresh.select_series([Matcher("__name__", "=", "m")], T0 - 1, T0 + 1, QueryContext())) == 0
     finally:
         st.close()
+
+
+def test_a_small_columnar_head_read_of_one_metric_is_answered_on_the_loop_and_the_same_as_in_a_thread(
+        tmp_path, monkeypatch):
+    """read_handler.INLINE_HEAD_SAMPLES: a read that names its metric and is small skips the thread hop; a larger
+    one, or one whose matchers would scan the catalog, goes to a query thread. The answer is the same bytes."""
+    import threading
+
+    from metricsgw.cluster import head_columns
+    from metricsgw.remote import read_handler
+
+    threads = []
+    columns = read_handler._columns
+    monkeypatch.setattr(read_handler, "_columns",
+                        lambda *a, **kw: threads.append(threading.current_thread()) or columns(*a, **kw))
+    path = f"/api/v1/read?scope=head&format={head_columns.FORMAT}"
+    named = build_request([{"matchers": [("__name__", "=", "sh")], **WINDOW}])
+    regex = build_request([{"matchers": [("job", "=~", "b.*")], **WINDOW}])
+    results, _ = asyncio.run(_reads(tmp_path, [(path, named), (path, regex)]))
+    monkeypatch.setattr(read_handler, "INLINE_HEAD_SAMPLES", 0)
+    threads_inline, threads[:] = list(threads), []
+    again, _ = asyncio.run(_reads(tmp_path / "again", [(path, named)]))
+    (s1, _, inline_body), (s2, _, regex_body) = results
+    assert s1 == s2 == again[0][0] == 200
+    loop_thread = threading.main_thread()
+    assert threads_inline[0] is loop_thread and threads_inline[1] is not loop_thread
+    assert threads[0] is not loop_thread  # over the limit: a query thread
+    assert inline_body == again[0][2] == regex_body  # the same answer, whichever way it was read
+    assert head_columns.decode_response(inline_body)[0].block.v.tolist() == [float(k) for k in range(10, 20)]
