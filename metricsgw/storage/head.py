@@ -128,6 +128,10 @@ class Head:
             self.min_t = min(self.min_t, int(t.min()))
             self.max_t = max(self.max_t, int(t.max()))
 
+    def consolidated(self) -> bool:
+        """Whether a read would sort nothing first: every append is in a sorted block already."""
+        return not self._chunks
+
     def blocks(self) -> list[HeadBlock]:
         """Sorted blocks covering everything appended so far (consolidates pending chunks)."""
         with self._sort_lock:

@@ -144,6 +144,11 @@ class StorageReader:
             out[i] = lb
         return out
 
+    def metric_series(self, name: str) -> int:
+        """Series of metric ``name`` this process knows (0 for a metric it does not)."""
+        table = self.catalog.metrics.get(name)
+        return 0 if table is None else len(table)
+
     def holds_ids(self, ids: np.ndarray) -> bool:
         """Whether the series table holds every one of these series ids."""
         return bool((self.catalog.lookup(np.asarray(ids, np.int64)) >= 0).all()) if len(ids) else True

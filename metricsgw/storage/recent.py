@@ -44,6 +44,13 @@ class RecentView:
         ids = self._storage.select_ids(matchers, start_ms, end_ms, ctx, among=self._held_sids())
         return ids[self._in_window(ids, start_ms, end_ms)] if len(ids) else ids
 
+    def quick_for(self, metric: str, max_series: int) -> bool:
+        """Whether a read of ``metric`` here sorts nothing and looks at few series: one head (no flush under way,
+        whose union of series would be a sort), every append of it consolidated, no native samples, and at most
+        ``max_series`` series of the metric known."""
+        return (len(self.heads) == 1 and self.heads[0].consolidated() and not any(len(n) for n in self.native_heads)
+                and self._storage.metric_series(metric) <= max_series)
+
     def labels_of_ids(self, ids: np.ndarray) -> list:
         return self._storage.labels_of_ids(ids)
 

@@ -131,8 +131,9 @@ def test_a_view_taken_before_a_flush_still_reads_what_the_flush_committed(tmp_pa
 
 def test_a_small_columnar_head_read_of_one_metric_is_answered_on_the_loop_and_the_same_as_in_a_thread(
         tmp_path, monkeypatch):
-    """read_handler.INLINE_HEAD_SAMPLES: a read that names its metric and is small skips the thread hop; a larger
-    one, or one whose matchers would scan the catalog, goes to a query thread. The answer is the same bytes."""
+    """read_handler.INLINE_HEAD_SAMPLES: a read that names its metric and is small skips the thread hop once the head
+    needs no sort (a read consolidated it); a larger one, or one whose matchers would scan the catalog, or one that
+    would sort what was written since the last read, goes to a query thread. The answer is the same bytes."""
     import threading
 
     from metricsgw.cluster import head_columns
@@ -145,14 +146,15 @@ def test_a_small_columnar_head_read_of_one_metric_is_answered_on_the_loop_and_th
     path = f"/api/v1/read?scope=head&format={head_columns.FORMAT}"
     named = build_request([{"matchers": [("__name__", "=", "sh")], **WINDOW}])
     regex = build_request([{"matchers": [("job", "=~", "b.*")], **WINDOW}])
-    results, _ = asyncio.run(_reads(tmp_path, [(path, named), (path, regex)]))
+    # the first read finds the writes unsorted (a thread sorts them), the regex one a thread too, the third the loop
+    results, _ = asyncio.run(_reads(tmp_path, [(path, named), (path, regex), (path, named)]))
     monkeypatch.setattr(read_handler, "INLINE_HEAD_SAMPLES", 0)
     threads_inline, threads[:] = list(threads), []
-    again, _ = asyncio.run(_reads(tmp_path / "again", [(path, named)]))
-    (s1, _, inline_body), (s2, _, regex_body) = results
-    assert s1 == s2 == again[0][0] == 200
+    again, _ = asyncio.run(_reads(tmp_path / "again", [(path, named), (path, named)]))
+    (s1, _, sorted_body), (s2, _, regex_body), (s3, _, inline_body) = results
+    assert s1 == s2 == s3 == again[1][0] == 200
     loop_thread = threading.main_thread()
-    assert threads_inline[0] is loop_thread and threads_inline[1] is not loop_thread
-    assert threads[0] is not loop_thread  # over the limit: a query thread
-    assert inline_body == again[0][2] == regex_body  # the same answer, whichever way it was read
+    assert [t is loop_thread for t in threads_inline] == [False, False, True]
+    assert [t is loop_thread for t in threads] == [False, False]  # over the limit: a query thread
+    assert inline_body == sorted_body == regex_body == again[1][2]  # the same answer, whichever way it was read
     assert head_columns.decode_response(inline_body)[0].block.v.tolist() == [float(k) for k in range(10, 20)]
