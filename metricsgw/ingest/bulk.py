@@ -31,51 +31,11 @@ def validate_many(names: list[str], values: list[str], counts: np.ndarray,
 
     ``pair_pool`` (optional, owned by the caller) de-duplicates the (name, value) tuples:
     ("job", "node") or ("gpu", "3") is then one object in every label set that has it."""
-    n = len(counts)
-    total = len(names)
-    out: list[Labels | None] = [None] * n
-    if n == 0:
+    out: list[Labels | None] = [None] * len(counts)
+    checked = _checked(names, values, None, counts)
+    if checked is None:
         return out
-    ends = np.cumsum(counts)
-    starts = ends - counts
-    series_of = np.repeat(np.arange(n), counts)
-    ok = counts > 0
-
-    # Label names: check each distinct name once, then broadcast through its rank. Ranks follow
-    # str order, so "strictly increasing within a series" == sorted and no duplicate names.
-    distinct = sorted(set(names))
-    rank = {name: r for r, name in enumerate(distinct)}
-    codes = np.fromiter(map(rank.__getitem__, names), np.int64, total)
-    bad_name = np.fromiter((nm != METRIC_NAME and _LABEL_NAME.fullmatch(nm) is None for nm in distinct),
-                           bool, len(distinct))
-    if bad_name.any():
-        ok &= np.bincount(series_of, weights=bad_name[codes], minlength=n) == 0
-    if total > 1:
-        first = np.zeros(total, bool)
-        first[starts[counts > 0]] = True
-        unordered = (np.diff(codes, prepend=codes[0]) <= 0) & ~first
-        if unordered.any():
-            ok &= np.bincount(series_of, weights=unordered, minlength=n) == 0
-
-    # Empty values are dropped by validate_labels: leave such series to it.
-    if "" in values:  # rare: a C-level scan first, the per-label mask only when needed
-        empty = np.fromiter(map(len, values), np.int64, total) == 0
-        ok &= np.bincount(series_of, weights=empty, minlength=n) == 0
-
-    # __name__ present (exactly once: names are unique once ordered) and a valid metric name.
-    name_code = rank.get(METRIC_NAME)
-    if name_code is None:
-        return out
-    at_name = np.flatnonzero(codes == name_code)
-    has_name = np.zeros(n, bool)
-    has_name[series_of[at_name]] = True
-    ok &= has_name
-    metric_values = [values[j] for j in at_name.tolist()]
-    bad_metric = {m for m in set(metric_values) if _METRIC_NAME.fullmatch(m) is None}
-    if bad_metric:
-        bad_rows = np.fromiter((m in bad_metric for m in metric_values), bool, len(metric_values))
-        ok[series_of[at_name[bad_rows]]] = False
-
+    ok, starts, ends = checked
     pairs = list(zip(names, values))
     if pair_pool is not None:
         pairs = list(map(pair_pool.setdefault, pairs, pairs))
@@ -88,38 +48,14 @@ def validate_records(recs: LabelRecords, pair_pool: dict) -> tuple[list[Labels |
     """``validate_many`` of series given as distinct label records (remote/label_records.py), with each
     accepted series' ``model.series_key`` too: the checks and the Python objects are made once per distinct
     record, and per series only its tuple of (shared) pairs and its key are joined."""
-    counts = recs.counts
-    n = len(counts)
+    n = len(recs.counts)
     labels_out: list[Labels | None] = [None] * n
     keys_out: list[bytes | None] = [None] * n
-    ends = np.cumsum(counts)
-    starts = ends - counts
-    series_of = np.repeat(np.arange(n), counts)
-    ok = counts > 0
-    uid = recs.uid
-    distinct = sorted(set(recs.names))
-    rank = {name: r for r, name in enumerate(distinct)}
-    name_rank = np.fromiter(map(rank.__getitem__, recs.names), np.int64, len(recs.names))
-    bad_name = np.fromiter((nm != METRIC_NAME and _LABEL_NAME.fullmatch(nm) is None for nm in distinct),
-                           bool, len(distinct))
-    codes = name_rank[uid]
-    per_record_bad = bad_name[codes]
-    empty = np.fromiter((v == "" for v in recs.values), bool, len(recs.values))[uid]
-    metric_code = rank.get(METRIC_NAME)
-    if metric_code is None:
+    checked = _checked(recs.names, recs.values, recs.uid, recs.counts)
+    if checked is None:
         return labels_out, keys_out
-    bad_metric = np.fromiter((nm == METRIC_NAME and _METRIC_NAME.fullmatch(v) is None
-                              for nm, v in zip(recs.names, recs.values)), bool, len(recs.names))[uid]
-    unordered = np.zeros(len(codes), bool)
-    if len(codes) > 1:
-        unordered[1:] = np.diff(codes) <= 0
-        unordered[starts[counts > 0]] = False  # a series' first label has nothing before it
-    bad = per_record_bad | empty | bad_metric | unordered
-    if bad.any():
-        ok &= np.bincount(series_of, weights=bad, minlength=n) == 0
-    has_name = np.zeros(n, bool)
-    has_name[series_of[codes == metric_code]] = True
-    ok &= has_name
+    ok, starts, ends = checked
+    uid = recs.uid
     pairs = [pair_pool.setdefault(p, p) for p in zip(recs.names, recs.values)]
     # object arrays (fromiter: a tuple is one element, not a row) gather every record's shared objects in C
     flat_pairs = np.fromiter(pairs, object, len(pairs))[uid].tolist()
@@ -129,3 +65,57 @@ def validate_records(recs: LabelRecords, pair_pool: dict) -> tuple[list[Labels |
         labels_out[i] = tuple(flat_pairs[a:b])
         keys_out[i] = join(flat_pieces[a:b])
     return labels_out, keys_out
+
+
+def _checked(names: list[str], values: list[str], uid: np.ndarray | None,
+             counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The checks of both entry points: (which series pass every check, starts, ends), or None when no label
+    is ``__name__`` (none can pass). Series i's labels are ``uid[starts[i]:ends[i]]``, each an index into
+    ``names``/``values`` (an entry per distinct record); ``uid`` None: the entries are the labels themselves.
+
+    What depends on a label alone is checked once per entry (the regexes once per distinct name or metric
+    name) and spread to the labels through ``uid``; only the order and __name__'s presence are per label."""
+
+    def per_label(per_entry: np.ndarray) -> np.ndarray:
+        return per_entry if uid is None else per_entry[uid]  # None: validate_many skips three per-label copies
+
+    distinct = sorted(set(names))
+    rank = {name: r for r, name in enumerate(distinct)}
+    metric_code = rank.get(METRIC_NAME)
+    if metric_code is None:
+        return None
+    n = len(counts)
+    ends = np.cumsum(counts)
+    starts = ends - counts
+    series_of = np.repeat(np.arange(n), counts)
+    ok = counts > 0
+
+    name_rank = np.fromiter(map(rank.__getitem__, names), np.int64, len(names))
+    bad_name = np.fromiter((nm != METRIC_NAME and _LABEL_NAME.fullmatch(nm) is None for nm in distinct),
+                           bool, len(distinct))
+    bad_entry = np.zeros(len(names), bool)
+    if bad_name.any():  # rare: the gather only when needed
+        bad_entry |= bad_name[name_rank]
+    # Empty values are dropped by validate_labels: leave such series to it.
+    if "" in values:  # a C-level scan first, the per-entry mask only when needed
+        bad_entry |= np.fromiter(map(len, values), np.int64, len(values)) == 0
+    is_metric = name_rank == metric_code
+    metric_at = np.flatnonzero(is_metric)
+    metric_values = [values[j] for j in metric_at.tolist()]
+    bad_metric = {m for m in set(metric_values) if _METRIC_NAME.fullmatch(m) is None}
+    if bad_metric:
+        bad_entry[metric_at[np.fromiter((m in bad_metric for m in metric_values), bool, len(metric_values))]] = True
+
+    # Ranks follow str order, so "strictly increasing within a series" == sorted and no duplicate names.
+    codes = per_label(name_rank)
+    bad = np.diff(codes, prepend=codes[:1]) <= 0
+    bad[starts[counts > 0]] = False  # a series' first label has nothing before it
+    if bad_entry.any():
+        bad |= per_label(bad_entry)
+    if bad.any():
+        ok &= np.bincount(series_of, weights=bad, minlength=n) == 0
+    # __name__ present (exactly once: names are unique once ordered); its value was checked above.
+    has_name = np.zeros(n, bool)
+    has_name[series_of[per_label(is_metric)]] = True
+    ok &= has_name
+    return ok, starts, ends

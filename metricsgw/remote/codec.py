@@ -214,7 +214,7 @@ class DecodedWrite:
         """(names, values, label counts) of series ``idx``, decoded in one go as strict UTF-8,
         in sender order; None if that is not possible (no counts, a problem series, bad bytes
         anywhere): the caller then decodes series by series, which pinpoints the bad one."""
-        if self.label_counts is None or any(i in self.problems for i in idx):
+        if not self._bulk_ready(idx):
             return None
         counts = self.label_counts[idx]
         keys = self.keys
@@ -239,10 +239,14 @@ class DecodedWrite:
         strings = list(map(sys.intern, map(text.__getitem__, flat)))
         return strings[0::2], strings[1::2], counts
 
+    def _bulk_ready(self, idx: list[int]) -> bool:
+        """Whether series ``idx`` can be decoded in one go at all: label counts known, no problem series."""
+        return self.label_counts is not None and not any(i in self.problems for i in idx)
+
     def bulk_label_records(self, idx: list[int]) -> LabelRecords | None:
         """The labels of series ``idx`` as distinct records (label_records.py), for 1.0 requests laid out as
         every sender we know lays them out; None otherwise (``bulk_label_strings`` then)."""
-        if self.version != 1 or self.label_counts is None or any(i in self.problems for i in idx):
+        if self.version != 1 or not self._bulk_ready(idx):
             return None
         keys = self.keys
         return distinct_label_records([keys[i] for i in idx], self.label_counts[idx])
