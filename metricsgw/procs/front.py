@@ -2,7 +2,8 @@
 
 It owns the public listener (TLS, authentication, roles and the lifecycle gate of ``metricsgw/web/``, as a
 one-process gateway has them), supervises the children, distributes remote writes over the ingest shards
-(distributor.py), passes every other route to a query process (proxy.py), and answers for the whole gateway:
+(distributor.py), passes every other route to a query process (proxy.py; without a web config, a client's
+connection itself at its first query: handoff.py), and answers for the whole gateway:
 - ``/metrics``: its own figures and every child's, each sample labelled by process (exposition.py);
 - ``/-/ready``: 200 only when every child is running and ready, else 503 naming the child and its reason;
 - ``/-/reload`` (behind --web.enable-lifecycle) and SIGHUP: passed to every child; 200 when all reloaded;
