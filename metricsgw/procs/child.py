@@ -21,7 +21,7 @@ from ..cli import build_parser, config_from_args, setup_logging
 from ..config import ConfigError
 from ..storage.writer_lock import WriterIdInUse
 from .handoff import HandoffReceiver, install_relay
-from .layout import Child, Layout, child_config
+from .layout import Child, Layout, child_config, unlink_socket
 
 PR_SET_PDEATHSIG = 1
 EXIT_REFUSED = 3  # the child cannot start with these settings (writer id in use, a bad setting): no restart
@@ -82,12 +82,12 @@ async def _serve(cfg, child: Child, layout: Layout) -> None:
         install_relay(app, cfg, layout.front_socket)
     runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
     await runner.setup()
-    _unlink(child.socket)  # left by a predecessor that was killed
+    unlink_socket(child.socket)  # left by a predecessor that was killed
     site = web.UnixSite(runner, child.socket)
     await site.start()
     receiver = None
     if child.role == "querier":
-        _unlink(layout.handoff_socket(child))
+        unlink_socket(layout.handoff_socket(child))
         receiver = HandoffReceiver(layout.handoff_socket(child), runner.server)
         receiver.start()
     logging.getLogger("metricsgw").info("%s listening on %s, storage at %s", child.name, child.socket,
@@ -100,16 +100,9 @@ async def _serve(cfg, child: Child, layout: Layout) -> None:
     await stop.wait()
     if receiver is not None:
         receiver.close()
-        _unlink(layout.handoff_socket(child))
+        unlink_socket(layout.handoff_socket(child))
     await runner.cleanup()
-    _unlink(child.socket)  # a copy of a stopped gateway's directory (a backup, tests) must not meet a socket
-
-
-def _unlink(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
+    unlink_socket(child.socket)  # a copy of a stopped gateway's directory (a backup, tests) must not meet a socket
 
 
 if __name__ == "__main__":

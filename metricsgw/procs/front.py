@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import signal
 
 import aiohttp
@@ -35,7 +34,7 @@ from ..web import listen_site
 from . import exposition
 from .clients import ChildClient, least_busy
 from .distributor import Distributor
-from .layout import Layout, resolve
+from .layout import Layout, resolve, unlink_socket
 from .orphans import flush_orphans
 from .head_json import MERGES as HEAD_JSON_PATHS
 from .head_json import HeadJson
@@ -213,7 +212,7 @@ async def serve(cfg: Config, serve_args: list[str]) -> None:
     site = listen_site(runner, host or "0.0.0.0", int(port), cfg.web_max_connections)
     await site.start()
     # Where a query process relays a request the front answers, got on a connection passed to it (handoff.py).
-    _unlink(layout.front_socket)
+    unlink_socket(layout.front_socket)
     await web.UnixSite(runner, layout.front_socket).start()
     log.info("listening on %s; %d ingest shard(s), %d query process(es), sockets in %s", site.name,
              layout.shards, layout.queriers, layout.run_dir)
@@ -226,15 +225,8 @@ async def serve(cfg: Config, serve_args: list[str]) -> None:
     finally:
         log.info("shutting down: draining requests, then the children")
         await runner.cleanup()  # stops accepting, waits for the requests in flight
-        _unlink(layout.front_socket)  # a copy of a stopped gateway's directory must not meet a socket
+        unlink_socket(layout.front_socket)  # a copy of a stopped gateway's directory must not meet a socket
         await supervisor.stop()
         log.info("stopped")
     if refused:
         raise ConfigError(f"{', '.join(refused)} could not start with these settings (its error is logged above)")
-
-
-def _unlink(path: str) -> None:
-    try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass

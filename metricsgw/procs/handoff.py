@@ -88,7 +88,7 @@ class HandoffSender:
     def passable(self, request: web.Request) -> bool:
         """A plain-HTTP client's request with a small body of known length (or none), nothing read after it."""
         transport = request.transport
-        small = (request.content_length or 0) <= MAX_BODY if request.content_length is not None \
+        small = request.content_length <= MAX_BODY if request.content_length is not None \
             else not request.body_exists  # a chunked body: its length is known only once read
         return (small and transport is not None and transport.get_extra_info("sslcontext") is None
                 and handed_off(request)

@@ -101,6 +101,15 @@ def socket_dir(storage_path: str, writer_id: str) -> str:
     return path
 
 
+def unlink_socket(path: str) -> None:
+    """Remove a socket a process of this gateway listens on: at start (left by a predecessor that was killed) and at
+    stop (a copy of a stopped gateway's directory, a backup or a test's, must not meet a socket)."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
 def shard_writer_id(writer_id: str, index: int, shards: int) -> str:
     """Shard i writes to the table under --storage.path as writer ``<--storage.writer-id>-s<i>`` (its own WAL
     and files; docs/cluster.md). One shard keeps the id itself: it is the one-process gateway's writer, so it
