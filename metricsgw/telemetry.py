@@ -79,6 +79,9 @@ class Telemetry:
         self.peer_requests = Counter(
             "metricsgw_peer_requests", "Reads of a peer's recent samples (--cluster.peers) by peer and result: "
             "ok, down, refused, timeout, garbage.", ["peer", "result"], registry=r)
+        self.peer_reads_skipped = Counter(
+            "metricsgw_peer_reads_skipped", "Reads of an ingest shard's recent samples not made: its extent board said "
+            "it held nothing in memory in the query's window.", ["peer"], registry=r)
         self.rules_reload_success = Gauge(
             "metricsgw_rules_last_reload_successful", "1 if the last rules reload succeeded.", registry=r)
         self.rules_loaded = Gauge(

@@ -4,7 +4,8 @@ A query runs in a worker thread; the HTTP calls to other machines run on the eve
 all peers at once, and the worker waits for them while it watches its ``QueryContext``: a client that
 leaves or a deadline that passes cancels the calls still running. A ``unix:`` peer (a query process's
 own shard) is read by the worker itself, watching its context the same way (unix_http.py): no thread
-hop for the read every selection makes. A peer's samples are charged to the query
+hop for the read every selection makes; and not at all when its extent board (extent_board.py) says it holds
+nothing in memory in the window of a selection of samples. A peer's samples are charged to the query
 (--query.max-samples, memory) the moment its answer is decoded, and its body is read no further
 than the bytes the query may still hold.
 
@@ -32,7 +33,7 @@ from ..model import Matcher
 from ..remote import read_client_codec
 from ..remote.read_client_codec import PeerSeries
 from ..storage.native_store import HISTOGRAM_BYTES
-from . import head_columns, unix_http
+from . import extent_board, head_columns, unix_http
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +100,8 @@ class Peer:
         self._url = self._base + "/api/v1/read?scope=head"
         # A process of this machine (a query process's own shard) is read by the worker thread itself
         self.blocking = unix_http.UnixHttpClient(self._socket) if self._socket else None
+        # and, if it is an ingest shard, tells the span of what it holds in memory
+        self.board = extent_board.BoardReader(extent_board.path_for(self._socket)) if self._socket else None
         self._session: aiohttp.ClientSession | None = None
         self.state = "ok"  # the last call's result, so a change is logged once
 
@@ -157,6 +160,14 @@ class Peer:
         results = (head_columns.decode_response(got.body) if ctype == head_columns.CONTENT_TYPE
                    else read_client_codec.decode_response(got.body, max_bytes))
         return PeerAnswer(self.name, results, _version(got.headers.get(TABLE_VERSION_HEADER.lower())))
+
+    def unneeded(self, queries: list[tuple[list[Matcher], int, int]]) -> PeerAnswer | None:
+        """Its empty answer to a read of samples, without asking, when its extent board says it holds nothing in
+        memory in any query's window (naming the table version that holds the rest); None: ask it."""
+        extent = self.board.read() if self.board is not None else None
+        if extent is None or not all(extent.misses(lo, hi) for _, lo, hi in queries):
+            return None
+        return PeerAnswer(self.name, [PeerSeries.empty() for _ in queries], extent.version)
 
     async def get_json(self, path: str, params: list[tuple[str, str]], timeout_s: float) -> PeerJson:
         """``GET path?scope=head&params``: the ``data`` of a success envelope (cluster/head_json.py)."""
@@ -227,9 +238,17 @@ class PeerFanout:
         pending = set(futures)
         try:
             for p in self.peers:
-                if p.blocking is not None:
-                    got = self._call_blocking(p, body, timeout, max_bytes, limit, columns, ctx)
-                    out[p.name] = self._charged(ctx, got)
+                if p.blocking is None:
+                    continue
+                # a series read is not skipped: it wants every series in memory, whatever its samples' times
+                unneeded = None if series_only else p.unneeded(queries)
+                if unneeded is not None:
+                    out[p.name] = unneeded
+                    if self._tel is not None:
+                        self._tel.peer_reads_skipped.labels(p.name).inc()
+                    continue
+                got = self._call_blocking(p, body, timeout, max_bytes, limit, columns, ctx)
+                out[p.name] = self._charged(ctx, got)
             while pending:
                 done, pending = concurrent.futures.wait(pending, timeout=POLL_S,
                                                         return_when=concurrent.futures.FIRST_COMPLETED)

@@ -75,9 +75,14 @@ async def _serve(cfg, child: Child, layout: Layout) -> None:
     from aiohttp import web
 
     from ..app import build_app
-    from ..appkeys import RULES
+    from ..appkeys import RULES, STORAGE
+    from ..cluster.extent_board import BoardWriter, path_for
 
     app = build_app(cfg)
+    board = None
+    if child.role == "shard":  # before the storage opens: UNKNOWN until its WAL is replayed
+        board = BoardWriter(path_for(child.socket))
+        app[STORAGE].extent_sink = board.publish
     if child.role == "querier":  # it may be passed client connections (handoff.py)
         install_relay(app, cfg, layout.front_socket)
     runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
@@ -102,6 +107,8 @@ async def _serve(cfg, child: Child, layout: Layout) -> None:
         receiver.close()
         unlink_socket(layout.handoff_socket(child))
     await runner.cleanup()
+    if board is not None:
+        board.close()  # the file stays: a query process's map of it must stay the next shard's file
     unlink_socket(child.socket)  # a copy of a stopped gateway's directory (a backup, tests) must not meet a socket
 
 

@@ -40,6 +40,10 @@ class PeerSeries:
     block: SampleBlock
     hists: HistogramBlock
 
+    @classmethod
+    def empty(cls) -> "PeerSeries":
+        return cls([], np.empty(0, np.int64), SampleBlock.empty(), empty_histograms())
+
 
 def encode_request(queries: list[tuple[list[Matcher], int, int]], series_only: bool = False) -> bytes:
     """A snappy ``ReadRequest`` of (matchers, start_ms, end_ms) queries asking for SAMPLES; with

@@ -82,6 +82,7 @@ class NativeHead:
         self._merged: tuple[HistogramBlock, ExemplarBlock] | None = None
         self.count = 0  # histograms + exemplars held
         self.min_t = np.iinfo(np.int64).max
+        self.max_t = np.iinfo(np.int64).min
 
     def __len__(self) -> int:
         return self.count
@@ -92,10 +93,12 @@ class NativeHead:
                 self._hist.append(HistogramBlock(np.asarray(nat.hist_sid, np.int64), np.asarray(nat.hist_t, np.int64),
                                                  pa.array(nat.hist_blob, pa.binary())))
                 self.min_t = min(self.min_t, int(nat.hist_t.min()))
+                self.max_t = max(self.max_t, int(nat.hist_t.max()))
             if nat.exemplars:
                 self._ex.append(ExemplarBlock(np.asarray(nat.ex_sid, np.int64), np.asarray(nat.ex_t, np.int64),
                                               np.asarray(nat.ex_v, np.float64), pa.array(nat.ex_labels, pa.binary())))
                 self.min_t = min(self.min_t, int(nat.ex_t.min()))
+                self.max_t = max(self.max_t, int(nat.ex_t.max()))
             self.count += nat.histograms + nat.exemplars
             self._merged = None
 

@@ -38,6 +38,7 @@ from .batch import AppendBatch, MetricMetadata
 from .catalog import Catalog
 from .head import Head
 from .maintenance import Maintenance
+from .memory_span import MemorySpan
 from .native_store import NativeStore
 from .native_wal import NativeSegmentEncoder
 from .pending_series import PendingSeries
@@ -55,7 +56,7 @@ _ACTIVE_WINDOW_MS = 3600_000  # a series is active if it received a sample withi
 FLUSH_RETRY_S = 5.0  # a failed flush is retried this soon
 
 
-class Storage(RetentionShare, NativeStore, StorageReader):
+class Storage(RetentionShare, NativeStore, MemorySpan, StorageReader):
     def __init__(self, path: str, *, flush_interval_s: float = 120.0, flush_max_samples: int = 5_000_000,
                  partition_ms: int = 3600_000, retention_ms: int = 15 * 86400_000,
                  wal_segment_size: int = 64 << 20, duckdb_memory_limit: int = 256 << 20, duckdb_threads: int = 2,
@@ -136,7 +137,9 @@ class Storage(RetentionShare, NativeStore, StorageReader):
             self.telemetry.replay_duration.set(elapsed)
         log.info("storage open: %d series, %d partition files, %d WAL records replayed (%d head samples) in %.2fs",
                  len(self.catalog), len(files.samples), replayed, len(self.head), elapsed)
-        self.ready = True
+        with self._swap_lock:
+            self.ready = True
+            self._publish_span()
 
     def claim_writer_id(self) -> None:
         """Take this writer id's lock (once); raises WriterIdInUse while another live process holds it."""
@@ -317,6 +320,7 @@ class Storage(RetentionShare, NativeStore, StorageReader):
             self.catalog.touch_dense(g, batch.t)
         for m in batch.metadata:
             self.metadata_by_metric.setdefault(m.metric, {})[m] = None
+        self._publish_span()
         if self.telemetry:
             self.telemetry.head_samples.set(len(self.head))
 
@@ -430,6 +434,7 @@ class Storage(RetentionShare, NativeStore, StorageReader):
                         self.flushing = [h for h in self.flushing if h not in snaps]
                         self._committing_series = PendingSeries()
                         self._native_committed(native_snaps)
+                        self._publish_span()
             except BaseException:
                 with self._swap_lock:
                     self.pending_series.put_back(new_series)
