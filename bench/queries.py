@@ -5,7 +5,9 @@ VictoriaMetrics holding the same data.
     python -m bench.queries --a http://127.0.0.1:9201 --b http://127.0.0.1:9090 [--c http://127.0.0.1:8428]
 
 Queries go as Grafana sends them: POST application/x-www-form-urlencoded to /api/v1/query_range
-(and /api/v1/query), on one kept-alive connection per server (``--new-connections``: one per query). Each is run `--repeat` times per server, alternating servers; the median
+(and /api/v1/query), on one kept-alive connection per server (``--new-connections``: one per query). Each is run
+`--repeat` times per server, alternating servers, each repeat in another order of the servers (so that no server
+always runs right after the same other); the median
 latency is reported with metricsgw's ratio to each of the others, the result's series count on
 each side and whether each server's answer agrees with Prometheus's (same series, values within
 1e-9 relative). VictoriaMetrics legitimately differs in places (its increase() does not
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import http.client
+import itertools
 import json
 import math
 import signal
@@ -173,12 +176,16 @@ def run(bases: dict[str, str], end_s: float, window_s: float, step_s: float, rep
 
 
 def _run(bases, clients, params, repeat, queries, reference) -> list[QueryResult]:
+    # Repeat k asks the servers in the k-th of their orders (all of them in turn, the given one first), so that each
+    # follows each other equally often: the state a server leaves the host in (caches, idle cores) moved the next
+    # one's latency by up to 2x, and a fixed order gave that to the same server every time.
+    orders = list(itertools.permutations(bases.items()))
     out = []
     for panel, q in queries:
         r = QueryResult(panel, q)
         bodies = {}
-        for _ in range(repeat):
-            for side, base in bases.items():
+        for k in range(repeat):
+            for side, base in orders[k % len(orders)]:
                 if side in clients:
                     status, body, secs = clients[side].post("/api/v1/query_range", params | {"query": q})
                 else:

@@ -170,6 +170,8 @@ class ClusterSource:
                 for res in results:
                     parts.append(select_sorted(res.block.sid, res.block.t, res.block.v, ids_sorted, start_ms, end_ms))
         ctx.check("peer merge")
+        if len(parts) == 1:  # no peer answer covers the window: the local read is merged already
+            return parts[0]
         return merge_parts(ids_sorted, [p for p in parts if len(p)], start_ms, end_ms)
 
     # ---------------------------------------------------------------- metadata

