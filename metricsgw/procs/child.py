@@ -20,7 +20,7 @@ import sys
 from ..cli import build_parser, config_from_args, setup_logging
 from ..config import ConfigError
 from ..storage.writer_lock import WriterIdInUse
-from .handoff import HandoffReceiver, install_relay
+from .handoff import HandoffReceiver, front_answers, install_relay, not_a_write
 from .layout import Child, Layout, child_config, unlink_socket
 
 PR_SET_PDEATHSIG = 1
@@ -83,15 +83,17 @@ async def _serve(cfg, child: Child, layout: Layout) -> None:
     if child.role == "shard":  # before the storage opens: UNKNOWN until its WAL is replayed
         board = BoardWriter(path_for(child.socket))
         app[STORAGE].extent_sink = board.publish
-    if child.role == "querier":  # it may be passed client connections (handoff.py)
-        install_relay(app, cfg, layout.front_socket)
+    # It may be passed client connections (handoff.py): a query process a query's, the one shard a sender's.
+    takes_connections = child.role == "querier" or layout.shards == 1
+    if takes_connections:
+        install_relay(app, cfg, layout.front_socket, front_answers if child.role == "querier" else not_a_write)
     runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
     await runner.setup()
     unlink_socket(child.socket)  # left by a predecessor that was killed
     site = web.UnixSite(runner, child.socket)
     await site.start()
     receiver = None
-    if child.role == "querier":
+    if takes_connections:
         unlink_socket(layout.handoff_socket(child))
         receiver = HandoffReceiver(layout.handoff_socket(child), runner.server)
         receiver.start()

@@ -66,11 +66,13 @@ class Distributor:
         self.shards = shards
         self.tel = telemetry
 
-    async def handle(self, request: web.Request) -> web.Response:
+    async def handle(self, request: web.Request, body: bytes | None = None) -> web.Response:
+        """``body``: read already (a connection the front meant to pass to the shard, which could not take it)."""
         ctype, cenc = request.headers.get("Content-Type"), request.headers.get("Content-Encoding")
         try:
             version = codec.negotiate(ctype, cenc)  # 415 before reading anything
-            body = await read_bounded(request, self.cfg.remote_write_max_body_size)
+            if body is None:
+                body = await read_bounded(request, self.cfg.remote_write_max_body_size)
             headers = {h: request.headers[h] for h in _PASSED_HEADERS if h in request.headers}
             parts = self._parts(body, version)
             answers = await asyncio.gather(*(self._forward(self.shards[i], part, headers)

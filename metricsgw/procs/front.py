@@ -39,7 +39,7 @@ from .orphans import flush_orphans
 from .head_json import MERGES as HEAD_JSON_PATHS
 from .head_json import HeadJson
 from .head_read import HeadRead
-from .handoff import FRONT_PATHS, HandoffSender
+from .handoff import FRONT_PATHS, MAX_WRITE_BODY, HandoffSender
 from .proxy import QueryProxy
 from .supervisor import Supervisor
 
@@ -64,8 +64,8 @@ class FrontTelemetry:
         self.proxied = Counter("metricsgw_front_proxied_requests", "Requests passed to a query process, by "
                                "status code.", ["child", "code"], registry=r)
         self.handed_off = Counter("metricsgw_front_handed_off_connections", "Client connections passed to a query "
-                                  "process at a query (it serves them from then on: handoff.py).", ["child"],
-                                  registry=r)
+                                  "process at a query, or to the one ingest shard at a remote write (it serves them "
+                                  "from then on: handoff.py).", ["child"], registry=r)
 
 
 class Front:
@@ -78,15 +78,17 @@ class Front:
         shards = [self.clients[c.name] for c in layout.shard_children]
         self.head_read = HeadRead(shards, cfg.cluster_peer_timeout)
         self.head_json = HeadJson(shards, cfg.cluster_peer_timeout)
-        # Without a web config (no TLS, no passwords) a query's connection is passed to a query process.
+        # Without a web config (no TLS, no passwords) a query's connection is passed to a query process, and a
+        # sender's to the ingest shard when there is one (several: the front splits every write).
+        self.write_target = layout.shard_children[0].name if layout.shards == 1 else None
+        passed_to = [*layout.query_targets, *(layout.shard_children if self.write_target else [])]
         self.handoff = None if cfg.web_config_file else HandoffSender(
-            {c.name: layout.handoff_socket(c) for c in layout.query_targets},
-            lambda name: telemetry.handed_off.labels(name).inc())
+            {c.name: layout.handoff_socket(c) for c in passed_to}, lambda name: telemetry.handed_off.labels(name).inc())
 
     def build_app(self) -> web.Application:
         app = web.Application(middlewares=[prometheus_errors], client_max_size=self.cfg.remote_write_max_body_size)
         install_access_control(app, self.cfg, self.tel.registry)
-        own = {("POST", "/api/v1/write"): self.distributor.handle, ("GET", "/-/healthy"): self.healthy,
+        own = {("POST", "/api/v1/write"): self.write, ("GET", "/-/healthy"): self.healthy,
                ("GET", "/-/ready"): self.ready, ("POST", "/-/reload"): self.reload, ("PUT", "/-/reload"): self.reload,
                ("GET", "/metrics"): self.metrics, ("GET", "/api/v1/status/tsdb"): self.head_json.tsdb_status}
         assert {path for _, path in own} == FRONT_PATHS  # what a query process relays back here (handoff.py)
@@ -117,6 +119,15 @@ class Front:
         app.router.add_route("*", "/{tail:.*}", everything_else)
         app.on_cleanup.append(self._close_clients)
         return app
+
+    async def write(self, request: web.Request) -> web.StreamResponse:
+        """Remote write: the sender's connection is passed to the one shard (handoff.py), else split or forwarded."""
+        if self.write_target is not None and self.handoff is not None and self.handoff.passable(request, MAX_WRITE_BODY):
+            body = await request.read() if request.body_exists else b""  # small: passable() says so
+            if self.handoff.pass_connection(request, body, self.write_target):
+                return await _served_elsewhere()
+            return await self.distributor.handle(request, body)
+        return await self.distributor.handle(request)
 
     async def _close_clients(self, app: web.Application) -> None:
         if self.handoff is not None:

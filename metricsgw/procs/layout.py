@@ -66,7 +66,8 @@ class Layout:
         return os.path.join(self.run_dir, "front.sock")
 
     def handoff_socket(self, child: Child) -> str:
-        """Where query process ``child`` takes client connections from the front (handoff.py)."""
+        """Where ``child`` (a query process, or the one ingest shard) takes client connections from the front
+        (handoff.py)."""
         return os.path.join(self.run_dir, f"{child.role}-{child.index}.pass")  # no longer than its .sock
 
     @property
