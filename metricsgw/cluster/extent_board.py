@@ -29,9 +29,9 @@ import zlib
 from dataclasses import dataclass
 
 _MAGIC = 0x4D47_4558_0001  # "MGEX", format 1
-_BODY = struct.Struct("<Qqqq")
-_RECORD = struct.Struct("<QqqqI4x")
-SIZE = _RECORD.size
+_BODY = struct.Struct("<Qqqq")  # magic, min_t, max_t, version
+_CRC = struct.Struct("<I4x")  # CRC-32 of the body's bytes
+SIZE = _BODY.size + _CRC.size
 _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
 _READ_TRIES = 3
 
@@ -58,7 +58,7 @@ def path_for(socket_path: str) -> str:
 
 def _pack(extent: Extent) -> bytes:
     body = _BODY.pack(_MAGIC, extent.min_t, extent.max_t, extent.version)
-    return _RECORD.pack(_MAGIC, extent.min_t, extent.max_t, extent.version, zlib.crc32(body))
+    return body + _CRC.pack(zlib.crc32(body))
 
 
 class BoardWriter:
@@ -106,8 +106,10 @@ class BoardReader:
             return None
         board = self._map
         for _ in range(_READ_TRIES):
-            magic, lo, hi, version, crc = _RECORD.unpack(board[:SIZE])
-            if magic == _MAGIC and crc == zlib.crc32(_BODY.pack(magic, lo, hi, version)):
+            record = board[:SIZE]  # one copy: the check and the fields are of the same bytes
+            body = record[:_BODY.size]
+            magic, lo, hi, version = _BODY.unpack(body)
+            if magic == _MAGIC and _CRC.unpack_from(record, _BODY.size)[0] == zlib.crc32(body):
                 return Extent(lo, hi, version)
         return None
 

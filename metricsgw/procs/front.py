@@ -39,7 +39,7 @@ from .orphans import flush_orphans
 from .head_json import MERGES as HEAD_JSON_PATHS
 from .head_json import HeadJson
 from .head_read import HeadRead
-from .handoff import FRONT_PATHS, MAX_WRITE_BODY, HandoffSender
+from .handoff import FRONT_PATHS, MAX_BODY, MAX_WRITE_BODY, HandoffSender
 from .proxy import QueryProxy
 from .supervisor import Supervisor
 
@@ -80,10 +80,11 @@ class Front:
         self.head_json = HeadJson(shards, cfg.cluster_peer_timeout)
         # Without a web config (no TLS, no passwords) a query's connection is passed to a query process, and a
         # sender's to the ingest shard when there is one (several: the front splits every write).
-        self.write_target = layout.shard_children[0].name if layout.shards == 1 else None
-        passed_to = [*layout.query_targets, *(layout.shard_children if self.write_target else [])]
+        passed_to = [*layout.query_targets, *(layout.shard_children if layout.shards == 1 else [])]
         self.handoff = None if cfg.web_config_file else HandoffSender(
             {c.name: layout.handoff_socket(c) for c in passed_to}, lambda name: telemetry.handed_off.labels(name).inc())
+        # the shard a sender's connection is passed to (None: every write goes through the front)
+        self.write_target = layout.shard_children[0].name if self.handoff and layout.shards == 1 else None
 
     def build_app(self) -> web.Application:
         app = web.Application(middlewares=[prometheus_errors], client_max_size=self.cfg.remote_write_max_body_size)
@@ -109,11 +110,9 @@ class Front:
                     return await self._scoped_read(request)
                 if request.path in HEAD_JSON_PATHS:
                     return await self._scoped_json(request)
-            if self.handoff is not None and self.handoff.passable(request):
-                body = await request.read() if request.body_exists else b""  # small: passable() says so
-                if self.handoff.pass_connection(request, body, least_busy(self.proxy.targets).child.name):
-                    return await _served_elsewhere()
-                return await self.proxy.handle(request, body)
+            if self.handoff is not None:
+                target = least_busy(self.proxy.targets).child.name
+                return await self._pass_or(request, target, MAX_BODY, self.proxy.handle)
             return await self.proxy.handle(request)
 
         app.router.add_route("*", "/{tail:.*}", everything_else)
@@ -122,12 +121,19 @@ class Front:
 
     async def write(self, request: web.Request) -> web.StreamResponse:
         """Remote write: the sender's connection is passed to the one shard (handoff.py), else split or forwarded."""
-        if self.write_target is not None and self.handoff is not None and self.handoff.passable(request, MAX_WRITE_BODY):
-            body = await request.read() if request.body_exists else b""  # small: passable() says so
-            if self.handoff.pass_connection(request, body, self.write_target):
-                return await _served_elsewhere()
-            return await self.distributor.handle(request, body)
+        if self.write_target is not None:
+            return await self._pass_or(request, self.write_target, MAX_WRITE_BODY, self.distributor.handle)
         return await self.distributor.handle(request)
+
+    async def _pass_or(self, request: web.Request, target: str, max_body: int, handle) -> web.StreamResponse:
+        """Pass the request's connection to ``target`` (handoff.py) if it can be; else ``handle(request, body)``
+        (``body``: read already, or None)."""
+        if not self.handoff.passable(request, max_body):
+            return await handle(request, None)
+        body = await request.read() if request.body_exists else b""  # small: passable() says so
+        if self.handoff.pass_connection(request, body, target):
+            return await _served_elsewhere()
+        return await handle(request, body)
 
     async def _close_clients(self, app: web.Application) -> None:
         if self.handoff is not None:

@@ -21,6 +21,12 @@ from metricsgw.remote.codec import encode_v1
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}
 
 
+def _connect(base_url: str, timeout: float = 60) -> http.client.HTTPConnection:
+    """A kept-alive connection to the front, as Grafana or Prometheus's sender keeps one."""
+    host, port = base_url.removeprefix("http://").split(":")
+    return http.client.HTTPConnection(host, int(port), timeout=timeout)
+
+
 def _post_form(conn: http.client.HTTPConnection, path: str, params: dict, headers: dict | None = None):
     conn.request("POST", path, urllib.parse.urlencode(params), {**FORM, **(headers or {})})
     resp = conn.getresponse()
@@ -51,8 +57,7 @@ def test_a_passed_connection_answers_every_route_as_the_front_does(tmp_path):
     gw = start_metricsgw(tmp_path / "gw", extra=["--ingest.shards=1", "--query.processes=1"])
     try:
         gw.wait_ready()
-        host, port = gw.base_url.removeprefix("http://").split(":")
-        conn = http.client.HTTPConnection(host, int(port), timeout=60)
+        conn = _connect(gw.base_url)
         status, body = _post_form(conn, "/api/v1/query", {"query": "vector(1)", "time": time.time()})
         assert status == 200 and json.loads(body)["data"]["result"][0]["value"][1] == "1", body
         assert _handed_off(gw.base_url) == 1
@@ -80,7 +85,7 @@ def test_a_passed_connection_answers_every_route_as_the_front_does(tmp_path):
         assert _handed_off(gw.base_url) == 1  # one connection, passed once
 
         # A body too large to pass in one message: proxied, answered all the same.
-        big = http.client.HTTPConnection(host, int(port), timeout=60)
+        big = _connect(gw.base_url)
         before = _proxied(gw.base_url)
         status, body = _post_form(big, "/api/v1/query", {"query": "vector(2)" + " " * 40_000, "time": time.time()})
         assert status == 200 and json.loads(body)["data"]["result"][0]["value"][1] == "2", body[:300]
@@ -96,8 +101,7 @@ def test_a_senders_connection_goes_to_the_one_shard_and_its_other_requests_back_
     gw = start_metricsgw(tmp_path / "gw", extra=["--ingest.shards=1", "--query.processes=1"])
     try:
         gw.wait_ready()
-        host, port = gw.base_url.removeprefix("http://").split(":")
-        conn = http.client.HTTPConnection(host, int(port), timeout=60)
+        conn = _connect(gw.base_url)
         t_ms = (int(time.time()) - 120) * 1000
         assert _write(conn, "sent", t_ms, 1.0) == (204, b"")
         assert _handed_off(gw.base_url, "shard-0") == 1
@@ -135,8 +139,7 @@ def test_with_two_shards_a_senders_connection_stays_with_the_front(tmp_path):
     gw = start_metricsgw(tmp_path / "gw", extra=["--ingest.shards=2", "--query.processes=1"])
     try:
         gw.wait_ready()
-        host, port = gw.base_url.removeprefix("http://").split(":")
-        conn = http.client.HTTPConnection(host, int(port), timeout=60)
+        conn = _connect(gw.base_url)
         t_ms = (int(time.time()) - 120) * 1000
         for i in range(3):
             assert _write(conn, "split", t_ms + i * 1000, 1.0) == (204, b"")
@@ -155,8 +158,7 @@ def test_with_passwords_nothing_is_passed_and_every_request_is_checked(tmp_path)
     good = {"Authorization": "Basic " + base64.b64encode(b"alice:secret").decode()}
     try:
         wait_for(lambda: _ready(gw.base_url, good), "the gateway ready")
-        host, port = gw.base_url.removeprefix("http://").split(":")
-        conn = http.client.HTTPConnection(host, int(port), timeout=60)
+        conn = _connect(gw.base_url)
         assert _post_form(conn, "/api/v1/query", {"query": "vector(1)"}, good)[0] == 200
         # the same connection without credentials: the front still checks it (it was not passed on)
         assert _post_form(conn, "/api/v1/query", {"query": "vector(1)"})[0] == 401
@@ -176,8 +178,7 @@ def test_with_passwords_nothing_is_passed_and_every_request_is_checked(tmp_path)
 
 
 def _ready(base_url: str, headers: dict) -> bool:
-    host, port = base_url.removeprefix("http://").split(":")
-    conn = http.client.HTTPConnection(host, int(port), timeout=10)
+    conn = _connect(base_url, timeout=10)
     try:
         conn.request("GET", "/-/ready", headers=headers)
         return conn.getresponse().status == 200
