@@ -36,14 +36,18 @@ def format_values(values: np.ndarray) -> list[str]:
         return []
     integral = np.isfinite(values) & (np.abs(values) < 1e15) & (values == np.round(values))
     if integral.all():
-        ints = values.astype(np.int64)
-        out = [str(i) for i in ints.tolist()]
+        out = _int_strings(values)
         neg_zero = (values == 0) & np.signbit(values)
         if neg_zero.any():
             for i in np.flatnonzero(neg_zero).tolist():
                 out[i] = "-0"
         return out
     return [format_value(x) for x in values.tolist()]
+
+
+def _int_strings(values: np.ndarray) -> list[str]:
+    """Integral floats below 1e15 as decimal integers: orjson writes int64 arrays at ~35 ns a value, str() ~90."""
+    return orjson.dumps(values.astype(np.int64), option=orjson.OPT_SERIALIZE_NUMPY)[1:-1].decode().split(",")
 
 
 def format_json(x: float) -> str:
@@ -73,7 +77,15 @@ def format_json_values(values: np.ndarray) -> list[str]:
     # from Prometheus's: it writes 'X.0' for integers, 'null' for NaN/Inf and its own exponent
     # thresholds, where Prometheus writes '5', 'NaN', '+Inf', plain digits in [1e-6, 1e21).
     out = orjson.dumps(np.ascontiguousarray(values), option=orjson.OPT_SERIALIZE_NUMPY)[1:-1].decode().split(",")
-    fix = (integral | ~finite | (a >= 1e15) | (a < 1e-4)).nonzero()[0]
+    # Integral values ('5', not orjson's '5.0') are common among fractional ones (an avg of integer
+    # gauges): written as ints in one pass, not one format_json call each (~1 us a value: 12k values
+    # half of them whole took 6.3 ms, now 1.2).
+    whole = np.flatnonzero(integral)
+    if len(whole):
+        for i, s in zip(whole.tolist(), _int_strings(values[whole])):
+            out[i] = s
+    neg_zero = integral & (values == 0) & np.signbit(values)
+    fix = (~finite | (a >= 1e15) | ((a < 1e-4) & ~integral) | neg_zero).nonzero()[0]
     for i in fix.tolist():
         out[i] = format_json(values[i])
     return out

@@ -11,7 +11,7 @@ from metricsgw.errors import BadData, LimitExceeded, NotSupported
 from metricsgw.limits.context import QueryContext
 from metricsgw.model import STALE_NAN
 from metricsgw.promql.engine import Engine
-from metricsgw.promql.format import format_json, format_value
+from metricsgw.promql.format import format_json, format_value, format_values
 from metricsgw.promql.memsource import MemSource
 from metricsgw.promql.render import render, render_json
 from metricsgw.promql.value import Matrix, Scalar, Vector
@@ -167,6 +167,18 @@ def test_matrix_json_formats_every_value_as_the_scalar_path_does():
     assert got["result"][0]["metric"] == {"__name__": "x", "pod": "caf\u00e9 \"q\""}
     assert [p[1] for p in got["result"][0]["values"]] == [format_json(x) for x in vals.tolist()]
     assert [p[0] for p in got["result"][0]["values"]] == [x / 1000 for x in t.tolist()]
+
+
+def test_integral_values_format_in_bulk_as_one_by_one():
+    """Whole numbers are written in bulk as int64 (orjson): the same strings as the scalar path, signs,
+    negative zero and the largest magnitudes below 1e15 included, alone and among fractions."""
+    rng = np.random.default_rng(11)
+    whole = np.concatenate([np.round(rng.uniform(-1e15, 1e15, 2000)), rng.integers(-1000, 1000, 2000).astype(float),
+                            [0.0, -0.0, 1e15 - 1, -(1e15 - 1), 2.0**53, -(2.0**53)]])
+    assert format_values(whole) == [format_value(x) for x in whole.tolist()]
+    mixed = rng.permutation(np.concatenate([whole, rng.uniform(-100, 100, 2000)]))
+    m = Matrix([()], np.arange(len(mixed), dtype=np.int64) * 1000, mixed, np.array([0, len(mixed)]))
+    assert [p[1] for p in json.loads(render_json(m))["result"][0]["values"]] == [format_json(x) for x in mixed.tolist()]
 
 
 def test_runner_reports_wrong_values_with_line(tmp_path):
