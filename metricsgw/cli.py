@@ -70,9 +70,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"metricsgw: error: {err}", file=sys.stderr)
         return 2
     setup_logging(cfg, process=None if cfg.server_single_process else "front")
-    from . import malloc
+    from . import gcpolicy, malloc
 
     malloc.tune()  # before any thread starts: arenas and the mmap threshold (malloc.py)
+    gcpolicy.tune()
     try:
         if cfg.server_single_process:
             asyncio.run(_serve(cfg))

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import gc
 import threading
 import time
 
@@ -113,6 +114,7 @@ def _trim() -> None:
     with _lock:
         _last_trim = time.monotonic()
         _pending = None
+    gc.collect()  # cycles the query left (their arrays included) are freed first: their pages go back too
     _glibc().malloc_trim(0)
 
 
@@ -124,6 +126,7 @@ def release_free_memory() -> None:
     mimalloc pool keeps its pages: measured at 120k series, ~1.7 KB of RSS per series stayed
     resident after each flush. malloc_trim(0) and release_unused() return it.
     """
+    gc.collect()  # the rare cycles the flush left (gcpolicy.py: collections are few), then their pages
     pa.default_memory_pool().release_unused()
     lib = _glibc()
     if lib is not None:

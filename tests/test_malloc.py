@@ -1,6 +1,8 @@
 """malloc.trim_after: a big query is trimmed after at once, small ones once queries stop for a moment."""
 
+import gc
 import time
+import weakref
 
 from metricsgw import malloc
 
@@ -47,3 +49,38 @@ def test_a_big_query_is_trimmed_at_once(monkeypatch):
     malloc.trim_after(malloc.TRIM_AFTER_BYTES)
     assert len(lib.trims) == 1
     malloc._idle.cancel()
+
+
+def _cycle(freed: list) -> None:
+    """Garbage only the cycle collector frees: two objects referring to each other."""
+    class Node:
+        pass
+
+    a, b = Node(), Node()
+    a.peer, b.peer = b, a
+    weakref.finalize(a, freed.append, "cycle")
+
+
+def test_trimming_after_a_big_query_frees_cycles_first(monkeypatch):
+    """gcpolicy makes collections rare: a cycle a big query left (and the arrays it holds) goes with the trim."""
+    lib = _fake(monkeypatch, 60.0)
+    freed: list = []
+    gc.disable()  # no collection but the one under test
+    try:
+        _cycle(freed)
+        assert freed == []
+        malloc.trim_after(malloc.TRIM_AFTER_BYTES)
+        assert freed == ["cycle"] and len(lib.trims) == 1
+    finally:
+        gc.enable()
+
+
+def test_releasing_memory_after_a_flush_frees_cycles_first():
+    freed: list = []
+    gc.disable()
+    try:
+        _cycle(freed)
+        malloc.release_free_memory()
+        assert freed == ["cycle"]
+    finally:
+        gc.enable()
