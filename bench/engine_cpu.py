@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from bench.queries import DASHBOARD_QUERIES
-from metricsgw import malloc
+from metricsgw import gcpolicy, malloc
 from metricsgw.api.query import render_charged
 from metricsgw.config import load as load_config
 from metricsgw.limits.context import QueryContext
@@ -65,6 +65,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--repeat", type=int, default=6)
     args = ap.parse_args(argv)
     malloc.tune()  # before DuckDB's threads start, as the server does
+    gcpolicy.tune()  # and the cycle collector's thresholds, as every metricsgw process has them
     end_s = json.loads((args.dir / "dataset.json").read_text())["end_ms"] / 1000
     data = args.dir / "metricsgw" / "data"
     if args.copy_to:

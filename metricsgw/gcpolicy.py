@@ -8,11 +8,14 @@ older generations, which it then walked again. Measured with a callback timing e
 0.63 ms a panel on average in a query process over the dashboard set (2.5% of its CPU; ~2 of
 the ~17 ms of the 12k-point ``gpu util by node``), and 0.35 of ~7 CPU s in an ingest shard
 taking 500 nodes x 8 scrapes (5%). At 50,000 a request's containers are freed before a
-collection sees them: the same runs counted 0.03 s and 0 s.
+collection sees them: the query process then counted 0.03 s over the whole dashboard set.
 
-Garbage in reference cycles then waits longer for a collection. malloc.py collects before it
-hands memory back to the OS (after a big query, when queries pause, after a flush), so a cycle
-holding a big array does not outlive the query that made it by more than that.
+Garbage in reference cycles then waits longer for a collection. A query process collects before
+it hands memory back to the OS (malloc.py: after a query that held 32 MiB or more, and when queries
+pause), so a cycle holding a big array (a refused query's traceback, say) does not outlive the
+query that made it by more than that. An ingest shard is not made to collect after its flushes: a
+full collection walks every container it holds (its series cache has an entry per series) while
+writes wait for the GIL.
 """
 
 from __future__ import annotations

@@ -126,7 +126,6 @@ def release_free_memory() -> None:
     mimalloc pool keeps its pages: measured at 120k series, ~1.7 KB of RSS per series stayed
     resident after each flush. malloc_trim(0) and release_unused() return it.
     """
-    gc.collect()  # the rare cycles the flush left (gcpolicy.py: collections are few), then their pages
     pa.default_memory_pool().release_unused()
     lib = _glibc()
     if lib is not None:

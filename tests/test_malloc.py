@@ -74,13 +74,3 @@ def test_trimming_after_a_big_query_frees_cycles_first(monkeypatch):
     finally:
         gc.enable()
 
-
-def test_releasing_memory_after_a_flush_frees_cycles_first():
-    freed: list = []
-    gc.disable()
-    try:
-        _cycle(freed)
-        malloc.release_free_memory()
-        assert freed == ["cycle"]
-    finally:
-        gc.enable()
