@@ -10,12 +10,13 @@ the ~17 ms of the 12k-point ``gpu util by node``), and 0.35 of ~7 CPU s in an in
 taking 500 nodes x 8 scrapes (5%). At 50,000 a request's containers are freed before a
 collection sees them: the query process then counted 0.03 s over the whole dashboard set.
 
-Garbage in reference cycles then waits longer for a collection. A query process collects before
-it hands memory back to the OS (malloc.py: after a query that held 32 MiB or more, and when queries
-pause), so a cycle holding a big array (a refused query's traceback, say) does not outlive the
-query that made it by more than that. An ingest shard is not made to collect after its flushes: a
-full collection walks every container it holds (its series cache has an entry per series) while
-writes wait for the GIL.
+Garbage in reference cycles then waits longer for a collection. A query process collects its young
+generations before it hands memory back to the OS (malloc.py: after a query that held 32 MiB or
+more, and when queries pause), so a cycle holding a big array (a refused query's traceback, say)
+does not outlive the query that made it by more than that. Never a full collection there, nor in an
+ingest shard after its flushes: a full collection walks every container the process holds (a
+shard's series cache has an entry per series; a query process at 2.7M series took ~1 s a
+collection, GIL held) while requests wait.
 """
 
 from __future__ import annotations

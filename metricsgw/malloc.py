@@ -35,6 +35,7 @@ ARENA_MAX = 4  # 2 cores: the event loop, the WAL thread and a few query threads
 TRIM_AFTER_BYTES = 32 << 20  # a query that held this much is followed by malloc_trim
 TRIM_MIN_INTERVAL_S = 1.0  # trimming walks every arena: not after every one of many queries
 IDLE_TRIM_S = 2.0  # no query ended for this long: trim whatever the last ones left in the arenas
+YOUNG_GENERATIONS = 1  # gc.collect(1): generations 0 and 1, not the oldest
 
 _libc = None
 _lock = threading.Lock()
@@ -114,7 +115,10 @@ def _trim() -> None:
     with _lock:
         _last_trim = time.monotonic()
         _pending = None
-    gc.collect()  # cycles the query left (their arrays included) are freed first: their pages go back too
+    # Cycles the queries left (their arrays included) are freed first, so their pages go back too. The young
+    # generations only: a full collection walks every container the process holds (~1 s a collection, GIL held,
+    # in a query process holding 2.7M series), and what a query left is young.
+    gc.collect(YOUNG_GENERATIONS)
     _glibc().malloc_trim(0)
 
 
