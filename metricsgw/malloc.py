@@ -115,9 +115,8 @@ def _trim() -> None:
     with _lock:
         _last_trim = time.monotonic()
         _pending = None
-    # Cycles the queries left (their arrays included) are freed first, so their pages go back too. The young
-    # generations only: a full collection walks every container the process holds (~1 s a collection, GIL held,
-    # in a query process holding 2.7M series), and what a query left is young.
+    # Cycles the queries left (their arrays included) are freed first, so their pages go back too; the young
+    # generations only, as what a query left is young (gcpolicy.py: why never a full collection here).
     gc.collect(YOUNG_GENERATIONS)
     _glibc().malloc_trim(0)
 

@@ -75,7 +75,6 @@ def test_trimming_after_a_big_query_frees_cycles_first(monkeypatch):
         gc.enable()
 
 
-
 def test_trimming_collects_only_the_young_generations(monkeypatch):
     """A full collection walks every container a query process holds (its series table: ~1 s at 2.7M series,
     measured in bench.scale), with the GIL held; what a query left behind is young."""
@@ -86,9 +85,11 @@ def test_trimming_collects_only_the_young_generations(monkeypatch):
         if phase == "start":
             generations.append(info["generation"])
 
+    gc.disable()  # no automatic collection (of any generation) but the one under test
     gc.callbacks.append(seen)
     try:
         malloc.trim_after(malloc.TRIM_AFTER_BYTES)
     finally:
         gc.callbacks.remove(seen)
+        gc.enable()
     assert generations and max(generations) < 2
