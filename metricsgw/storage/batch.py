@@ -88,6 +88,11 @@ class AppendBatch:
     # model.series_key of each new series, when the pipeline already built them (the WAL record reuses them)
     series_keys: list[bytes] | None = None
     native: NativeSamples | None = None  # histograms and exemplars (None: none)
+    # Set by storage when it applies the batch: each sample's series as a dense index of the catalog of that
+    # ``rows_epoch`` (storage's series epoch: a catalog rebuilt by retention renumbers them). The WAL encoder
+    # finds segment refs by it (walcodec.RefTable) instead of searching the sids again.
+    rows: np.ndarray | None = None
+    rows_epoch: int = -1
 
     def __len__(self) -> int:
         return len(self.sid)

@@ -318,6 +318,7 @@ class Storage(RetentionShare, NativeStore, MemorySpan, StorageReader):
         if len(batch.sid):
             self.head.append(batch.sid, batch.t, batch.v)
             self.catalog.touch_dense(g, batch.t)
+            batch.rows, batch.rows_epoch = g, self._series_epoch  # the WAL encoder's shortcut (walcodec.py)
         for m in batch.metadata:
             self.metadata_by_metric.setdefault(m.metric, {})[m] = None
         self._publish_span()
