@@ -226,7 +226,11 @@ class PeerFanout:
         if not self.peers:
             return []
         ctx.check("peer read")
-        body = read_client_codec.encode_request(queries, series_only)
+        # Local peers whose extent board says they hold nothing in the windows (a series read is never skipped: it
+        # wants every series in memory, whatever its samples' times); the request is encoded only for the others.
+        skipped = {} if series_only else {p.name: a for p in self.peers
+                                          if p.blocking is not None and (a := p.unneeded(queries)) is not None}
+        body = read_client_codec.encode_request(queries, series_only) if len(skipped) < len(self.peers) else b""
         timeout = min(self.timeout_s, max(ctx.remaining() * DEADLINE_SHARE, 0.001))
         max_bytes = max(0, min(MAX_RESPONSE_BYTES, ctx.max_bytes - ctx.bytes))
         # Peers elsewhere are asked at once on the event loop; this machine's are then read right here, in turn
@@ -240,8 +244,7 @@ class PeerFanout:
             for p in self.peers:
                 if p.blocking is None:
                     continue
-                # a series read is not skipped: it wants every series in memory, whatever its samples' times
-                unneeded = None if series_only else p.unneeded(queries)
+                unneeded = skipped.get(p.name)
                 if unneeded is not None:
                     out[p.name] = unneeded
                     if self._tel is not None:

@@ -143,6 +143,8 @@ class ClusterSource:
         window = _window(start_ms, end_ms)
         peers = self._from_peers(matchers, *window, ctx, limit)  # peers first: see the module docstring
         local = self.local.select_series(matchers, start_ms, end_ms, ctx, limit)
+        if not any(len(res.ids) for res in peers):  # the usual case of a past window: peers hold none of it
+            return local
         known = npsort.unique(local.ids)
         extra: dict[int, tuple] = {}
         for res in peers:  # a peer answers only series with samples in the window (or, series only, in its head)
@@ -163,15 +165,14 @@ class ClusterSource:
 
     def read_samples(self, ids: np.ndarray, start_ms: int, end_ms: int, ctx: QueryContext) -> SampleBlock:
         """Local samples, then those of every peer answer to a selection covering the window."""
+        covering = [res.block for (_, lo, hi, *_limit), results in self._answers.items()
+                    if lo <= start_ms and end_ms <= hi for res in results if len(res.block)]
+        if not covering:  # nothing from the peers here: the local read, which sorts the ids itself
+            return self.local.read_samples(ids, start_ms, end_ms, ctx)
         ids_sorted = npsort.unique(np.asarray(ids, np.int64))
         parts = [self.local.read_samples(ids_sorted, start_ms, end_ms, ctx)]
-        for (_, lo, hi, *_limit), results in self._answers.items():
-            if lo <= start_ms and end_ms <= hi:
-                for res in results:
-                    parts.append(select_sorted(res.block.sid, res.block.t, res.block.v, ids_sorted, start_ms, end_ms))
+        parts += [select_sorted(b.sid, b.t, b.v, ids_sorted, start_ms, end_ms) for b in covering]
         ctx.check("peer merge")
-        if len(parts) == 1:  # no peer answer covers the window: the local read is merged already
-            return parts[0]
         return merge_parts(ids_sorted, [p for p in parts if len(p)], start_ms, end_ms)
 
     # ---------------------------------------------------------------- metadata
