@@ -59,20 +59,25 @@ def _unshuffle(buf: bytes, pos: int, n: int, dtype: np.dtype) -> np.ndarray:
 
 
 class _Column:
-    """A growable numpy array (amortised doubling)."""
+    """A growable numpy array (amortised doubling); spare capacity holds ``fill``."""
 
-    def __init__(self, dtype) -> None:
-        self.a = np.zeros(1024, dtype)
+    def __init__(self, dtype, fill=0) -> None:
+        self.fill = fill
+        self.a = np.full(1024, fill, dtype)
         self.n = 0
 
     def extend(self, values: np.ndarray) -> None:
         need = self.n + len(values)
+        self.pad_to(need)
+        self.a[need - len(values): need] = values
+
+    def pad_to(self, need: int) -> None:
+        """At least ``need`` elements, the new ones ``fill``."""
         if need > len(self.a):
-            grown = np.zeros(max(need, 2 * len(self.a)), self.a.dtype)
+            grown = np.full(max(need, 2 * len(self.a)), self.fill, self.a.dtype)
             grown[: self.n] = self.a[: self.n]
             self.a = grown
-        self.a[self.n: need] = values
-        self.n = need
+        self.n = max(self.n, need)
 
 
 class RefTable:
@@ -91,19 +96,15 @@ class RefTable:
         self._keys, self._refs = empty, empty
         self._new_keys, self._new_refs = empty, empty
         self.count = 0
-        self._by_row = np.empty(0, np.int32)  # catalog row -> ref (-1: not looked up yet), of _row_epoch
+        self._by_row = _Column(np.int32, fill=-1)  # catalog row -> ref (-1: not looked up yet), of _row_epoch
         self._row_epoch = -1
 
     def refs_of_rows(self, sids: np.ndarray, rows: np.ndarray, epoch: int) -> tuple[np.ndarray, np.ndarray]:
         """``refs_of(sids)``, where ``rows[i]`` is sid i's row in the catalog of ``epoch``."""
         if epoch != self._row_epoch:  # a catalog rebuilt since: its rows name other series
-            self._by_row, self._row_epoch = np.empty(0, np.int32), epoch
-        need = int(rows.max()) + 1 if len(rows) else 0
-        if need > len(self._by_row):
-            grown = np.full(max(need, 2 * len(self._by_row)), -1, np.int32)
-            grown[: len(self._by_row)] = self._by_row
-            self._by_row = grown
-        refs = self._by_row[rows].astype(np.int64)
+            self._by_row, self._row_epoch = _Column(np.int32, fill=-1), epoch
+        self._by_row.pad_to(int(rows.max()) + 1 if len(rows) else 0)
+        refs = self._by_row.a[rows].astype(np.int64)
         miss = refs < 0
         if not miss.any():
             return refs, sids[:0]
@@ -111,7 +112,7 @@ class RefTable:
         # are older, so the new refs still come in order of first use.
         found, added = self.refs_of(sids[miss])
         refs[miss] = found
-        self._by_row[rows[miss]] = found
+        self._by_row.a[rows[miss]] = found
         return refs, added
 
     @staticmethod
