@@ -16,7 +16,7 @@ Cache values are one of
   _DROPPED     dropped by the relabel rules (one shared marker): a request whose series are
                all known ints or _DROPPED still takes a vectorised path, since with rules such
                as the shipped ones most requests carry some dropped series
-Cache keys are 16-byte digests (XXH3-128) of the raw v1 label bytes (``cache_keys``), not the bytes.
+Cache keys are 16-byte digests (XXH3-128) of the raw v1 label bytes (remote/series_keys.py), not the bytes.
 New series are resolved in bulk (``_resolve_many``): one parse for all their labels,
 vectorised validation (bulk.py), one pass of hashing; odd series fall back to the exact
 per-series validation, so messages and results do not depend on which path ran.
@@ -30,7 +30,6 @@ write that raced with the drop is refused by storage (503) and its retry resolve
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from functools import partial
 from itertools import repeat, takewhile
@@ -38,11 +37,11 @@ from operator import is_, is_not
 from typing import Any, NamedTuple
 
 import numpy as np
-import xxhash
 
 from ..errors import BadData
 from ..model import Labels, series_keys_and_ids
 from ..remote.codec import DecodedWrite
+from ..remote.series_keys import cache_keys
 from ..remote.validate import LabelProblem, validate_labels
 from ..remote.native import INVALID_HISTOGRAM
 from ..storage.batch import AppendBatch, NativeSamples
@@ -56,21 +55,6 @@ RELABEL_INVALID = "relabel_invalid"
 # (400): the sender must be told. relabel_invalid stays a refusal: the rules did not ask for it.
 CONFIGURED_DROPS = frozenset({RELABEL_DROP})
 UNDECODABLE_LABELS = "invalid_labels"
-
-
-# Seeded per process: the cache lives and dies with the process, and a sender cannot aim label bytes at
-# another series' key without knowing the seed.
-_CACHE_KEY_SEED = int.from_bytes(os.urandom(8), "little")
-
-
-def cache_keys(raw_keys: list) -> list:
-    """Cache keys for raw label keys: the 128-bit XXH3 of a v1 key, seeded (16 bytes, 49 as a Python
-    object instead of ~300 for the label bytes; a random collision is 2**-64-unlikely even among a
-    billion series), the v2 symbol tuple as is, None (undecodable) kept. XXH3 rather than blake2b:
-    a tenth of the cost (0.14 against 1.04 ms for a request of 2,000 series), which was a fifth
-    of the known-series path; the key needs no cryptographic strength, only to tell series apart."""
-    h, seed = xxhash.xxh3_128_digest, _CACHE_KEY_SEED
-    return [h(k, seed) if type(k) is bytes else k for k in raw_keys]
 
 
 @dataclass(frozen=True)
@@ -161,16 +145,16 @@ class IngestPipeline:
                 self.telemetry.histograms_discarded.labels(r.reason).inc(r.histograms)
         return batch, [Rejection(r.reason, r.message, r.samples) for r in refused] + rejections
 
-    def known_sids(self, raw_keys: list[bytes]) -> tuple[np.ndarray, np.ndarray | None] | None:
-        """What the cache says of these raw v1 label keys if every one is a confirmed id or dropped by the
-        rules: (ids, which are dropped or None); else None. The codec's ``known`` (codec.KnownSids), so
-        that a request of known series is decoded without walking its labels. The cache is brought up to
-        date first (rules reloaded, series dropped by retention), as ``process`` does before its lookup."""
+    def known_sids(self, keys: list[bytes]) -> tuple[np.ndarray, np.ndarray | None] | None:
+        """What the cache says of these v1 series keys (``series_keys.cache_keys``) if every one is a confirmed
+        id or dropped by the rules: (ids, which are dropped or None); else None. The codec's ``known``
+        (codec.KnownSids), so that a request of known series is decoded without walking their labels. The
+        cache is brought up to date first (rules reloaded, series dropped by retention), as ``process`` does
+        before its lookup."""
         self._maybe_reset()
-        h, seed = xxhash.xxh3_128_digest, _CACHE_KEY_SEED  # cache_keys, for v1 keys only
         # Up to the first new series only: the first scrape, or one with a new series, gives up early.
-        found = list(takewhile(partial(is_not, None), map(self._cache.get, map(h, raw_keys, repeat(seed)))))
-        n = len(raw_keys)
+        found = list(takewhile(partial(is_not, None), map(self._cache.get, keys)))
+        n = len(keys)
         if len(found) < n:
             return None
         try:

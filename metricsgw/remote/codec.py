@@ -9,6 +9,7 @@ and the benchmark driver.
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence as SequenceABC
 from typing import Callable, Iterable, Sequence
 
 import numpy as np
@@ -17,12 +18,13 @@ from google.protobuf.message import DecodeError
 
 from ..errors import BadData, PayloadTooLarge, UnsupportedMediaType
 from ..storage.batch import MetricMetadata
-from . import native
+from . import native, scrape_scan
 from .fastscan import (Flat, decode_sample_blobs, flatten, guess_label_ends, label_strings, last_samples,
                        scan_flat)
 from .label_records import LabelRecords, distinct_label_records
 from .proto import remote_v1_pb2 as v1pb
 from .proto import remote_v2_pb2 as v2pb
+from .series_keys import SEED, cache_keys
 
 PROTO_V1 = "prometheus.WriteRequest"
 PROTO_V2 = "io.prometheus.write.v2.Request"
@@ -32,9 +34,10 @@ METRIC_TYPES = ("unknown", "counter", "gauge", "histogram", "gaugehistogram", "s
 _TYPE_NUMBER = {name: i for i, name in enumerate(METRIC_TYPES)}
 
 Pairs = Iterable[tuple[str, str]]
-# What the caller has resolved of v1 label keys (each a series' label records as sent): None unless every key
-# is one it resolved before; else (per key its series id as int64, which series its relabel rules drop: a bool
-# mask, None if none; a dropped series' id means nothing). The ingest pipeline's ``known_sids``.
+# What the caller has resolved of v1 series keys (``series_keys.cache_keys`` of each series' label records as
+# sent): None unless every key is one it resolved before; else (per key its series id as int64, which series
+# its relabel rules drop: a bool mask, None if none; a dropped series' id means nothing). The ingest
+# pipeline's ``known_sids``.
 KnownSids = Callable[[list[bytes]], "tuple[np.ndarray, np.ndarray | None] | None"]
 SeriesInput = Sequence[tuple[Pairs, Sequence[tuple[int, float]]]]
 
@@ -317,9 +320,14 @@ def decode_v1(raw: bytes, known: KnownSids | None = None) -> DecodedWrite:
     labels (``_decode_v1_known``)."""
     try:
         blobs = v1pb.BlobWriteRequest.FromString(raw)
+        scraped = scrape_scan.scan(raw, SEED) if known is not None else None
+        if scraped is not None:  # read in the compiled pass
+            decoded = _decode_v1_known(raw, blobs, scraped, known)
+            if decoded is not None:
+                return decoded
         series = flatten(list(blobs.timeseries))
-        if known is not None and len(series.starts):
-            decoded = _decode_v1_known(series, known, blobs.metadata)
+        if known is not None and scraped is None:  # its kernel not loaded (or not a scrape): in numpy
+            decoded = _guess_known(series, known, blobs.metadata)
             if decoded is not None:
                 return decoded
         scanned = scan_flat(series)
@@ -335,21 +343,39 @@ def decode_v1(raw: bytes, known: KnownSids | None = None) -> DecodedWrite:
                         label_counts=scanned.label_counts, native=parts)
 
 
-def _decode_v1_known(series: Flat, known: KnownSids, metadata) -> DecodedWrite | None:
-    """The steady state of a scrape's write: each series its labels, then its one sample, and every label key
-    known (a stored series, or one the relabel rules drop). The split is guessed from each series' end
-    (``guess_label_ends``) and taken only if ``known`` resolves every guessed key and a valid Sample follows
-    each. That makes it exact: a known key was cut by the full walk (or rebuilt by the generated code) as a
-    run of whole label records, so a series that is such a run followed by one sample field reads, field by
-    field, as those labels and that sample and nothing else (no exemplar or histogram fits in it): the keys,
-    times and values the walk would return. A wrong guess is a key never seen (barring an XXH3-128
-    collision), so it misses and the request takes the walk, as does any request with a new or refused
-    series. None: not taken."""
+def _decode_v1_known(raw: bytes, blobs, scraped: scrape_scan.ScrapeScan,
+                     known: KnownSids) -> DecodedWrite | None:
+    """The steady state of a scrape's write: each series its labels, then its one sample (as ``scraped`` read
+    it), and every series key known (a stored series, or one the relabel rules drop). None: not taken (no
+    series, or a new or refused one), and the caller walks the request."""
+    if not len(scraped.starts):
+        return None
+    resolved = known(scraped.digests)
+    if resolved is None:
+        return None
+    sids, dropped = resolved
+    keys = _LabelSlices(raw, scraped.starts, scraped.label_ends)
+    return DecodedWrite(1, keys, np.ones(len(keys), np.int64), scraped.t, scraped.v,
+                        metadata=_v1_metadata(blobs.metadata) if scraped.has_metadata else None,
+                        pairs=_KeyPairs(keys), sids=sids, dropped=dropped)
+
+
+def _guess_known(series: Flat, known: KnownSids, metadata) -> DecodedWrite | None:
+    """``_decode_v1_known`` in numpy, for when the compiled pass is not loaded (or the request is not a
+    scrape's). The split is guessed from each series' end (``guess_label_ends``) and taken only if ``known``
+    resolves every guessed key and a valid Sample follows each. That makes it exact: a known key was cut by
+    the full walk (or rebuilt by the generated code) as a run of whole label records, so a series that is
+    such a run followed by one sample field reads, field by field, as those labels and that sample and
+    nothing else (no exemplar or histogram fits in it): the keys, times and values the walk would return. A
+    wrong guess is a key never seen (barring an XXH3-128 collision), so it misses and the request takes the
+    walk, as does any request with a new or refused series."""
+    if not len(series.starts):
+        return None
     label_ends = guess_label_ends(series)
     if label_ends is None:
         return None
     keys = list(map(series.flat.__getitem__, map(slice, series.starts.tolist(), label_ends.tolist())))
-    resolved = known(keys)
+    resolved = known(cache_keys(keys))
     if resolved is None:
         return None
     samples = last_samples(series, label_ends)
@@ -359,6 +385,23 @@ def _decode_v1_known(series: Flat, known: KnownSids, metadata) -> DecodedWrite |
     t, v = samples
     return DecodedWrite(1, keys, np.ones(len(keys), np.int64), t, v, metadata=_v1_metadata(metadata),
                         pairs=_KeyPairs(keys), sids=sids, dropped=dropped)
+
+
+class _LabelSlices(SequenceABC):
+    """Series i's label key, ``raw[starts[i]:ends[i]]``, cut when asked: a request of known series needs none."""
+
+    __slots__ = ("raw", "starts", "ends")
+
+    def __init__(self, raw: bytes, starts: np.ndarray, ends: np.ndarray) -> None:
+        self.raw, self.starts, self.ends = raw, starts, ends
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        return self.raw[self.starts[i]: self.ends[i]]
 
 
 def _v1_native(series) -> "native.NativeParts":

@@ -141,7 +141,7 @@ def guess_label_ends(series: Flat) -> np.ndarray | None:
     place); None if some series has none.
 
     A guess only: bytes inside a label can look like such a header, so the bytes before it are not known to
-    be label records. The caller must check them (codec._decode_v1_known takes them only when each is a label
+    be label records. The caller must check them (codec._guess_known takes them only when each is a label
     key the full walk produced before) and read the Samples with ``last_samples``."""
     _, buf, starts, ends, _ = series
     label_end = np.empty(len(starts), np.int64)

@@ -1,0 +1,112 @@
+"""The compiled scan of scrape-shaped 1.0 requests (scrape_scan.py): its keys are the ingest cache's keys bit
+for bit, it reads exactly what the generated-code walk reads, and no byte string makes it read outside the
+request or take what the walk would not."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+import xxhash
+
+from metricsgw.remote import codec, scrape_scan
+from metricsgw.remote.proto import remote_v1_pb2 as v1pb
+from metricsgw.remote.series_keys import SEED, cache_keys
+
+T0 = 1_760_000_000_000
+
+
+@pytest.fixture(scope="module", autouse=True)
+def kernel():
+    assert scrape_scan.load(), "the compiled scan must load where the tests run"
+
+
+def series(n, t=T0):
+    return [([("__name__", "gpu_util"), ("gpu", str(i)), ("host", "h" * (i % 300))], [(t + i, 0.5 * i)])
+            for i in range(n)]
+
+
+def raw(s):
+    return codec.encode_v1(s, compress=False)
+
+
+def test_keys_are_the_seeded_xxh3_128_of_the_label_records_as_cache_keys_makes_them():
+    # Label records of every length the hash treats apart (0-16, 17-128, 129-240, longer), and enough series
+    # that some digests end in a 0 byte (numpy's 16-byte strings would drop it).
+    s = series(3000)
+    scanned = scrape_scan.scan(raw(s), SEED)
+    walked = codec.decode_v1(raw(s))
+    assert scanned is not None and scanned.digests == cache_keys(walked.keys)
+    assert sum(d[-1] == 0 for d in scanned.digests) > 0 and {len(d) for d in scanned.digests} == {16}
+    body = raw(s)
+    assert [body[a:b] for a, b in zip(scanned.starts.tolist(), scanned.label_ends.tolist())] == walked.keys
+    assert scanned.t.tolist() == walked.t.tolist()
+    assert scanned.v.view(np.uint64).tolist() == walked.v.view(np.uint64).tolist()
+    assert scrape_scan.scan(raw(s[:5]), 12345).digests == [xxhash.xxh3_128_digest(k, 12345) for k in walked.keys[:5]]
+
+
+def test_metadata_is_flagged_and_read_apart():
+    from metricsgw.storage.batch import MetricMetadata
+
+    body = codec.encode_v1(series(3), [MetricMetadata("gpu_util", "gauge", "GPU use.", "")], compress=False)
+    scanned = scrape_scan.scan(body, SEED)
+    assert scanned is not None and scanned.has_metadata and len(scanned.digests) == 3
+    assert not scrape_scan.scan(raw(series(3)), SEED).has_metadata
+
+
+def _with_exemplar():
+    req = v1pb.WriteRequest()
+    ts = req.timeseries.add(labels=[v1pb.Label(name="__name__", value="x")])
+    ts.samples.add(timestamp=T0, value=1.0)
+    ts.exemplars.add(value=1.0, timestamp=T0)
+    return req.SerializeToString()
+
+
+def _reversed_sample_fields():
+    key = codec.decode_v1(raw(series(1))).keys[0]
+    sample = b"\x10" + codec.uvarint(T0) + b"\x09" + struct.pack("<d", 2.5)
+    ts = key + b"\x12" + bytes([len(sample)]) + sample
+    return b"\x0a" + codec.uvarint(len(ts)) + ts
+
+
+@pytest.mark.parametrize("body", [
+    raw([(labels, [(T0, 1.0), (T0 + 1, 2.0)]) for labels, _ in series(2)]),  # two samples
+    raw([(labels, []) for labels, _ in series(2)]),  # none
+    _with_exemplar(),
+    _reversed_sample_fields(),
+    raw(series(2)) + b"\x28\x01",  # an unknown top-level field (5, varint)
+    b"\x0a\x05\x12\x03\x10" + b"\xff" * 9 + b"\x02",  # a timestamp varint past 64 bits
+], ids=["two-samples", "no-sample", "exemplar", "reversed-sample-fields", "unknown-field", "varint-overflow"])
+def test_other_shapes_are_not_taken(body):
+    assert scrape_scan.scan(body, SEED) is None
+
+
+def test_no_byte_string_reads_outside_the_request_or_differs_from_the_walk():
+    # Truncations, flipped bytes and inserted bytes of a valid request: the scan either refuses, or the
+    # generated-code walk reads the very same series, labels, times and values.
+    rng = np.random.default_rng(7)
+    base = raw(series(40))
+    taken = 0
+    for trial in range(3000):
+        body = bytearray(base)
+        kind = trial % 3
+        if kind == 0:
+            body = body[: int(rng.integers(0, len(body)))]
+        elif kind == 1:
+            for at in rng.integers(0, len(body), int(rng.integers(1, 4))).tolist():
+                body[at] = int(rng.integers(0, 256))
+        else:
+            at = int(rng.integers(0, len(body)))
+            body[at:at] = bytes(rng.integers(0, 256, int(rng.integers(1, 4))).astype(np.uint8))
+        body = bytes(body)
+        scanned = scrape_scan.scan(body, SEED)
+        if scanned is None:
+            continue
+        taken += 1
+        walked = codec._decode_v1_generic(body)  # the generated code; BadData if not a WriteRequest
+        assert walked.counts.tolist() == [1] * len(walked.keys)
+        assert [body[a:b] for a, b in zip(scanned.starts.tolist(), scanned.label_ends.tolist())] == walked.keys
+        assert scanned.t.tolist() == walked.t.tolist()
+        assert scanned.v.view(np.uint64).tolist() == walked.v.view(np.uint64).tolist()
+    assert taken > 300  # flipped label bytes keep the shape: the comparison above ran
