@@ -67,7 +67,7 @@ def _top_functions(raw: str, n: int = 12) -> list[tuple[str, float]]:
 
 def _spy(a, front, kids, work: Path) -> subprocess.Popen:
     target = front if a.py_spy_process == "front" else kids[a.py_spy_process]
-    spy = subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record", "--format", "raw",
+    spy = subprocess.Popen([str(Path(sys.executable).parent / "py-spy"), "record", "--format", "raw", "--threads",
                             "-r", "200", "-p", str(target.pid), "-o", str(work / "front.raw"), "--nonblocking"],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(1.0)

@@ -59,7 +59,10 @@ def scan(raw: bytes, seed: int) -> ScrapeScan | None:
                                                                        np.uint64(seed))
     if status != SCANNED:
         return None
-    return ScrapeScan(starts[:n], label_ends[:n], _digests(hi[:n], lo[:n]), t[:n], v[:n], bool(has_metadata))
+    # numba's arrays carry dtype objects of their own: equal to numpy's, but not the same object, and
+    # ufunc.at (the catalog's touch) then leaves its fast loop: 0.2 ms instead of 5 us for 2,000 samples.
+    return ScrapeScan(starts[:n].view(np.int64), label_ends[:n].view(np.int64), _digests(hi[:n], lo[:n]),
+                      t[:n].view(np.int64), v[:n].view(np.float64), bool(has_metadata))
 
 
 def _digests(hi: np.ndarray, lo: np.ndarray) -> list[bytes]:
