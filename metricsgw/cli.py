@@ -92,10 +92,10 @@ async def _serve(cfg) -> None:
 
     from .app import build_app
     from .appkeys import RULES
-    from .remote import scrape_scan
+    from .compiled import start_loading
     from .web import listen_site
 
-    scrape_scan.start_loading()  # a fixed cost of the process, loaded while the WAL replays
+    start_loading()  # a fixed cost of the process, loaded while the WAL replays
     app = build_app(cfg)
     host, _, port = cfg.web_listen_address.rpartition(":")
     runner = web.AppRunner(app, handler_cancellation=True, access_log=None)

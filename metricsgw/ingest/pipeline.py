@@ -17,6 +17,9 @@ Cache values are one of
                all known ints or _DROPPED still takes a vectorised path, since with rules such
                as the shipped ones most requests carry some dropped series
 Cache keys are 16-byte digests (XXH3-128) of the raw v1 label bytes (remote/series_keys.py), not the bytes.
+A v1 key's final entries (an int, _DROPPED) live in ``KnownSeries`` (known_series.py: arrays a compiled
+lookup reads, at a fifth of a dict entry's memory); the others, and every v2 key's, in a dict. A key is
+in one of the two, never both.
 New series are resolved in bulk (``_resolve_many``): one parse for all their labels,
 vectorised validation (bulk.py), one pass of hashing; odd series fall back to the exact
 per-series validation, so messages and results do not depend on which path ran.
@@ -31,9 +34,6 @@ write that raced with the drop is refused by storage (503) and its retry resolve
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
-from itertools import repeat, takewhile
-from operator import is_, is_not
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -41,11 +41,12 @@ import numpy as np
 from ..errors import BadData
 from ..model import Labels, series_keys_and_ids
 from ..remote.codec import DecodedWrite
-from ..remote.series_keys import cache_keys
+from ..remote.series_keys import cache_keys, halves
 from ..remote.validate import LabelProblem, validate_labels
 from ..remote.native import INVALID_HISTOGRAM
 from ..storage.batch import AppendBatch, NativeSamples
 from .bulk import validate_many, validate_records
+from .known_series import DROPPED, SID, KnownSeries
 from .time_window import SampleTimeWindow
 
 RELABEL_DROP = "relabel_drop"
@@ -100,7 +101,8 @@ class IngestPipeline:
         self.rules_holder = rules_holder
         self.limits = limits
         self.max_cache_entries = max_cache_entries
-        self._cache: dict[Any, Any] = {}
+        self._cache: dict[Any, Any] = {}  # the entries _known does not hold
+        self._known = KnownSeries()
         self._fresh_keys: dict[int, bytes] = {}
         self._unconfirmed: dict[int, Any] = {}  # sid -> cache key, of new series in batches not yet appended
         self._pair_pool: dict[tuple[str, str], tuple[str, str]] = {}  # shared label pairs (bulk.py)
@@ -109,6 +111,7 @@ class IngestPipeline:
 
     def clear_cache(self) -> None:
         self._cache.clear()
+        self._known.clear()
         self._unconfirmed.clear()
 
     def confirm(self, batch: AppendBatch) -> None:
@@ -119,17 +122,19 @@ class IngestPipeline:
         if not batch.new_series:
             return
         pop, cache, has_series = self._unconfirmed.pop, self._cache, self.storage.has_series
+        confirmed: list[tuple[Any, int]] = []
         for sid, _ in batch.new_series:
             key = pop(sid, None)
             if key is None or not has_series(sid):
                 continue
             entry = cache.get(key)
             if type(entry) is _Admit and entry.sid == sid:  # not replaced meanwhile (rules reloaded, cache reset)
-                cache[key] = sid
+                confirmed.append((key, sid))
+        self._remember_ids(confirmed)
 
     @property
     def cache_size(self) -> int:
-        return len(self._cache)
+        return len(self._cache) + len(self._known)
 
     def process(self, decoded: DecodedWrite) -> tuple[AppendBatch, list[Rejection]]:
         if self.time_window is None:
@@ -145,29 +150,14 @@ class IngestPipeline:
                 self.telemetry.histograms_discarded.labels(r.reason).inc(r.histograms)
         return batch, [Rejection(r.reason, r.message, r.samples) for r in refused] + rejections
 
-    def known_sids(self, keys: list[bytes]) -> tuple[np.ndarray, np.ndarray | None] | None:
-        """What the cache says of these v1 series keys (``series_keys.cache_keys``) if every one is a confirmed
-        id or dropped by the rules: (ids, which are dropped or None); else None. The codec's ``known``
-        (codec.KnownSids), so that a request of known series is decoded without walking their labels. The
-        cache is brought up to date first (rules reloaded, series dropped by retention), as ``process`` does
-        before its lookup."""
+    def known_sids(self, hi: np.ndarray, lo: np.ndarray) -> tuple[np.ndarray, np.ndarray | None] | None:
+        """What the cache says of these v1 series keys (the halves of ``series_keys.cache_keys``) if every one
+        is a confirmed id or dropped by the rules: (ids, which are dropped or None); else None. The codec's
+        ``known`` (codec.KnownSids), so that a request of known series is decoded without walking their
+        labels. The cache is brought up to date first (rules reloaded, series dropped by retention), as
+        ``process`` does before its lookup."""
         self._maybe_reset()
-        # Up to the first new series only: the first scrape, or one with a new series, gives up early.
-        found = list(takewhile(partial(is_not, None), map(self._cache.get, keys)))
-        n = len(keys)
-        if len(found) < n:
-            return None
-        try:
-            return np.fromiter(found, np.int64, n), None
-        except (TypeError, ValueError, OverflowError):
-            pass
-        dropped = np.fromiter(map(is_, found, repeat(_DROPPED)), bool, n)
-        sids = np.zeros(n, np.int64)
-        try:
-            sids[~dropped] = np.array([entry for entry in found if entry is not _DROPPED], np.int64)
-        except (TypeError, ValueError, OverflowError):  # a series neither stored nor dropped: new, or refused
-            return None
-        return sids, dropped
+        return self._known.resolve(hi, lo)
 
     def _process(self, decoded: DecodedWrite) -> tuple[AppendBatch, list[Rejection]]:
         reset = self._maybe_reset()
@@ -180,17 +170,72 @@ class IngestPipeline:
                 return self._known_with_drops(decoded, sids[~dropped], ~dropped)
         else:
             keys = cache_keys(decoded.keys)
-            try:
-                # The hot path: every series known and confirmed -> ints only, read in one C-level pass
-                # (an entry that is not an int stops it with a TypeError).
-                sids = np.fromiter(map(self._cache.get, keys), np.int64, n)
-            except (TypeError, ValueError, OverflowError):
-                return self._process_with_drops(decoded, list(map(self._cache.get, keys)), keys)
+            resolved = self._resolve_known(keys) if decoded.version == 1 else None
+            if resolved is not None:
+                sids, dropped = resolved
+                if dropped is not None:
+                    return self._known_with_drops(decoded, sids[~dropped], ~dropped)
+            else:
+                try:
+                    # Every series known and confirmed -> ints only, read in one C-level pass (an entry that is
+                    # not an int stops it with a TypeError).
+                    sids = np.fromiter(map(self._cache.get, keys), np.int64, n)
+                except (TypeError, ValueError, OverflowError):
+                    return self._process_with_drops(decoded, self._entries(keys), keys)
         batch = AppendBatch(sid=np.repeat(sids, decoded.counts), t=decoded.t, v=decoded.v,
                             metadata=list(decoded.metadata))
         return batch, self._add_native(batch, decoded, sids, None)
 
     # ------------------------------------------------------------------ internals
+
+    def _resolve_known(self, keys: list) -> tuple[np.ndarray, np.ndarray | None] | None:
+        """``known_sids`` of v1 keys as cache_keys makes them (None: one is not a known key, or undecodable)."""
+        try:
+            return self._known.resolve(*halves(keys))
+        except (TypeError, ValueError):  # an undecodable series' None key
+            return None
+
+    def _entries(self, keys: list) -> list:
+        """The cache's entry of each key (None: not cached), from the table of known series or the dict."""
+        found = list(map(self._cache.get, keys))
+        at = [i for i, key in enumerate(keys) if type(key) is bytes]
+        if not at or not len(self._known):
+            return found
+        state, sids = self._known.find([keys[i] for i in at])
+        for i, st, sid in zip(at, state.tolist(), sids.tolist()):
+            if st == SID:
+                found[i] = sid
+            elif st == DROPPED:
+                found[i] = _DROPPED
+        return found
+
+    def _remember(self, pairs: list[tuple[Any, Any]]) -> None:
+        """Cache these (key, entry) pairs: a v1 key's final entry in the table of known series, else the dict."""
+        ids: list[tuple[bytes, int]] = []
+        dropped: list[bytes] = []
+        cache = self._cache
+        for key, entry in pairs:
+            if type(key) is bytes and type(entry) is int:
+                ids.append((key, entry))
+            elif type(key) is bytes and entry is _DROPPED:
+                cache.pop(key, None)
+                dropped.append(key)
+            else:
+                cache[key] = entry
+        self._remember_ids(ids)
+        self._known.add_dropped(dropped)
+
+    def _remember_ids(self, pairs: list[tuple[Any, int]]) -> None:
+        """These keys' series are stored, as these ids."""
+        cache, v1 = self._cache, []
+        for key, sid in pairs:
+            if type(key) is bytes:
+                cache.pop(key, None)
+                v1.append((key, sid))
+            else:
+                cache[key] = sid
+        if v1:
+            self._known.add_ids([k for k, _ in v1], [sid for _, sid in v1])
 
     def _maybe_reset(self) -> bool:
         """Bring the cache up to date; True if it dropped entries (rules reloaded, series dropped)."""
@@ -202,8 +247,9 @@ class IngestPipeline:
         # The bound is on entries beyond the series storage holds (refused, dropped, not yet stored):
         # those are what can pile up. A bound on all entries would clear the cache on every pass once
         # more series are active than it allows, and every series would then be resolved again.
-        if len(self._cache) > self.max_cache_entries + getattr(self.storage, "series_count", 0):
+        if self.cache_size > self.max_cache_entries + getattr(self.storage, "series_count", 0):
             self._cache.clear()
+            self._known.clear()
             reset = True
         if len(self._unconfirmed) > self.max_cache_entries:  # appends that failed leave theirs behind
             self._unconfirmed.clear()
@@ -219,9 +265,11 @@ class IngestPipeline:
         gone = None if dropped is None else set(dropped.tolist())
         if gone is None:
             self._cache.clear()
+            self._known.clear()
         elif gone:
             self._cache = {k: v for k, v in self._cache.items()
                            if not (v in gone if type(v) is int else type(v) is _Admit and v.sid in gone)}
+            self._known.forget(np.asarray(dropped, np.int64))
         self._pair_pool.clear()  # label pairs of series that are gone (pods) would stay otherwise
         if self.limits is not None and hasattr(self.limits, "forget"):
             self.limits.forget(self.storage, gone)
@@ -287,13 +335,12 @@ class IngestPipeline:
         sids = np.zeros(n, np.int64)
         keep = np.ones(n, bool)
         rejections: list[Rejection] = []
-        cache = self._cache
         unseen = [i for i, entry in enumerate(found) if entry is None]
         if unseen:
-            for i, entry in zip(unseen, self._resolve_many(decoded, unseen)):
+            resolved = self._resolve_many(decoded, unseen)
+            for i, entry in zip(unseen, resolved):
                 found[i] = entry
-                if keys[i] is not None:
-                    cache[keys[i]] = entry
+            self._remember([(keys[i], entry) for i, entry in zip(unseen, resolved) if keys[i] is not None])
         # Series storage may not have yet: limits and has_series, in request order.
         admit_at: list[int] = []
         admits: list[_Admit] = []
@@ -323,6 +370,7 @@ class IngestPipeline:
                 refusals[pos] = refusals[first]
         new_series: list[tuple[int, Labels]] = []
         new_sids: set[int] = set()
+        stored_already: list[tuple[Any, int]] = []
         refused_at: dict[int, Rejection] = {}
         for i, entry, fresh, refusal in zip(admit_at, admits, is_new, refusals):
             if refusal is not None:
@@ -335,7 +383,8 @@ class IngestPipeline:
                 new_series.append((entry.sid, entry.labels))
                 self._unconfirmed[entry.sid] = keys[i]
             elif entry.sid not in new_sids:
-                cache[keys[i]] = entry.sid  # storage has it: confirmed, skip all checks from now on
+                stored_already.append((keys[i], entry.sid))  # storage has it: confirmed, skip all checks from now on
+        self._remember_ids(stored_already)
         if not keep.all():  # rejections in request order, as the sender sent the series
             dropped_series = dropped_samples = 0
             for i in np.flatnonzero(~keep).tolist():

@@ -78,12 +78,12 @@ async def _serve(cfg, child: Child, layout: Layout) -> None:
     from ..app import build_app
     from ..appkeys import RULES, STORAGE
     from ..cluster.extent_board import BoardWriter, path_for
-    from ..remote import scrape_scan
+    from ..compiled import start_loading
 
     app = build_app(cfg)
     board = None
     if child.role == "shard":  # before the storage opens: UNKNOWN until its WAL is replayed
-        scrape_scan.start_loading()  # a fixed cost of the process, loaded while the WAL replays
+        start_loading()  # a fixed cost of the process, loaded while the WAL replays
         board = BoardWriter(path_for(child.socket))
         app[STORAGE].extent_sink = board.publish
     # It may be passed client connections (handoff.py): a query process a query's, the one shard a sender's.

@@ -24,7 +24,7 @@ from .fastscan import (Flat, decode_sample_blobs, flatten, guess_label_ends, lab
 from .label_records import LabelRecords, distinct_label_records
 from .proto import remote_v1_pb2 as v1pb
 from .proto import remote_v2_pb2 as v2pb
-from .series_keys import SEED, cache_keys
+from .series_keys import SEED, cache_keys, halves
 
 PROTO_V1 = "prometheus.WriteRequest"
 PROTO_V2 = "io.prometheus.write.v2.Request"
@@ -35,10 +35,10 @@ _TYPE_NUMBER = {name: i for i, name in enumerate(METRIC_TYPES)}
 
 Pairs = Iterable[tuple[str, str]]
 # What the caller has resolved of v1 series keys (``series_keys.cache_keys`` of each series' label records as
-# sent): None unless every key is one it resolved before; else (per key its series id as int64, which series
-# its relabel rules drop: a bool mask, None if none; a dropped series' id means nothing). The ingest
-# pipeline's ``known_sids``.
-KnownSids = Callable[[list[bytes]], "tuple[np.ndarray, np.ndarray | None] | None"]
+# sent, given as their high and low 64-bit halves: ``series_keys.halves``): None unless every key is one it
+# resolved before; else (per key its series id as int64, which series its relabel rules drop: a bool mask,
+# None if none; a dropped series' id means nothing). The ingest pipeline's ``known_sids``.
+KnownSids = Callable[[np.ndarray, np.ndarray], "tuple[np.ndarray, np.ndarray | None] | None"]
 SeriesInput = Sequence[tuple[Pairs, Sequence[tuple[int, float]]]]
 
 
@@ -350,7 +350,7 @@ def _decode_v1_known(raw: bytes, blobs, scraped: scrape_scan.ScrapeScan,
     series, or a new or refused one), and the caller walks the request."""
     if not len(scraped.starts):
         return None
-    resolved = known(scraped.digests)
+    resolved = known(scraped.hi, scraped.lo)
     if resolved is None:
         return None
     sids, dropped = resolved
@@ -375,7 +375,7 @@ def _guess_known(series: Flat, known: KnownSids, metadata) -> DecodedWrite | Non
     if label_ends is None:
         return None
     keys = list(map(series.flat.__getitem__, map(slice, series.starts.tolist(), label_ends.tolist())))
-    resolved = known(cache_keys(keys))
+    resolved = known(*halves(cache_keys(keys)))
     if resolved is None:
         return None
     samples = last_samples(series, label_ends)

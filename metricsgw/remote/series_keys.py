@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 import xxhash
 
 # Seeded per process: the keys live and die with the process, and a sender cannot aim label bytes at another
@@ -24,3 +25,13 @@ def cache_keys(raw_keys) -> list:
     apart."""
     h, seed = xxhash.xxh3_128_digest, SEED
     return [h(k, seed) if type(k) is bytes else k for k in raw_keys]
+
+
+def halves(keys: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    """16-byte v1 keys -> their high and low 64-bit halves (big-endian, as the digest is written), the form
+    the compiled scan gives them in (``scrape_scan.py``) and the ingest's table of known series takes."""
+    joined = b"".join(keys)
+    if len(joined) != 16 * len(keys):
+        raise ValueError("v1 series keys are 16 bytes each")
+    both = np.frombuffer(joined, ">u8").reshape(-1, 2)
+    return both[:, 0].astype(np.uint64), both[:, 1].astype(np.uint64)

@@ -16,7 +16,7 @@ from metricsgw.ingest.pipeline import IngestPipeline
 from metricsgw.model import STALE_NAN_BITS
 from metricsgw.remote import codec, fastscan, scrape_scan
 from metricsgw.remote.proto import remote_v1_pb2 as v1pb
-from metricsgw.remote.series_keys import cache_keys
+from metricsgw.remote.series_keys import cache_keys, halves
 from metricsgw.telemetry import Telemetry
 from tests.ingest.test_ingest_pipeline import DropGpu1, Holder, Identity
 
@@ -67,7 +67,7 @@ def test_known_series_skip_the_walk_and_store_what_the_walk_stores(storage):
     got, rej = pipe.process(fast)
     want, _ = pipe.process(slow)
     assert rej == [] and got.new_series == [] and stored(got) == stored(want)
-    assert got.sid.tolist() == pipe.known_sids(cache_keys(slow.keys))[0].tolist() and fast.dropped is None
+    assert got.sid.tolist() == pipe.known_sids(*halves(cache_keys(slow.keys)))[0].tolist() and fast.dropped is None
 
 
 def test_a_new_series_sends_the_request_to_the_walk(storage):
@@ -78,7 +78,7 @@ def test_a_new_series_sends_the_request_to_the_walk(storage):
     batch, rej = pipe.process(decoded)
     assert rej == [] and [dict(labels)["gpu"] for _, labels in batch.new_series] == ["20"]
     assert batch.t.tolist() == [T0 + 15_000] * 21 and batch.v.tolist() == [1.5 + i for i in range(21)]
-    assert batch.sid.tolist()[:20] == pipe.known_sids(cache_keys(decoded.keys[:20]))[0].tolist()
+    assert batch.sid.tolist()[:20] == pipe.known_sids(*halves(cache_keys(decoded.keys[:20])))[0].tolist()
 
 
 def test_a_label_that_looks_like_a_sample_field_does_not_mislead_the_split(storage, scan_path):
