@@ -2,7 +2,7 @@
 
 The expensive part of ingest is per-label work, so its result is cached by the series'
 raw label key (the bytes the sender sent). A request whose series are all known does no
-label work at all: one dict lookup per series, then numpy for the samples. The codec asks
+label work at all: one compiled lookup for all its series, then numpy for the samples. The codec asks
 ``known_sids`` while decoding such a request (series stored, or dropped by the rules), which
 spares it the walk over the labels too (codec._decode_v1_known); what it found travels in
 ``DecodedWrite.sids`` and ``.dropped``.
