@@ -149,16 +149,19 @@ class QueryContext:
 
     def check_estimate(self, n: int, stage: str) -> None:
         """Refuse before loading when an estimate alone would cross the budget (charges nothing)."""
+        # The refusal names what the query holds already (e.g. the other side of a binary
+        # operation): an estimate under the limit is refused when the two together are over it.
         if self.samples + int(n) > self.max_samples:
             raise LimitExceeded(
                 f"query processing would load too many samples into memory in query execution "
-                f"({stage}: about {int(n)} estimated, {self.max_samples} may be held at once; "
-                f"raise --query.max-samples or narrow the query)"
+                f"({stage}: about {int(n)} estimated{_on_top(self.samples, '')}, {self.max_samples} may be "
+                f"held at once; raise --query.max-samples or narrow the query)"
             )
         if self.bytes + int(n) * SAMPLE_BYTES > self.max_bytes:
             raise LimitExceeded(
                 f"query would hold too much memory in {stage} (about {int(n) * SAMPLE_BYTES} bytes of "
-                f"samples estimated, {self.max_bytes} allowed; raise {self.max_bytes_setting} or narrow the query)"
+                f"samples estimated{_on_top(self.bytes, ' bytes')}, {self.max_bytes} allowed; "
+                f"raise {self.max_bytes_setting} or narrow the query)"
             )
 
     def charge_series(self, n: int, stage: str) -> None:
@@ -252,3 +255,7 @@ class QueryPart:
 
     def release_all(self) -> None:
         self.release_to((0, 0))
+
+
+def _on_top(held: int, unit: str) -> str:
+    return f" on top of the {held}{unit} it holds" if held else ""

@@ -31,6 +31,26 @@ def test_per_query_bytes_are_charged_as_samples_load_and_name_the_setting():
         ctx.check_estimate(401, "series selection")  # refused before loading, too
 
 
+def test_a_refused_estimate_names_what_the_query_holds_already():
+    # An estimate under the limit is refused when the query holds the rest (the scale bench's `fb used
+    # ratio` read "about 107659488 bytes estimated, 268435456 allowed" and looked wrong without it).
+    ctx = QueryContext(max_bytes=1000 * SAMPLE_BYTES, max_samples=10_000)
+    with pytest.raises(LimitExceeded) as err:
+        ctx.check_estimate(1001, "series selection")
+    assert f"about {1001 * SAMPLE_BYTES} bytes of samples estimated, {1000 * SAMPLE_BYTES} allowed" in str(err.value)
+    ctx.charge_samples(600, "parquet read")
+    with pytest.raises(LimitExceeded) as err:
+        ctx.check_estimate(401, "series selection")
+    assert (f"about {401 * SAMPLE_BYTES} bytes of samples estimated on top of the {600 * SAMPLE_BYTES} bytes it "
+            f"holds, {1000 * SAMPLE_BYTES} allowed") in str(err.value)
+    roomy = QueryContext(max_samples=1000)
+    roomy.charge_samples(600, "parquet read")
+    with pytest.raises(LimitExceeded, match=r"about 401 estimated on top of the 600 it holds, 1000 may be held "
+                                            r"at once; raise --query\.max-samples"):
+        roomy.check_estimate(401, "series selection")
+    roomy.check_estimate(400, "series selection")  # exactly at the limit: allowed
+
+
 def test_the_shared_pool_refuses_with_503_naming_max_memory_and_gets_bytes_back():
     pool = pool_for(MemoryShares.of(256 << 20), max_concurrency=2)  # queries share 160 MiB
     a = QueryContext(pool=pool)
