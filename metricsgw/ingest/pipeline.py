@@ -7,19 +7,7 @@ label work at all: one compiled lookup for all its series, then numpy for the sa
 spares it the walk over the labels too (codec._decode_v1_known); what it found travels in
 ``DecodedWrite.sids`` and ``.dropped``.
 
-Cache values are one of
-  int          the series id; storage has the series (confirmed)
-  _Admit       labels validated and relabelled, but storage did not have the series when
-               last seen (new in a batch that may not have been stored, or refused by a
-               limit): the limit check and has_series are repeated until confirmed
-  _Refuse      rejected for good under the current rules (bad labels, relabel_invalid)
-  _DROPPED     dropped by the relabel rules (one shared marker): a request whose series are
-               all known ints or _DROPPED still takes a vectorised path, since with rules such
-               as the shipped ones most requests carry some dropped series
-Cache keys are 16-byte digests (XXH3-128) of the raw v1 label bytes (remote/series_keys.py), not the bytes.
-A v1 key's final entries (an int, _DROPPED) live in ``KnownSeries`` (known_series.py: arrays a compiled
-lookup reads, at a fifth of a dict entry's memory); the others, and every v2 key's, in a dict. A key is
-in one of the two, never both.
+What the cache holds, and where: series_cache.py.
 New series are resolved in bulk (``_resolve_many``): one parse for all their labels,
 vectorised validation (bulk.py), one pass of hashing; odd series fall back to the exact
 per-series validation, so messages and results do not depend on which path ran.
@@ -34,22 +22,21 @@ write that raced with the drop is refused by storage (503) and its retry resolve
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
 from ..errors import BadData
 from ..model import Labels, series_keys_and_ids
 from ..remote.codec import DecodedWrite
-from ..remote.series_keys import cache_keys, halves
+from ..remote.series_keys import cache_keys
 from ..remote.validate import LabelProblem, validate_labels
 from ..remote.native import INVALID_HISTOGRAM
 from ..storage.batch import AppendBatch, NativeSamples
 from .bulk import validate_many, validate_records
-from .known_series import DROPPED, SID, KnownSeries
+from .series_cache import DROPPED, RELABEL_DROP, Admit, Refuse, SeriesCache
 from .time_window import SampleTimeWindow
 
-RELABEL_DROP = "relabel_drop"
 RELABEL_INVALID = "relabel_invalid"
 # Drops the operator configured: the series was accepted and discarded on purpose, so the write
 # is a success (2xx) and its samples count as written. Everything else not stored is refused
@@ -72,20 +59,6 @@ class Rejection:
         return self.reason in CONFIGURED_DROPS
 
 
-class _Admit(NamedTuple):  # made once per new series: a frozen dataclass's __init__ cost twice as much
-    labels: Labels
-    sid: int
-
-
-@dataclass(frozen=True)
-class _Refuse:
-    reason: str
-    message: str
-
-
-_DROPPED = _Refuse(RELABEL_DROP, "dropped by relabel rules")
-
-
 def _drop_rejection(series: int, samples: int) -> Rejection:
     """All of a request's configured drops as one record: nobody reads them one by one (the
     write is a success) and one record per series cost more than the rest of the request."""
@@ -101,8 +74,7 @@ class IngestPipeline:
         self.rules_holder = rules_holder
         self.limits = limits
         self.max_cache_entries = max_cache_entries
-        self._cache: dict[Any, Any] = {}  # the entries _known does not hold
-        self._known = KnownSeries()
+        self._cache = SeriesCache()
         self._fresh_keys: dict[int, bytes] = {}
         self._unconfirmed: dict[int, Any] = {}  # sid -> cache key, of new series in batches not yet appended
         self._pair_pool: dict[tuple[str, str], tuple[str, str]] = {}  # shared label pairs (bulk.py)
@@ -111,7 +83,6 @@ class IngestPipeline:
 
     def clear_cache(self) -> None:
         self._cache.clear()
-        self._known.clear()
         self._unconfirmed.clear()
 
     def confirm(self, batch: AppendBatch) -> None:
@@ -121,20 +92,20 @@ class IngestPipeline:
         failed is never confirmed: its series are checked again when they come back."""
         if not batch.new_series:
             return
-        pop, cache, has_series = self._unconfirmed.pop, self._cache, self.storage.has_series
+        pop, admitted, has_series = self._unconfirmed.pop, self._cache.admitted, self.storage.has_series
         confirmed: list[tuple[Any, int]] = []
         for sid, _ in batch.new_series:
             key = pop(sid, None)
             if key is None or not has_series(sid):
                 continue
-            entry = cache.get(key)
-            if type(entry) is _Admit and entry.sid == sid:  # not replaced meanwhile (rules reloaded, cache reset)
+            entry = admitted(key)
+            if entry is not None and entry.sid == sid:  # not replaced meanwhile (rules reloaded, cache reset)
                 confirmed.append((key, sid))
-        self._remember_ids(confirmed)
+        self._cache.remember_ids(confirmed)
 
     @property
     def cache_size(self) -> int:
-        return len(self._cache) + len(self._known)
+        return len(self._cache)
 
     def process(self, decoded: DecodedWrite) -> tuple[AppendBatch, list[Rejection]]:
         if self.time_window is None:
@@ -157,7 +128,7 @@ class IngestPipeline:
         labels. The cache is brought up to date first (rules reloaded, series dropped by retention), as
         ``process`` does before its lookup."""
         self._maybe_reset()
-        return self._known.resolve(hi, lo)
+        return self._cache.known_halves(hi, lo)
 
     def _process(self, decoded: DecodedWrite) -> tuple[AppendBatch, list[Rejection]]:
         reset = self._maybe_reset()
@@ -170,72 +141,20 @@ class IngestPipeline:
                 return self._known_with_drops(decoded, sids[~dropped], ~dropped)
         else:
             keys = cache_keys(decoded.keys)
-            resolved = self._resolve_known(keys) if decoded.version == 1 else None
+            resolved = self._cache.known(keys) if decoded.version == 1 else None
             if resolved is not None:
                 sids, dropped = resolved
                 if dropped is not None:
                     return self._known_with_drops(decoded, sids[~dropped], ~dropped)
             else:
-                try:
-                    # Every series known and confirmed -> ints only, read in one C-level pass (an entry that is
-                    # not an int stops it with a TypeError).
-                    sids = np.fromiter(map(self._cache.get, keys), np.int64, n)
-                except (TypeError, ValueError, OverflowError):
-                    return self._process_with_drops(decoded, self._entries(keys), keys)
+                sids = self._cache.ids(keys)  # every series known and confirmed
+                if sids is None:
+                    return self._process_with_drops(decoded, self._cache.entries(keys), keys)
         batch = AppendBatch(sid=np.repeat(sids, decoded.counts), t=decoded.t, v=decoded.v,
                             metadata=list(decoded.metadata))
         return batch, self._add_native(batch, decoded, sids, None)
 
     # ------------------------------------------------------------------ internals
-
-    def _resolve_known(self, keys: list) -> tuple[np.ndarray, np.ndarray | None] | None:
-        """``known_sids`` of v1 keys as cache_keys makes them (None: one is not a known key, or undecodable)."""
-        try:
-            return self._known.resolve(*halves(keys))
-        except (TypeError, ValueError):  # an undecodable series' None key
-            return None
-
-    def _entries(self, keys: list) -> list:
-        """The cache's entry of each key (None: not cached), from the table of known series or the dict."""
-        found = list(map(self._cache.get, keys))
-        at = [i for i, key in enumerate(keys) if type(key) is bytes]
-        if not at or not len(self._known):
-            return found
-        state, sids = self._known.find([keys[i] for i in at])
-        for i, st, sid in zip(at, state.tolist(), sids.tolist()):
-            if st == SID:
-                found[i] = sid
-            elif st == DROPPED:
-                found[i] = _DROPPED
-        return found
-
-    def _remember(self, pairs: list[tuple[Any, Any]]) -> None:
-        """Cache these (key, entry) pairs: a v1 key's final entry in the table of known series, else the dict."""
-        ids: list[tuple[bytes, int]] = []
-        dropped: list[bytes] = []
-        cache = self._cache
-        for key, entry in pairs:
-            if type(key) is bytes and type(entry) is int:
-                ids.append((key, entry))
-            elif type(key) is bytes and entry is _DROPPED:
-                cache.pop(key, None)
-                dropped.append(key)
-            else:
-                cache[key] = entry
-        self._remember_ids(ids)
-        self._known.add_dropped(dropped)
-
-    def _remember_ids(self, pairs: list[tuple[Any, int]]) -> None:
-        """These keys' series are stored, as these ids."""
-        cache, v1 = self._cache, []
-        for key, sid in pairs:
-            if type(key) is bytes:
-                cache.pop(key, None)
-                v1.append((key, sid))
-            else:
-                cache[key] = sid
-        if v1:
-            self._known.add_ids([k for k, _ in v1], [sid for _, sid in v1])
 
     def _maybe_reset(self) -> bool:
         """Bring the cache up to date; True if it dropped entries (rules reloaded, series dropped)."""
@@ -249,7 +168,6 @@ class IngestPipeline:
         # more series are active than it allows, and every series would then be resolved again.
         if self.cache_size > self.max_cache_entries + getattr(self.storage, "series_count", 0):
             self._cache.clear()
-            self._known.clear()
             reset = True
         if len(self._unconfirmed) > self.max_cache_entries:  # appends that failed leave theirs behind
             self._unconfirmed.clear()
@@ -265,11 +183,8 @@ class IngestPipeline:
         gone = None if dropped is None else set(dropped.tolist())
         if gone is None:
             self._cache.clear()
-            self._known.clear()
-        elif gone:
-            self._cache = {k: v for k, v in self._cache.items()
-                           if not (v in gone if type(v) is int else type(v) is _Admit and v.sid in gone)}
-            self._known.forget(np.asarray(dropped, np.int64))
+        else:
+            self._cache.forget(dropped, gone)
         self._pair_pool.clear()  # label pairs of series that are gone (pods) would stay otherwise
         if self.limits is not None and hasattr(self.limits, "forget"):
             self.limits.forget(self.storage, gone)
@@ -301,11 +216,11 @@ class IngestPipeline:
     def _process_with_drops(self, decoded: DecodedWrite, found: list,
                             keys: list) -> tuple[AppendBatch, list[Rejection]]:
         """Every series known: confirmed ints, and series the rules drop. Else the slow path."""
-        keep = np.fromiter((entry is not _DROPPED for entry in found), bool, len(found))
+        keep = np.fromiter((entry is not DROPPED for entry in found), bool, len(found))
         if keep.all():
             return self._process_slow(decoded, found, keys)
         try:
-            sids = np.array([entry for entry in found if entry is not _DROPPED], dtype=np.int64)
+            sids = np.array([entry for entry in found if entry is not DROPPED], dtype=np.int64)
         except (TypeError, ValueError, OverflowError):
             return self._process_slow(decoded, found, keys)
         return self._known_with_drops(decoded, sids, keep)
@@ -340,10 +255,10 @@ class IngestPipeline:
             resolved = self._resolve_many(decoded, unseen)
             for i, entry in zip(unseen, resolved):
                 found[i] = entry
-            self._remember([(keys[i], entry) for i, entry in zip(unseen, resolved) if keys[i] is not None])
+            self._cache.remember([(keys[i], entry) for i, entry in zip(unseen, resolved) if keys[i] is not None])
         # Series storage may not have yet: limits and has_series, in request order.
         admit_at: list[int] = []
-        admits: list[_Admit] = []
+        admits: list[Admit] = []
         is_new: list[bool] = []
         first_new: dict[int, int] = {}  # sid -> position in admits of its first (new) occurrence
         repeats: list[tuple[int, int]] = []  # (position, position of the first occurrence)
@@ -351,7 +266,7 @@ class IngestPipeline:
         for i, entry in enumerate(found):
             if type(entry) is int:
                 sids[i] = entry
-            elif type(entry) is _Refuse:
+            elif type(entry) is Refuse:
                 keep[i] = False
             else:
                 sid = entry.sid
@@ -384,15 +299,15 @@ class IngestPipeline:
                 self._unconfirmed[entry.sid] = keys[i]
             elif entry.sid not in new_sids:
                 stored_already.append((keys[i], entry.sid))  # storage has it: confirmed, skip all checks from now on
-        self._remember_ids(stored_already)
+        self._cache.remember_ids(stored_already)
         if not keep.all():  # rejections in request order, as the sender sent the series
             dropped_series = dropped_samples = 0
             for i in np.flatnonzero(~keep).tolist():
                 entry = found[i]
-                if entry is _DROPPED:
+                if entry is DROPPED:
                     dropped_series += 1
                     dropped_samples += int(counts[i])
-                elif type(entry) is _Refuse:
+                elif type(entry) is Refuse:
                     rejections.append(Rejection(entry.reason, entry.message, int(counts[i])))
                 else:
                     rejections.append(refused_at[i])
@@ -405,7 +320,7 @@ class IngestPipeline:
             mask = np.repeat(keep, counts)
             sid_col, t, v = np.repeat(sids[keep], counts[keep]), decoded.t[mask], decoded.v[mask]
         batch = AppendBatch(new_series=new_series, sid=sid_col, t=t, v=v, metadata=list(decoded.metadata))
-        configured = np.fromiter((entry is _DROPPED for entry in found), bool, n)
+        configured = np.fromiter((entry is DROPPED for entry in found), bool, n)
         rejections += self._add_native(batch, decoded, sids[keep], keep, configured)
         if new_series:
             # The series keys were built for hashing; the WAL record (storage/records.py) stores
@@ -417,7 +332,7 @@ class IngestPipeline:
         self._fresh_keys = {}
         return batch, rejections
 
-    def _check_limits(self, admits: list[_Admit], is_new: list[bool], samples: list[int]) -> list:
+    def _check_limits(self, admits: list[Admit], is_new: list[bool], samples: list[int]) -> list:
         if self.limits is None or not admits:
             return [None] * len(admits)
         labels = [a.labels for a in admits]
@@ -425,7 +340,7 @@ class IngestPipeline:
             return self.limits.check_many(labels, is_new, self.storage, [a.sid for a in admits], samples)
         return [self.limits.check(lb, fresh, self.storage) for lb, fresh in zip(labels, is_new)]
 
-    def _resolve_many(self, decoded: DecodedWrite, idx: list[int]) -> list[_Admit | _Refuse]:
+    def _resolve_many(self, decoded: DecodedWrite, idx: list[int]) -> list[Admit | Refuse]:
         """Label work for many unseen series: validated in bulk where the fast path accepts them
         (bulk.py), series by series otherwise; then relabelled (if rules are loaded) and hashed."""
         if len(self._pair_pool) > self.max_cache_entries:
@@ -449,7 +364,7 @@ class IngestPipeline:
             labels_at, labels_list, known_keys = self._one_by_one(decoded, idx, fast, fast_keys, rules, out)
         keys, ids = series_keys_and_ids(labels_list, known_keys)
         self._fresh_keys = dict(zip(ids.tolist(), keys))  # for this request's WAL record
-        for k, admit in zip(labels_at, map(_Admit, labels_list, ids.tolist())):
+        for k, admit in zip(labels_at, map(Admit, labels_list, ids.tolist())):
             out[k] = admit
         return out
 
@@ -463,13 +378,13 @@ class IngestPipeline:
         for k, (i, labels, key) in enumerate(zip(idx, fast, fast_keys)):
             if labels is None:
                 resolved = self._validate_one(decoded, i)
-                if isinstance(resolved, _Refuse):
+                if isinstance(resolved, Refuse):
                     out[k] = resolved
                     continue
                 labels = resolved
             if rules is not None:
                 relabelled = self._relabel(rules, labels)
-                if isinstance(relabelled, _Refuse):
+                if isinstance(relabelled, Refuse):
                     out[k] = relabelled
                     continue
                 if relabelled != labels:
@@ -480,29 +395,29 @@ class IngestPipeline:
             known_keys.append(key)
         return labels_at, labels_list, known_keys
 
-    def _validate_one(self, decoded: DecodedWrite, i: int) -> Labels | _Refuse:
+    def _validate_one(self, decoded: DecodedWrite, i: int) -> Labels | Refuse:
         problem = decoded.problems.get(i)
         if problem is not None:
-            return _Refuse(UNDECODABLE_LABELS, f"series #{i}: {problem}")
+            return Refuse(UNDECODABLE_LABELS, f"series #{i}: {problem}")
         try:
             return validate_labels(decoded.label_pairs(i))
         except LabelProblem as err:
-            return _Refuse(err.reason, err.message)
+            return Refuse(err.reason, err.message)
         except BadData as err:  # corrupt bytes inside this series' labels
-            return _Refuse(UNDECODABLE_LABELS, f"series #{i}: {err}")
+            return Refuse(UNDECODABLE_LABELS, f"series #{i}: {err}")
 
     @staticmethod
-    def _relabel(rules: Any, labels: Labels) -> Labels | _Refuse:
+    def _relabel(rules: Any, labels: Labels) -> Labels | Refuse:
         relabelled = rules.apply(labels)
         if relabelled is None:
-            return _DROPPED
+            return DROPPED
         if relabelled != labels:
             try:
                 relabelled = validate_labels(relabelled)
             except LabelProblem as err:
-                return _Refuse(RELABEL_INVALID, f"after relabelling: {err.message}")
+                return Refuse(RELABEL_INVALID, f"after relabelling: {err.message}")
         return relabelled
 
-    def _resolve(self, decoded: DecodedWrite, i: int) -> _Admit | _Refuse:
+    def _resolve(self, decoded: DecodedWrite, i: int) -> Admit | Refuse:
         """Full label work for one unseen series: decode, validate, relabel, hash."""
         return self._resolve_many(decoded, [i])[0]

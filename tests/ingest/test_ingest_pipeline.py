@@ -58,7 +58,7 @@ def test_new_series_then_cache_hit_gives_same_ids(storage, telemetry, version):
     batch2, _ = pipe.process(request(gpu_series(50, t=2000), version))
     assert batch2.new_series == [] and batch2.sid.tolist() == want
     # Second repeat takes the all-known path: every key a confirmed id, no label work.
-    assert pipe._entries(cache_keys(request(gpu_series(50), version).keys)) == want
+    assert pipe._cache.entries(cache_keys(request(gpu_series(50), version).keys)) == want
     d3 = request(gpu_series(50, t=3000, value=STALE), version)
     d3._pairs = None  # any label decoding now would fail loudly
     batch3, rej3 = pipe.process(d3)
