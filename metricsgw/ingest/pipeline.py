@@ -28,7 +28,7 @@ import numpy as np
 
 from ..errors import BadData
 from ..model import Labels, series_keys_and_ids
-from ..remote.codec import DecodedWrite
+from ..remote.decoded import DecodedWrite
 from ..remote.series_keys import cache_keys
 from ..remote.validate import LabelProblem, validate_labels
 from ..remote.native import INVALID_HISTOGRAM
