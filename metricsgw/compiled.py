@@ -10,8 +10,18 @@ import threading
 
 log = logging.getLogger(__name__)
 
+_started = False
+_starting = threading.Lock()
+
 
 def start_loading() -> None:
+    """Load them in a background thread, once a process: at a writer's start, or at the first write that
+    would use them (scrape_scan.scan, in a process that did not load them at start)."""
+    global _started
+    with _starting:
+        if _started:
+            return
+        _started = True
     threading.Thread(target=_load, name="kernels-load", daemon=True).start()
 
 
@@ -23,4 +33,4 @@ def _load() -> None:
         scrape_scan.load()
         known_series.warm()
     except Exception as err:  # the scan falls back to numpy; the table loads (and says why not) at first use
-        log.warning("compiled write-path kernels not loaded at start: %s", err)
+        log.warning("compiled write-path kernels not loaded, the scan takes the numpy path: %s", err)

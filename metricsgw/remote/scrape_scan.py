@@ -13,19 +13,19 @@ series' labels: the caller takes a series only if its key hashes to one the full
 
 The hash is python-xxhash's own XXH3 (the symbol in its extension module, called from the kernel), so a key
 is bit for bit what ``xxhash.xxh3_128_digest`` gives. numba is imported and the kernel loaded (from numba's
-on-disk cache after the first compile) in a background thread at first use; until it is ready, and on a
-machine where it cannot load, callers get None and take the numpy path.
+on-disk cache after the first compile) in a background thread (compiled.py) at a writer's start, or at
+first use; until it is ready, and on a machine where it cannot load, callers get None and take the numpy
+path.
 """
 
 from __future__ import annotations
 
-import logging
 import threading
 from typing import NamedTuple
 
 import numpy as np
 
-log = logging.getLogger(__name__)
+from .. import compiled
 
 NOT_THE_SHAPE = 0  # the kernel's status: not a scrape-shaped request (or malformed); the caller parses it
 SCANNED = 1
@@ -47,7 +47,6 @@ class ScrapeScan(NamedTuple):
 
 _kernel = None  # the compiled scan, once loaded
 _loading = threading.Lock()
-_load_started = False
 
 
 def scan(raw: bytes, seed: int) -> ScrapeScan | None:
@@ -55,7 +54,7 @@ def scan(raw: bytes, seed: int) -> ScrapeScan | None:
     kernel is not loaded yet: loading starts at the first call)."""
     kernel = _kernel
     if kernel is None:
-        start_loading()
+        compiled.start_loading()
         return None
     status, n, starts, label_ends, hi, lo, t, v, has_metadata = kernel(np.frombuffer(raw, np.uint8),
                                                                        np.uint64(seed))
@@ -67,30 +66,13 @@ def scan(raw: bytes, seed: int) -> ScrapeScan | None:
                       lo[:n].view(np.uint64), t[:n].view(np.int64), v[:n].view(np.float64), bool(has_metadata))
 
 
-def start_loading() -> None:
-    """Load the kernel in a background thread (once)."""
-    global _load_started
-    with _loading:
-        if _load_started:
-            return
-        _load_started = True
-    threading.Thread(target=_load_logged, name="scrape-scan-load", daemon=True).start()
-
-
 def load() -> bool:
     """Load the kernel now (blocking); whether it is usable."""
-    global _kernel, _load_started
+    global _kernel
     with _loading:
-        _load_started = True
         if _kernel is None:
             from ._scrape_kernel import compiled_scan
 
             _kernel = compiled_scan()
     return _kernel is not None
 
-
-def _load_logged() -> None:
-    try:
-        load()
-    except Exception as err:  # numba missing or unable to compile here: the numpy path serves
-        log.warning("compiled remote-write scan unavailable, using the numpy path: %s", err)

@@ -12,6 +12,7 @@ import struct
 import numpy as np
 import pytest
 
+from metricsgw import compiled
 from metricsgw.ingest.pipeline import IngestPipeline
 from metricsgw.model import STALE_NAN_BITS
 from metricsgw.remote import codec, fastscan, scrape_scan
@@ -30,7 +31,7 @@ def scan_path(request, monkeypatch):
         assert scrape_scan.load()
     else:  # as before the kernel is loaded
         monkeypatch.setattr(scrape_scan, "_kernel", None)
-        monkeypatch.setattr(scrape_scan, "_load_started", True)
+        monkeypatch.setattr(compiled, "_started", True)  # and no background load sets it meanwhile
     return request.param
 
 
