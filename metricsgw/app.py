@@ -15,7 +15,7 @@ from . import appkeys as K
 from .api import exemplars, metadata, query, rules as rules_api
 from .api.compression import compress_api_answers
 from .api.middleware import prometheus_errors
-from .cluster.peers import PeerFanout
+from .cluster.peers import SHARD_SOCKETS, PeerFanout
 from .config import Config
 from .ingest.pipeline import IngestPipeline
 from .ingest.time_window import SampleTimeWindow
@@ -76,7 +76,9 @@ def build_app(cfg: Config, telemetry: Telemetry | None = None) -> web.Applicatio
                               pool=app[K.MEMORY])
     app[K.BLOCKED] = BlockedQueries(cfg.query_blocked)
     app[K.READ_GATE] = read_gate(cfg)
-    app[K.PEERS] = PeerFanout(cfg.cluster_peers, cfg.cluster_peer_timeout, tel) if cfg.cluster_peers else None
+    shards = cfg.values.get(SHARD_SOCKETS, [])  # a query process's own ingest shards (procs/layout.py)
+    app[K.PEERS] = (PeerFanout(cfg.cluster_peers, cfg.cluster_peer_timeout, tel, shards)
+                    if cfg.cluster_peers or shards else None)
     # Queries get their own threads: ingestion (event loop + WAL thread) never waits behind them,
     # and those threads run at a lower CPU priority, so when queries and writes compete for the
     # cores the scheduler serves the writes first.

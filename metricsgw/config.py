@@ -206,13 +206,18 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("storage.remote.read-concurrent-limit", I, 10, "Remote reads served at once (0 = no limit); each one also takes a query slot (--query.max-concurrency)."),
     Setting("storage.remote.read-max-bytes-in-frame", P, 1024 * 1024, "Streamed remote read: bytes of chunks (plus labels) per frame before a series is split across frames."),
     # --- rules
-    Setting("cluster.peers", _peer_url, [], "Another gateway (http(s)://host:port, or unix:/path.sock for a local shard) whose "
+    Setting("cluster.peers", _peer_url, [], "Another gateway (http(s)://host:port, or unix:/path.sock) whose "
             "recent samples, not yet in the shared table, every query and metadata call here also reads "
-            "(POST /api/v1/read?scope=head). A peer that cannot answer gives a partial answer with a warning. Repeatable.",
-            repeated=True),
-    Setting("cluster.peer-timeout", D, 10.0, "How long a query waits for a peer's recent samples (and at most half "
-            "of what is left of the query's own deadline); a slower peer gives a partial answer with a warning. A "
-            "front asked for its recent samples waits as long for its shards' (503 past it)."),
+            "(POST /api/v1/read?scope=head). A peer that cannot answer fails the query with 503, or with "
+            "--query.partial-response (or a request's partial_response=true) gives an answer without it and a "
+            "warning. Repeatable.", repeated=True),
+    Setting("cluster.peer-timeout", D, 10.0, "How long a query waits for a peer's recent samples (with partial "
+            "answers, at most half of what is left of the query's own deadline). A front asked for its recent "
+            "samples gives its shards the asking query's deadline."),
+    Setting("query.partial-response", B, False, "Answer a query or metadata call whose --cluster.peers gateway "
+            "cannot be read without that peer's recent samples, with a warning naming it, instead of 503 (as "
+            "Thanos' --query.partial-response; a request's partial_response parameter chooses for itself). "
+            "This gateway's own ingest shards are never left out."),
     Setting("rules.file", S, [], "Relabel/drop rule file (Prometheus relabel_config YAML list). Repeatable.", repeated=True),
     Setting("rules.ruler-url", _http_url, "", "Ruler that evaluates the alerting/recording rules against metricsgw (vmalert, or a "
             "Prometheus), e.g. http://127.0.0.1:8880; /api/v1/rules and /api/v1/alerts show its groups and alerts "

@@ -14,10 +14,9 @@ import numpy as np
 import promql_parser as pp
 from aiohttp import web
 
-from ..appkeys import STORAGE
+from ..appkeys import CONFIG, MEMORY, STORAGE
 from ..cluster import head_json
-from ..cluster.head_json import HEAD, SCOPE_PARAM
-from ..cluster.peers import TABLE_VERSION_HEADER
+from ..cluster import head_protocol
 from ..errors import BadData
 from ..model import labels_from_key
 from ..promql import parser
@@ -26,7 +25,7 @@ from ..storage.recent import RecentView
 from .params import MAX_TIME_S, MIN_TIME_S, parse_time, read_params
 from .query import query_context, query_text
 from .response import success
-from .running import run_guarded
+from .running import guarded, run_guarded
 from .sources import peers_head_json
 
 _CHILDREN = {pp.ParenExpr: ("expr",), pp.UnaryExpr: ("expr",), pp.BinaryExpr: ("lhs", "rhs"),
@@ -83,17 +82,20 @@ async def query_exemplars(request: web.Request) -> web.Response:
         return web.Response(status=204)
     matcher_sets = [parser.matchers(s) for s in found]
     storage = request.app[STORAGE]
-    ctx = query_context(request, params.get("timeout"))
     start_ms, end_ms = int(round(start * 1000)), int(round(end * 1000))
-    if request.rel_url.query.get(SCOPE_PARAM) == HEAD:  # a query process asks for what is not in the table yet
+    if head_protocol.asks_for_head(request.rel_url.query):  # a query asks for what is not in the table yet
+        cfg = request.app[CONFIG]
+        ctx = head_protocol.read_context(request.headers, cfg.query_timeout, cfg.query_max_memory_per_query,
+                                         request.app[MEMORY])
         view = RecentView(storage)
-        found_head = await run_guarded(request, "query_exemplars", ctx,
-                                       lambda: find(view, matcher_sets, start_ms, end_ms, ctx))
+        async with guarded(request, "query_exemplars", ctx, slot=False) as run:  # part of the asking query
+            found_head = await run(lambda: find(view, matcher_sets, start_ms, end_ms, ctx))
         resp = success(found_head)
-        resp.headers[TABLE_VERSION_HEADER] = str(view.table_version)
+        resp.headers[head_protocol.TABLE_VERSION_HEADER] = str(view.table_version)
         return resp
+    ctx = query_context(request, params.get("timeout"))
     asked = [(k, v) for k, v in params.items() if k in ("query", "start", "end")]
-    peers, warnings = await peers_head_json(request, "/api/v1/query_exemplars", asked, ctx.remaining(), "exemplars")
+    peers, warnings = await peers_head_json(request, params, "/api/v1/query_exemplars", asked, ctx, "exemplars")
     local = await run_guarded(request, "query_exemplars", ctx,
                               lambda: find(storage, matcher_sets, start_ms, end_ms, ctx))
     return success(head_json.merge_exemplars([local, *peers]) if peers else local, warnings)

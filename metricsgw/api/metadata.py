@@ -17,7 +17,7 @@ from aiohttp import web
 
 from ..appkeys import CONFIG, STORAGE
 from ..cluster import head_json
-from ..cluster.head_json import HEAD, SCOPE_PARAM
+from ..cluster import head_protocol
 from ..errors import BadData
 from ..limits.query_text import QueryTextLimits
 from ..model import Matcher
@@ -25,7 +25,7 @@ from ..promql import parser
 from .params import now_s, parse_limit, parse_time, read_params
 from .query import query_context
 from .response import success
-from .running import run_guarded
+from .running import guarded, run_guarded
 from .sources import peers_head_json, read_source
 
 
@@ -85,7 +85,7 @@ async def series(request: web.Request) -> web.Response:
     limit, by_user = _cap(request, params, request.app[CONFIG].query_max_metadata_series)
     ctx = query_context(request, params.get("timeout"), metadata=True)
     ctx.max_series = max(ctx.max_series, limit + 1)  # the cap truncates; it does not fail
-    storage, warnings = read_source(request, request.app[STORAGE], samples=False)
+    storage, warnings = read_source(request, request.app[STORAGE], params, samples=False)
 
     def work():
         seen: dict = {}
@@ -155,7 +155,7 @@ async def _label_listing(request: web.Request, kind: str, fetch) -> web.Response
     start_ms, end_ms = _window(request, params)
     limit, by_user = _cap(request, params, request.app[CONFIG].query_max_label_values)
     ctx = query_context(request, params.get("timeout"), metadata=True)
-    storage, warnings = read_source(request, request.app[STORAGE], samples=False)
+    storage, warnings = read_source(request, request.app[STORAGE], params, samples=False)
 
     def work():
         found: set[str] = set()
@@ -175,11 +175,11 @@ async def metadata(request: web.Request) -> web.Response:
     limit = parse_limit(params.get("limit"))
     metric = params.get("metric") or None
     storage = request.app[STORAGE]
-    if request.rel_url.query.get(SCOPE_PARAM) == HEAD:  # a query process merges it with others': no limit here
+    if head_protocol.asks_for_head(request.rel_url.query):  # the asking query merges it with others': no limit here
         return success(storage.metadata(metric, None))
     asked = [("metric", metric)] if metric else []
     ctx = query_context(request, params.get("timeout"), metadata=True)
-    peers, warnings = await peers_head_json(request, "/api/v1/metadata", asked, ctx.remaining(), "metadata")
+    peers, warnings = await peers_head_json(request, params, "/api/v1/metadata", asked, ctx, "metadata")
     if not peers:
         return success(storage.metadata(metric, limit), warnings)
     return success(head_json.merge_metadata([storage.metadata(metric, None), *peers], limit), warnings)
@@ -197,8 +197,11 @@ async def tsdb_status(request: web.Request) -> web.Response:
     """Prometheus's cardinality page, over every stored series (not only the head)."""
     params = await read_params(request)
     limit = parse_limit(params.get("limit")) or 10
-    ctx = query_context(request, params.get("timeout"), metadata=True)
     storage = request.app[STORAGE]
-    if request.rel_url.query.get(SCOPE_PARAM) == HEAD:  # a shard's own series, whole: the front adds them up
-        return success(await run_guarded(request, "tsdb_status", ctx, storage.tsdb_counts))
+    if head_protocol.asks_for_head(request.rel_url.query):  # a shard's own series, whole: the front adds them up
+        cfg = request.app[CONFIG]
+        ctx = head_protocol.read_context(request.headers, cfg.query_metadata_timeout, cfg.query_max_memory_per_query)
+        async with guarded(request, "tsdb_status", ctx, slot=False) as run:  # part of the front's answer
+            return success(await run(storage.tsdb_counts))
+    ctx = query_context(request, params.get("timeout"), metadata=True)
     return success(await run_guarded(request, "tsdb_status", ctx, lambda: storage.tsdb_status(limit)))

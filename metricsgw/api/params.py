@@ -119,5 +119,16 @@ def parse_limit(value: str | None) -> int | None:
     return n or None
 
 
+def parse_partial_response(value: str | None, default: bool) -> bool:
+    """Thanos' ``partial_response``: whether an answer may leave out a peer that cannot be read (with a warning)."""
+    if value is None or value == "":
+        return default
+    if value.lower() in ("1", "t", "true"):
+        return True
+    if value.lower() in ("0", "f", "false"):
+        return False
+    raise BadData(f'invalid parameter "partial_response": cannot parse "{value}" (use true or false)')
+
+
 def now_s() -> float:
     return round(time.time(), 3)

@@ -45,7 +45,7 @@ async def instant_query(request: web.Request) -> web.Response:
     ctx = query_context(request, params.get("timeout"))
     request.app[BLOCKED].check(query, None, None)
     engine = request.app[ENGINE]
-    source, warnings = read_source(request, engine.source)
+    source, warnings = read_source(request, engine.source, params)
     engine = engine.over(source)
     t0 = time.perf_counter()
 
@@ -78,7 +78,7 @@ async def range_query(request: web.Request) -> web.Response:
     ctx = query_context(request, params.get("timeout"))
     request.app[BLOCKED].check(query, end - start, step)
     engine = request.app[ENGINE]
-    source, warnings = read_source(request, engine.source)
+    source, warnings = read_source(request, engine.source, params)
     engine = engine.over(source)
     t0 = time.perf_counter()
 

@@ -1,4 +1,4 @@
-"""What a query reads from: the storage, or (with --cluster.peers) the storage and the peers' recent data."""
+"""What a query reads from: the storage, or the storage and the recent data of the gateway's shards and peers."""
 
 from __future__ import annotations
 
@@ -6,36 +6,44 @@ import asyncio
 
 from aiohttp import web
 
-from ..appkeys import PEERS, STORAGE
-from ..cluster.peers import PeerFailure
+from ..appkeys import CONFIG, PEERS, STORAGE
+from ..cluster.peers import PeerFailure, warning
 from ..cluster.source import ClusterSource
+from ..limits.context import QueryContext
+from .params import parse_partial_response
 
 
-def read_source(request: web.Request, local, samples: bool = True) -> tuple[object, list[str]]:
+def partial_response(request: web.Request, params) -> bool:
+    """The request's ``partial_response``, or --query.partial-response."""
+    return parse_partial_response(params.get("partial_response"), request.app[CONFIG].query_partial_response)
+
+
+def read_source(request: web.Request, local, params, samples: bool = True) -> tuple[object, list[str]]:
     """(the source for one query over ``local``, the warnings it leaves: filled while the query runs).
 
     ``samples``: PromQL reads samples; the metadata APIs want series and labels only."""
     fanout = request.app[PEERS]
+    partial = partial_response(request, params)  # checked even without peers: a bad value is a 400 everywhere
     if fanout is None:
         return local, []
-    source = ClusterSource(local, fanout, samples)
+    source = ClusterSource(local, fanout, samples, partial)
     return source, source.warnings
 
 
-async def peers_head_json(request: web.Request, path: str, params: list[tuple[str, str]],
-                          remaining_s: float, what: str) -> tuple[list, list[str]]:
-    """(each answering peer's ``?scope=head`` data on ``path``, a warning per peer that did not answer).
+async def peers_head_json(request: web.Request, params, path: str, asked: list[tuple[str, str]],
+                          ctx: QueryContext, what: str) -> tuple[list, list[str]]:
+    """(each answering process's ``?scope=head`` data on ``path``, a warning per peer left out).
 
-    Asked before the local read, which then reads a table at least as new as any peer named (so what a peer
+    Asked before the local read, which then reads a table at least as new as any process named (so what one
     flushed meanwhile is read locally): the same order as ClusterSource's (docs/cluster.md)."""
     fanout = request.app[PEERS]
+    partial = partial_response(request, params)
     if fanout is None:
         return [], []
     parts, warnings, newest = [], [], -1
-    for got in await fanout.get_json(path, params, remaining_s):
+    for got in await fanout.get_json(path, asked, ctx, partial):
         if isinstance(got, PeerFailure):
-            warnings.append(f"partial answer: peer {got.peer} did not answer ({got.result}: {got.reason}); "
-                            f"its recent {what}, not yet in the shared table, are missing")
+            warnings.append(warning(got, what))
             continue
         parts.append(got.data)
         if got.table_version is not None:

@@ -13,10 +13,6 @@ gateway on another machine asks the front once.
 
 from __future__ import annotations
 
-SCOPE_PARAM = "scope"
-HEAD = "head"
-
-
 def merge_exemplars(parts: list[list[dict]]) -> list[dict]:
     by_series: dict[tuple, dict[object, dict]] = {}
     for part in parts:

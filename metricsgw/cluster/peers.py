@@ -1,18 +1,24 @@
-"""Asking every peer for its recent samples: remote read (SAMPLES) of ``POST /api/v1/read?scope=head``.
+"""The hop: a query asking its gateway's ingest shards and its --cluster.peers for their recent samples.
 
-A query runs in a worker thread; the HTTP calls to other machines run on the event loop (aiohttp),
-all peers at once, and the worker waits for them while it watches its ``QueryContext``: a client that
-leaves or a deadline that passes cancels the calls still running. A ``unix:`` peer (a query process's
-own shard) is read by the worker itself, watching its context the same way (unix_http.py): no thread
-hop for the read every selection makes; and not at all when its extent board (extent_board.py) says it holds
-nothing in memory in the window of a selection of samples. A peer's samples are charged to the query
-(--query.max-samples, memory) the moment its answer is decoded, and its body is read no further
-than the bytes the query may still hold.
+Remote read (SAMPLES) of ``?scope=head`` (head_protocol.py). A query runs in a worker thread; the HTTP calls to
+other machines run on the event loop (aiohttp), all peers at once, and the worker waits for them while it
+watches its ``QueryContext``: a client that leaves or a deadline that passes cancels the calls still running. A
+shard of this gateway (a Unix socket) is read by the worker itself, watching its context the same way
+(unix_http.py): no thread hop for the read every selection makes; and not at all when its extent board
+(extent_board.py) says it holds nothing in memory in the window of a selection of samples.
 
-A peer that cannot be reached, refuses, is slower than --cluster.peer-timeout or answers something
-that is not a remote-read response is a ``PeerFailure``: the caller answers without that peer's
-recent data and says so in a warning. Each call is counted in
-``metricsgw_peer_requests_total{peer,result}``, and a peer's change of state is logged once.
+Each read is part of the asking query: it carries the query's deadline and memory reservation, and its
+answer is charged to the query's memory the moment it is decoded (the body read no further than the bytes the
+query may still hold). Its samples count against --query.max-samples only as the query's evaluation takes them
+(source.py), as a one-process gateway counts its own head's: no user limit refuses the read itself.
+
+What happens when a process cannot answer is decided here, once (``policy``):
+- an ingest shard of this gateway is a primary: without it the answer lacks acknowledged samples, so the query
+  fails with 503 ``unavailable`` naming the shard (or, when its own deadline passed, with its own timeout);
+- a peer gateway is a secondary: by default the same (strict), and with ``partial_response`` (as Thanos'
+  query API takes it; --query.partial-response sets the default) the answer goes on without the peer's
+  recent samples and says so in a warning.
+Every call is counted in ``metricsgw_peer_requests_total{peer,result}``; a change of state is logged once.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import concurrent.futures
+import json
 import logging
 import threading
 import urllib.parse
@@ -27,26 +34,26 @@ from dataclasses import dataclass
 
 import aiohttp
 
-from ..errors import BadData, LimitExceeded, PayloadTooLarge
-from ..limits.context import QueryContext
+from ..errors import BadData, LimitExceeded, PayloadTooLarge, Unavailable
+from ..limits.context import SAMPLE_BYTES, SERIES_BYTES, QueryContext
 from ..model import Matcher
 from ..remote import read_client_codec
 from ..remote.read_client_codec import PeerSeries
 from ..storage.native_store import HISTOGRAM_BYTES
-from . import extent_board, head_columns, unix_http
+from . import extent_board, head_columns, head_protocol, unix_http
+from .head_protocol import MAX_RESPONSE_BYTES, TABLE_VERSION_HEADER
 
 log = logging.getLogger(__name__)
 
-TABLE_VERSION_HEADER = "X-Metricsgw-Table-Version"
 # The worker looks at its QueryContext this often while peers answer (disconnect, deadline).
 POLL_S = 0.05
-# Peers get at most this share of what is left of the query's deadline, so that a query whose
-# peer does not answer still answers in time, without it and with a warning, instead of timing out
-# (a metadata call's deadline, --query.metadata-timeout, is as long as --cluster.peer-timeout).
+# With partial answers allowed, a peer gets at most this share of what is left of the query's deadline, so that
+# a query whose peer does not answer still answers in time, without it and with a warning.
 DEADLINE_SHARE = 0.5
-# A decoded sample is ~18 bytes on the wire; a query may hold SAMPLE_BYTES per sample. The body
-# (compressed or not) is bounded by what the query has left, never more than this.
-MAX_RESPONSE_BYTES = 1 << 30
+# A query process's setting (procs/layout.py), not a flag: its gateway's ingest shards' sockets, in shard order.
+SHARD_SOCKETS = "cluster_shard_sockets"
+# Of a refusal's body, what is read to say why.
+REFUSAL_BYTES = 2000
 
 
 @dataclass
@@ -67,7 +74,7 @@ class PeerJson:
 class PeerFailure:
     peer: str
     result: str  # down | refused | timeout | garbage: the metric's label
-    reason: str
+    reason: str  # in plain words, for a warning or an error a user reads
 
 
 class _TooBig(Exception):
@@ -77,16 +84,27 @@ class _TooBig(Exception):
 class _Refused(Exception):
     """The peer answered, but not 200."""
 
+    def __init__(self, status: int, body: bytes) -> None:
+        text = body.decode("utf-8", "replace").strip()
+        try:  # an error envelope: its message, not the JSON around it
+            text = str(json.loads(text)["error"])
+        except (ValueError, KeyError, TypeError):
+            text = text[:300]
+        super().__init__(f"HTTP {status}: {text}")
+        self.status, self.text = status, text
+
 
 class Peer:
-    """One configured peer: its own HTTP session (a Unix-socket connector for ``unix:`` peers)."""
+    """One process asked for recent samples: an ingest shard of this gateway (``primary``, on its Unix socket) or
+    a configured peer (its own HTTP session; a Unix-socket connector for ``unix:`` peers)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, shard: int | None = None) -> None:
         # credentials in the URL (http://user:password@host:port) authenticate; they never reach
         # a warning, a log line or a metric label
         self._auth: dict[str, str] = {}
+        self.primary = shard is not None
         if url.startswith("unix:"):
-            self.name = url
+            self.name = url if shard is None else f"shard-{shard}"
             self._socket, self._base = url[len("unix:"):], "http://localhost"
         else:
             parts = urllib.parse.urlsplit(url)
@@ -97,6 +115,8 @@ class Peer:
                 self._auth = {"Authorization": "Basic " + base64.b64encode(login).decode()}
             self.name = urllib.parse.urlunsplit(parts._replace(netloc=hostport))
             self._socket, self._base = None, self.name
+        # in a message a user reads: a shard by its number (never its socket), a peer by its address
+        self.label = f"ingest shard {shard}" if self.primary else f"peer {self.name}"
         self._url = self._base + "/api/v1/read?scope=head"
         # A process of this machine (a query process's own shard) is read by the worker thread itself
         self.blocking = unix_http.UnixHttpClient(self._socket) if self._socket else None
@@ -111,24 +131,23 @@ class Peer:
             self._session = aiohttp.ClientSession(connector=connector)
         return self._session
 
-    def _request(self, limit: int | None, columns: bool) -> tuple[str, dict[str, str]]:
+    def _request(self, limit: int | None, columns: bool, forwarded: dict[str, str]) -> tuple[str, dict[str, str]]:
         headers = {"Content-Type": "application/x-protobuf", "Content-Encoding": "snappy",
-                   "X-Prometheus-Remote-Read-Version": "0.1.0", **self._auth}
+                   "X-Prometheus-Remote-Read-Version": "0.1.0", **forwarded, **self._auth}
         url = self._url + (f"&limit={limit}" if limit else "") + (f"&format={head_columns.FORMAT}" if columns else "")
         return url, headers
 
-    async def read(self, body: bytes, timeout_s: float, max_bytes: int, limit: int | None = None,
-                   columns: bool = False) -> PeerAnswer:
+    async def read(self, body: bytes, timeout_s: float, max_bytes: int, forwarded: dict[str, str],
+                   limit: int | None = None, columns: bool = False) -> PeerAnswer:
         """``limit``: at most that many series per query, the first in label order (a metadata call's cap).
         ``columns``: ask a ``unix:`` peer (a process of this machine: its arrays are not compressed) for the columnar
         answer (head_columns.py); a peer that does not give one (a front, which joins its shards' remote-read
         answers) answers remote read's format, decoded as usual."""
-        url, headers = self._request(limit, columns and self._socket is not None)
+        url, headers = self._request(limit, columns and self._socket is not None, forwarded)
         async with self._session_now().post(url, data=body, headers=headers,
                                             timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
             if resp.status != 200:
-                text = (await resp.content.read(300)).decode("utf-8", "replace").strip()
-                raise _Refused(f"HTTP {resp.status}: {text}")
+                raise _Refused(resp.status, await resp.content.read(REFUSAL_BYTES))
             ctype = resp.headers.get("Content-Type", "")
             _check_type(ctype)
             data = bytearray()
@@ -141,12 +160,12 @@ class Peer:
             results = head_columns.decode_response(bytes(data))
         else:
             results = await asyncio.to_thread(read_client_codec.decode_response, bytes(data), max_bytes)
-        return PeerAnswer(self.name, results, _version(version))
+        return PeerAnswer(self.name, results, head_protocol.table_version(version))
 
-    def read_blocking(self, body: bytes, timeout_s: float, max_bytes: int, limit: int | None, columns: bool,
-                      check) -> PeerAnswer:
+    def read_blocking(self, body: bytes, timeout_s: float, max_bytes: int, forwarded: dict[str, str],
+                      limit: int | None, columns: bool, check) -> PeerAnswer:
         """``read`` of a ``unix:`` peer in the calling thread (unix_http.py); ``check`` may stop it."""
-        url, headers = self._request(limit, columns)
+        url, headers = self._request(limit, columns, forwarded)
         try:
             got = self.blocking.post(url[len(self._base):], body, headers, timeout_s, max_bytes, check)
         except unix_http.TooBig:
@@ -154,12 +173,12 @@ class Peer:
         except unix_http.BadAnswer as err:
             raise BadData(str(err)) from None
         if got.status != 200:
-            raise _Refused(f"HTTP {got.status}: {got.body[:300].decode('utf-8', 'replace').strip()}")
+            raise _Refused(got.status, got.body[:REFUSAL_BYTES])
         ctype = got.headers.get("content-type", "")
         _check_type(ctype)
         results = (head_columns.decode_response(got.body) if ctype == head_columns.CONTENT_TYPE
                    else read_client_codec.decode_response(got.body, max_bytes))
-        return PeerAnswer(self.name, results, _version(got.headers.get(TABLE_VERSION_HEADER.lower())))
+        return PeerAnswer(self.name, results, head_protocol.table_version(got.headers.get(TABLE_VERSION_HEADER.lower())))
 
     def unneeded(self, queries: list[tuple[list[Matcher], int, int]]) -> PeerAnswer | None:
         """Its empty answer to a read of samples, without asking, when its extent board says it holds nothing in
@@ -169,20 +188,22 @@ class Peer:
             return None
         return PeerAnswer(self.name, [PeerSeries.empty() for _ in queries], extent.version)
 
-    async def get_json(self, path: str, params: list[tuple[str, str]], timeout_s: float) -> PeerJson:
+    async def get_json(self, path: str, params: list[tuple[str, str]], timeout_s: float,
+                       forwarded: dict[str, str]) -> PeerJson:
         """``GET path?scope=head&params``: the ``data`` of a success envelope (cluster/head_json.py)."""
-        async with self._session_now().get(self._base + path, params=[("scope", "head"), *params], headers=self._auth,
+        async with self._session_now().get(self._base + path, params=[(head_protocol.SCOPE_PARAM, head_protocol.HEAD),
+                                                                      *params],
+                                           headers={**forwarded, **self._auth},
                                            timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
             if resp.status != 200:
-                text = (await resp.content.read(300)).decode("utf-8", "replace").strip()
-                raise _Refused(f"HTTP {resp.status}: {text}")
+                raise _Refused(resp.status, await resp.content.read(REFUSAL_BYTES))
             try:
                 body = await resp.json(content_type=None)
                 data = body["data"]
             except (ValueError, KeyError, TypeError) as err:
                 raise BadData(f"not a success envelope ({err})") from None
             version = resp.headers.get(TABLE_VERSION_HEADER)
-        return PeerJson(self.name, data, _version(version))
+        return PeerJson(self.name, data, head_protocol.table_version(version))
 
     async def close(self) -> None:
         if self._session is not None:
@@ -194,15 +215,12 @@ def _check_type(ctype: str) -> None:
         raise BadData(f"unexpected Content-Type {ctype!r}")
 
 
-def _version(header: str | None) -> int | None:
-    return int(header) if header and header.isdigit() else None
-
-
 class PeerFanout:
-    """All peers of this gateway; ``read`` is called from query worker threads."""
+    """This gateway's ingest shards (``shard_sockets``, a query process's) and its peers; ``read`` is called
+    from query worker threads."""
 
-    def __init__(self, urls: list[str], timeout_s: float, telemetry) -> None:
-        self.peers = [Peer(u) for u in urls]
+    def __init__(self, urls: list[str], timeout_s: float, telemetry, shard_sockets: list[str] = ()) -> None:
+        self.peers = [Peer(f"unix:{path}", shard=i) for i, path in enumerate(shard_sockets)] + [Peer(u) for u in urls]
         self.timeout_s = timeout_s
         self._tel = telemetry
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -216,28 +234,42 @@ class PeerFanout:
         for p in self.peers:
             await p.close()
 
-    def read(self, queries: list[tuple[list[Matcher], int, int]], series_only: bool,
-             ctx: QueryContext, limit: int | None = None, columns: bool = False) -> list[PeerAnswer | PeerFailure]:
-        """Every peer's answer to these queries, or why it has none; blocks the calling worker. ``columns``: ask
-        for columnar answers (their ``labels`` hold None for series the caller knows by id: head_columns.py).
+    def _timeout(self, peer: Peer, remaining_s: float, partial: bool) -> float:
+        """How long ``peer`` may take: a shard, what is left of the query's deadline (it is part of the query);
+        a peer, --cluster.peer-timeout, and with partial answers at most a share of what is left, so that the
+        query still answers in time without it."""
+        remaining_s = max(remaining_s, 0.001)
+        if peer.primary:
+            return remaining_s
+        return min(self.timeout_s, remaining_s * DEADLINE_SHARE if partial else remaining_s)
 
-        Raises the query's own errors: QueryCanceled/QueryTimeout (the calls are cancelled) and
-        LimitExceeded when a peer's samples cross the query's budgets."""
+    def read(self, queries: list[tuple[list[Matcher], int, int]], series_only: bool, ctx: QueryContext,
+             limit: int | None = None, columns: bool = False, partial: bool = False) -> list[PeerAnswer | PeerFailure]:
+        """Every process's answer to these queries, or (a peer, with ``partial``) why it has none; blocks the calling
+        worker. ``columns``: ask for columnar answers (their ``labels`` hold None for series the caller knows by
+        id: head_columns.py).
+
+        Raises the query's own errors: QueryCanceled/QueryTimeout (the calls are cancelled), LimitExceeded when
+        an answer crosses the query's memory, and Unavailable when a process whose answer is needed has none."""
         if not self.peers:
             return []
-        ctx.check("peer read")
+        ctx.check("reading recent samples")
         # Local peers whose extent board says they hold nothing in the windows (a series read is never skipped: it
         # wants every series in memory, whatever its samples' times); the request is encoded only for the others.
         skipped = {} if series_only else {p.name: a for p in self.peers
                                           if p.blocking is not None and (a := p.unneeded(queries)) is not None}
         body = read_client_codec.encode_request(queries, series_only) if len(skipped) < len(self.peers) else b""
-        timeout = min(self.timeout_s, max(ctx.remaining() * DEADLINE_SHARE, 0.001))
-        max_bytes = max(0, min(MAX_RESPONSE_BYTES, ctx.max_bytes - ctx.bytes))
+        remaining = ctx.remaining()
+        max_bytes = head_protocol.reservation(ctx)
         # Peers elsewhere are asked at once on the event loop; this machine's are then read right here, in turn
         # (each is a local process answering in about a millisecond), while the others answer.
-        futures = {asyncio.run_coroutine_threadsafe(self._call(p, body, timeout, max_bytes, limit=limit,
-                                                               columns=columns), self._loop): p
-                   for p in self.peers if p.blocking is None}
+        futures = {}
+        for p in self.peers:
+            if p.blocking is None:
+                timeout = self._timeout(p, remaining, partial)
+                call = self._call(p, body, timeout, max_bytes, head_protocol.request_headers(ctx, timeout),
+                                  limit=limit, columns=columns)
+                futures[asyncio.run_coroutine_threadsafe(call, self._loop)] = p
         out: dict[str, PeerAnswer | PeerFailure] = {}
         pending = set(futures)
         try:
@@ -250,59 +282,66 @@ class PeerFanout:
                     if self._tel is not None:
                         self._tel.peer_reads_skipped.labels(p.name).inc()
                     continue
-                got = self._call_blocking(p, body, timeout, max_bytes, limit, columns, ctx)
-                out[p.name] = self._charged(ctx, got)
+                got = self._call_blocking(p, body, self._timeout(p, ctx.remaining(), partial), limit, columns, ctx)
+                out[p.name] = self._settled(p, got, ctx, partial)
             while pending:
                 done, pending = concurrent.futures.wait(pending, timeout=POLL_S,
                                                         return_when=concurrent.futures.FIRST_COMPLETED)
                 for fut in done:
-                    out[futures[fut].name] = self._charged(ctx, fut.result())
-                ctx.check("peer read")
+                    out[futures[fut].name] = self._settled(futures[fut], fut.result(), ctx, partial)
+                ctx.check("reading recent samples")
         finally:
             for fut in pending:
                 fut.cancel()
         return [out[p.name] for p in self.peers]
 
     @staticmethod
-    def _charged(ctx: QueryContext, got: PeerAnswer | PeerFailure) -> PeerAnswer | PeerFailure:
-        """A peer's samples are charged as its answer arrives, not after all peers have answered."""
-        if isinstance(got, PeerAnswer):
-            ctx.charge_samples(sum(len(r.block) for r in got.results), f"peer read ({got.peer})")
-            ctx.charge_samples(sum(len(r.hists) for r in got.results), f"peer read ({got.peer})", HISTOGRAM_BYTES)
-            ctx.charge_series(sum(len(r.labels) for r in got.results), f"peer read ({got.peer})")
+    def _settled(peer: Peer, got: PeerAnswer | PeerFailure, ctx: QueryContext, partial: bool) -> PeerAnswer | PeerFailure:
+        """An answer charged to the query's memory as it arrives; a failure the query cannot do without raised."""
+        if isinstance(got, PeerFailure):
+            return policy(peer, got, ctx, partial)
+        held = sum(len(r.block) * SAMPLE_BYTES + len(r.hists) * HISTOGRAM_BYTES + len(r.ids) * SERIES_BYTES
+                   for r in got.results)
+        ctx.charge_bytes(held, f"reading the recent samples of {peer.label}")
         return got
 
-    def _call_blocking(self, peer: Peer, body: bytes, timeout_s: float, max_bytes: int, limit: int | None,
-                       columns: bool, ctx: QueryContext) -> PeerAnswer | PeerFailure:
+    def _call_blocking(self, peer: Peer, body: bytes, timeout_s: float, limit: int | None, columns: bool,
+                       ctx: QueryContext) -> PeerAnswer | PeerFailure:
         """``_call`` for a ``unix:`` peer, in the query's worker thread."""
         try:
-            got: PeerAnswer | PeerFailure = peer.read_blocking(body, timeout_s, max_bytes, limit, columns,
-                                                               lambda: ctx.check("peer read"))
+            got: PeerAnswer | PeerFailure = peer.read_blocking(
+                body, timeout_s, head_protocol.reservation(ctx), head_protocol.request_headers(ctx, timeout_s),
+                limit, columns, lambda: ctx.check("reading recent samples"))
         except (_TooBig, PayloadTooLarge):
             raise _too_big(peer) from None
         except (unix_http.Timeout, _Refused, BadData, OSError) as err:
-            got = _failure(peer, err, timeout_s, unix_http.Timeout)
+            got = classify(peer, err, timeout_s, unix_http.Timeout)
         self._observe(peer, got)
         return got
 
-    async def get_json(self, path: str, params: list[tuple[str, str]],
-                       remaining_s: float) -> list[PeerJson | PeerFailure]:
-        """Every peer's ``?scope=head`` answer on a JSON API (exemplars, metadata), all at once, on the event
-        loop; each bounded by --cluster.peer-timeout and half of what the call has left, as reads are."""
-        timeout = min(self.timeout_s, max(remaining_s * DEADLINE_SHARE, 0.001))
-        return list(await asyncio.gather(*(self._call(p, None, timeout, 0, (path, params)) for p in self.peers)))
+    async def get_json(self, path: str, params: list[tuple[str, str]], ctx: QueryContext,
+                       partial: bool = False) -> list[PeerJson | PeerFailure]:
+        """Every process's ``?scope=head`` answer on a JSON API (exemplars, metadata), all at once, on the event
+        loop; deadlines and failures as for ``read`` (a failure returned only when ``policy`` lets it be)."""
+        remaining = ctx.remaining()
+        calls = []
+        for p in self.peers:
+            timeout = self._timeout(p, remaining, partial)
+            calls.append(self._call(p, None, timeout, 0, head_protocol.request_headers(ctx, timeout), (path, params)))
+        got = await asyncio.gather(*calls)
+        return [policy(p, g, ctx, partial) if isinstance(g, PeerFailure) else g for p, g in zip(self.peers, got)]
 
-    async def _call(self, peer: Peer, body: bytes | None, timeout_s: float, max_bytes: int,
+    async def _call(self, peer: Peer, body: bytes | None, timeout_s: float, max_bytes: int, forwarded: dict[str, str],
                     json_get: tuple[str, list] | None = None, limit: int | None = None, columns: bool = False
                     ) -> PeerAnswer | PeerJson | PeerFailure:
         try:
             got: PeerAnswer | PeerJson | PeerFailure = (
-                await peer.get_json(*json_get, timeout_s) if json_get
-                else await peer.read(body, timeout_s, max_bytes, limit, columns))
+                await peer.get_json(*json_get, timeout_s, forwarded) if json_get
+                else await peer.read(body, timeout_s, max_bytes, forwarded, limit, columns))
         except (_TooBig, PayloadTooLarge):
             raise _too_big(peer) from None
         except (asyncio.TimeoutError, _Refused, BadData, aiohttp.ClientError, OSError) as err:
-            got = _failure(peer, err, timeout_s, asyncio.TimeoutError)
+            got = classify(peer, err, timeout_s, asyncio.TimeoutError)
         self._observe(peer, got)
         return got
 
@@ -315,24 +354,49 @@ class PeerFanout:
         if before == result:
             return
         if result == "ok":
-            log.info("peer %s answers again", peer.name)
+            log.info("%s answers again", peer.label)
         else:
-            log.warning("peer %s: %s (%s); answers lack its recent samples until it is back",
-                        peer.name, result, got.reason)
+            log.warning("%s: %s (%s)", peer.label, result, got.reason)
 
 
 def _too_big(peer: Peer) -> LimitExceeded:
-    return LimitExceeded(f"peer {peer.name}'s recent samples would hold more memory than the query may "
+    return LimitExceeded(f"the recent samples of {peer.label} would hold more memory than the query may "
                          "(raise --query.max-memory-per-query or narrow the query)")
 
 
-def _failure(peer: Peer, err: Exception, timeout_s: float, timeout: type) -> PeerFailure:
-    """Why a call to ``peer`` has no answer; ``timeout``: the error its client raises at the deadline (checked
-    first: asyncio's is an OSError too)."""
+def classify(peer: Peer, err: Exception, timeout_s: float, timeout: type) -> PeerFailure:
+    """Why a call to ``peer`` has no answer, in plain words; ``timeout``: the error its client raises at the
+    deadline (checked first: asyncio's is an OSError too)."""
     if isinstance(err, timeout):
-        return PeerFailure(peer.name, "timeout", f"no answer within {timeout_s:g}s (--cluster.peer-timeout)")
+        return PeerFailure(peer.name, "timeout", f"no answer within {timeout_s:g}s")
     if isinstance(err, _Refused):
-        return PeerFailure(peer.name, "refused", str(err))
+        return PeerFailure(peer.name, "refused", f"it answered HTTP {err.status}: {err.text}")
     if isinstance(err, BadData):
-        return PeerFailure(peer.name, "garbage", str(err))
-    return PeerFailure(peer.name, "down", f"{type(err).__name__}: {err}")
+        return PeerFailure(peer.name, "garbage", f"its answer could not be read ({err})")
+    log.debug("%s: %s: %s", peer.label, type(err).__name__, err)  # the socket or host detail is for operators
+    return PeerFailure(peer.name, "down", "it is not reachable" + (
+        " (it is starting or restarting)" if peer.primary else ""))
+
+
+def warning(failure: PeerFailure, what: str) -> str:
+    """The warning of an answer given without a peer's recent ``what`` (partial_response)."""
+    why = f"{failure.reason} (--cluster.peer-timeout)" if failure.result == "timeout" else failure.reason
+    return (f"partial answer: peer {failure.peer} did not answer ({failure.result}: {why}); its recent {what}, "
+            "not yet in the shared table, are missing")
+
+
+def policy(peer: Peer, failure: PeerFailure, ctx: QueryContext, partial: bool) -> PeerFailure:
+    """The one rule for a process that did not answer: the query's own deadline is its timeout; a process whose
+    answer is needed makes the query unavailable (503); a peer, with partial answers allowed, only a warning."""
+    ctx.check(f"reading the recent samples of {peer.label}")  # a timeout that was the query's: its own
+    if failure.result == "refused" and failure.reason.startswith("it answered HTTP 422"):
+        # the read crossed the query's memory where it was answered: the query's limit, named there
+        raise LimitExceeded(f"reading the recent samples of {peer.label}: {failure.reason.split(': ', 1)[-1]}")
+    if peer.primary:
+        raise Unavailable(f"{peer.label} of this gateway could not be read: {failure.reason}; the answer would "
+                          "lack samples it acknowledged, so none is given; retry")
+    if not partial:
+        why = f"{failure.reason} (--cluster.peer-timeout)" if failure.result == "timeout" else failure.reason
+        raise Unavailable(f"{peer.label} could not be read: {why}; the answer would lack its recent samples, so "
+                          "none is given (ask with partial_response=true for an answer without them)")
+    return failure

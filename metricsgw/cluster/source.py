@@ -1,16 +1,18 @@
-"""A read source over the local storage and every peer's recent samples, for one query.
+"""A read source over the local storage and the recent samples of the gateway's shards and peers, for one query.
 
 The PromQL engine and the metadata APIs read through it as they read the storage (the same seam:
 select_series / estimate_samples / read_samples, label_names / label_values), so neither knows
-where a sample came from. For each selection the peers are asked first (all at once, one remote
-read each), then the local storage, so the table snapshot read locally is at least as new as the
-versions the peers' answers are relative to (docs/cluster.md); the answers are merged and
-de-duplicated by (sid, t), local samples first. Series ids are the blake2b of the labels, the same
-in every process, so a series a peer holds is the same series here.
+where a sample came from. For each selection the shards and peers are asked first (all at once, one
+remote read each), then the local storage, so the table snapshot read locally is at least as new as the
+versions their answers are relative to (docs/cluster.md); the answers are merged and de-duplicated by
+(sid, t), local samples first. Series ids are the blake2b of the labels, the same in every process, so a
+series a peer holds is the same series here.
 
 One object per query: what the peers answered is kept for that query only (a selection's samples
-serve its read), and ``warnings`` lists, once per peer, what the answer lacks because a peer could
-not answer.
+serve its read), and is counted as a one-process gateway counts its own head: the series when the query
+selects them, the samples when the query takes them (``read_samples``, batch by batch), so the limits of
+the query are judged once and the same way in every layout. What cannot be read fails the query
+(peers.policy); with ``partial`` a peer that did not answer leaves a warning in ``warnings`` instead.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from ..storage import native_head
 from ..storage.batch import SampleBlock, SeriesSet
 from ..storage.head import select_sorted
 from ..storage.merge import merge_parts
-from .peers import PeerFailure, PeerFanout
+from .peers import PeerFailure, PeerFanout, warning
 
 log = logging.getLogger(__name__)
 
@@ -36,12 +38,13 @@ ANY_SERIES = [Matcher(METRIC_NAME, "=~", ".+")]
 
 
 class ClusterSource:
-    def __init__(self, local, fanout: PeerFanout, samples: bool = True) -> None:
+    def __init__(self, local, fanout: PeerFanout, samples: bool = True, partial: bool = False) -> None:
         """``samples``: selections fetch the peers' samples with the series (PromQL); without,
-        only label sets (the metadata APIs)."""
+        only label sets (the metadata APIs). ``partial``: a peer that does not answer is a warning, not a 503."""
         self.local = local
         self.fanout = fanout
         self.samples = samples
+        self.partial = partial
         self.warnings: list[str] = []
         self._failed: set[str] = set()
         # (matchers, start, end) -> each answering peer's series (and samples) for that selection
@@ -75,6 +78,8 @@ class ClusterSource:
                 parts += [native_head.take(r.hists, native_head.rows_in(r.hists.sid, r.hists.t, ids_sorted,
                                                                         start_ms, end_ms))
                           for r in results if len(r.hists)]
+        for p in parts[1:]:  # held since they arrived (peers.py); now the query takes them, as it takes the head's
+            ctx.charge_samples(len(p), "head read (histograms)", 0)
         ctx.check("peer merge")
         return native_head.merge_histograms(parts)
 
@@ -91,7 +96,8 @@ class ClusterSource:
             failed = False
             # A query's selections ask for arrays: label sets come only for series the table does not hold yet.
             columns = self.samples and self.columns
-            for answer in self.fanout.read([(matchers, start_ms, end_ms)], not self.samples, ctx, limit, columns):
+            for answer in self.fanout.read([(matchers, start_ms, end_ms)], not self.samples, ctx, limit, columns,
+                                           self.partial):
                 if isinstance(answer, PeerFailure):
                     self._warn(answer)
                     failed = True
@@ -133,9 +139,7 @@ class ClusterSource:
         if failure.peer in self._failed:
             return
         self._failed.add(failure.peer)
-        what = "samples" if self.samples else "series"
-        self.warnings.append(f"partial answer: peer {failure.peer} did not answer ({failure.result}: "
-                             f"{failure.reason}); its recent {what}, not yet in the shared table, are missing")
+        self.warnings.append(warning(failure, "samples" if self.samples else "series"))
 
     # ---------------------------------------------------------------- the read seam
     def select_series(self, matchers: list[Matcher], start_ms: int | None, end_ms: int | None,
@@ -153,25 +157,40 @@ class ClusterSource:
                 extra.setdefault(sid, labels)
         if not extra:
             return local
-        # Peer series were charged as they arrived (peers.py); the local ones by the storage.
+        # The local ones were charged by the storage; these the query selects as it would select them there.
+        if ctx is not None:
+            ctx.charge_series(len(extra) if limit is None else min(len(extra), limit), "series selection")
         ids = np.concatenate([local.ids, np.fromiter(extra, np.int64, len(extra))])
         labels = local.labels + list(extra.values())
         order = sorted(range(len(ids)), key=labels.__getitem__)[:limit]
         return SeriesSet(ids[np.array(order, np.int64)], [labels[i] for i in order])
 
     def estimate_samples(self, series: SeriesSet, start_ms: int, end_ms: int) -> int:
-        """The local estimate only: the peers' samples are held (and charged) already."""
-        return self.local.estimate_samples(series, start_ms, end_ms)
+        """The local estimate (the table's samples) and the peers' samples of these series in the window, counted:
+        a one-process gateway's estimate covers its head too."""
+        held = self._covering(start_ms, end_ms)
+        if not held:
+            return self.local.estimate_samples(series, start_ms, end_ms)
+        ids_sorted = npsort.unique(np.asarray(series.ids, np.int64))
+        return self.local.estimate_samples(series, start_ms, end_ms) + sum(
+            len(select_sorted(b.sid, b.t, b.v, ids_sorted, start_ms, end_ms)) for b in held)
+
+    def _covering(self, start_ms: int, end_ms: int) -> list:
+        """The peers' sample blocks of every selection whose window covers this one."""
+        return [res.block for (_, lo, hi, *_limit), results in self._answers.items()
+                if lo <= start_ms and end_ms <= hi for res in results if len(res.block)]
 
     def read_samples(self, ids: np.ndarray, start_ms: int, end_ms: int, ctx: QueryContext) -> SampleBlock:
         """Local samples, then those of every peer answer to a selection covering the window."""
-        covering = [res.block for (_, lo, hi, *_limit), results in self._answers.items()
-                    if lo <= start_ms and end_ms <= hi for res in results if len(res.block)]
+        covering = self._covering(start_ms, end_ms)
         if not covering:  # nothing from the peers here: the local read, which sorts the ids itself
             return self.local.read_samples(ids, start_ms, end_ms, ctx)
         ids_sorted = npsort.unique(np.asarray(ids, np.int64))
         parts = [self.local.read_samples(ids_sorted, start_ms, end_ms, ctx)]
-        parts += [select_sorted(b.sid, b.t, b.v, ids_sorted, start_ms, end_ms) for b in covering]
+        held = [select_sorted(b.sid, b.t, b.v, ids_sorted, start_ms, end_ms) for b in covering]
+        for p in held:  # their memory is held since they arrived (peers.py); now the query takes them
+            ctx.charge_samples(len(p), "head read", 0)
+        parts += held
         ctx.check("peer merge")
         return merge_parts(ids_sorted, [p for p in parts if len(p)], start_ms, end_ms)
 

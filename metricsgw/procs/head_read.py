@@ -20,14 +20,17 @@ import asyncio
 import aiohttp
 from aiohttp import web
 
-from ..cluster.peers import MAX_RESPONSE_BYTES, TABLE_VERSION_HEADER
+from ..cluster import head_protocol
+from ..cluster.head_protocol import MAX_RESPONSE_BYTES, TABLE_VERSION_HEADER
 from ..errors import BadData, ForwardedError, PayloadTooLarge, Unavailable
 from ..remote import read_codec
 from ..remote.codec import decompress
 from ..remote.write_handler import read_bounded
 from .clients import ChildClient
 
-_PASSED_HEADERS = ("Content-Type", "Content-Encoding", "X-Prometheus-Remote-Read-Version", "User-Agent")
+# The asking query's deadline and memory reservation go on to every shard (head_protocol.py).
+_PASSED_HEADERS = ("Content-Type", "Content-Encoding", "X-Prometheus-Remote-Read-Version", "User-Agent",
+                   head_protocol.DEADLINE_HEADER, head_protocol.MAX_BYTES_HEADER)
 
 
 class _ShardFailed(Exception):
@@ -72,10 +75,10 @@ def join(answers: list[bytes]) -> bytes:
 
 class HeadRead:
     def __init__(self, shards: list[ChildClient], timeout_s: float) -> None:
-        """``timeout_s``: --cluster.peer-timeout; the asking gateway gives up after it anyway, so a shard that
-        is alive but does not answer (stopped, swapping) is a 503 by then, not a request left open."""
+        """``timeout_s``: --cluster.peer-timeout, the wait when the asker named no deadline of its own; a shard
+        that is alive but does not answer (stopped, swapping) is a 503 by then, not a request left open."""
         self.shards = shards
-        self.timeout = aiohttp.ClientTimeout(total=timeout_s)
+        self.timeout_s = timeout_s
 
     async def handle(self, request: web.Request) -> web.Response:
         body = await read_bounded(request, read_codec.MAX_REQUEST_BYTES, "remote-read request",
@@ -84,7 +87,8 @@ class HeadRead:
         # Remote read's format from every shard, whatever the asker asked: their answers are joined at the wire
         # level here (a columnar answer, cluster/head_columns.py, is for a process reading one shard).
         path_qs = str(request.rel_url.without_query_params("format"))
-        answers = await asyncio.gather(*(self._ask(s, path_qs, body, headers)
+        timeout = aiohttp.ClientTimeout(total=head_protocol.read_context(request.headers, self.timeout_s, 0).timeout_s)
+        answers = await asyncio.gather(*(self._ask(s, path_qs, body, headers, timeout)
                                          for s in self.shards), return_exceptions=True)
         failed = [f"{s.child.name}: {a}" for s, a in zip(self.shards, answers) if isinstance(a, BaseException)]
         refused = [a for a in answers if isinstance(a, ForwardedError)]
@@ -101,11 +105,12 @@ class HeadRead:
             "Content-Type": read_codec.SAMPLES_CONTENT_TYPE, "Content-Encoding": "snappy",
             TABLE_VERSION_HEADER: str(max(versions))})
 
-    async def _ask(self, shard: ChildClient, path_qs: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+    async def _ask(self, shard: ChildClient, path_qs: str, body: bytes, headers: dict[str, str],
+                   timeout: aiohttp.ClientTimeout) -> tuple[int, bytes]:
         """(table version, decoded ReadResponse) of one shard."""
         shard.in_flight += 1
         try:
-            async with shard.session.post(path_qs, data=body, headers=headers, timeout=self.timeout) as resp:
+            async with shard.session.post(path_qs, data=body, headers=headers, timeout=timeout) as resp:
                 data = await resp.read()
                 if 400 <= resp.status < 500 and resp.status != 429:
                     raise ForwardedError(resp.status, data.decode("utf-8", "replace").strip())
@@ -116,7 +121,7 @@ class HeadRead:
                     raise _ShardFailed(f"not a ?scope=head SAMPLES answer (Content-Type "
                                        f"{resp.headers.get('Content-Type')!r})")
         except asyncio.TimeoutError:
-            raise _ShardFailed(f"no answer within --cluster.peer-timeout ({self.timeout.total:g}s)") from None
+            raise _ShardFailed(f"no answer within {timeout.total:g}s") from None
         except (aiohttp.ClientError, OSError) as err:
             raise _ShardFailed(f"unavailable ({err.__class__.__name__}: {err})") from None
         finally:

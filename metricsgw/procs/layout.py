@@ -10,8 +10,8 @@ Budgets that are per gateway are split so the gateway as a whole keeps them:
   ``--query.max-memory-per-query``, ``--query.timeout``) apply unchanged to every query.
 
 Queries never run in a shard's process. A query process is a follower of the table (every writer's flushed
-series and samples) and reads the shards' heads as peers (``--cluster.peers=unix:<shard socket>``, with the
-front's own peers, the other gateways): docs/cluster.md. Shards have no peers and load only their own series.
+series and samples) and reads the shards' heads (``SHARD_SOCKETS``: a query that cannot read one fails) and the
+front's own peers, the other gateways: docs/cluster.md. Shards have no peers and load only their own series.
 
 Children listen on Unix sockets in ``<--storage.path>/run/<--storage.writer-id>/`` (mode 0700: only this user
 reaches them; the front does TLS and authentication for everyone), or in a private temporary directory when
@@ -26,6 +26,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 
+from ..cluster.peers import SHARD_SOCKETS
 from ..config import Config
 
 # Default counts, measured on 2 cores (README "Processes"): a shard per 2 cores, because the front's split of
@@ -144,7 +145,7 @@ def child_config(cfg: Config, child: Child, layout: Layout) -> Config:
     else:
         q = layout.queriers
         v["storage_writer_id"] = querier_writer_id(cfg.storage_writer_id, child.index)
-        v["cluster_peers"] = [f"unix:{c.socket}" for c in layout.shard_children] + list(cfg.cluster_peers)
+        v[SHARD_SOCKETS] = [c.socket for c in layout.shard_children]
         v["query_max_memory"] = max(cfg.query_max_memory // q, 1)
         v["query_max_concurrency"] = max(cfg.query_max_concurrency // q, 1)
         v["query_max_queue"] = cfg.query_max_queue // q

@@ -24,8 +24,8 @@ from aiohttp import web
 from .. import npsort
 from ..api.running import guarded
 from ..api.sources import read_source
-from ..appkeys import CONFIG, READ_GATE, STORAGE
-from ..cluster import head_columns
+from ..appkeys import CONFIG, MEMORY, READ_GATE, STORAGE
+from ..cluster import head_columns, head_protocol
 from ..errors import BadData, GatewayError, LimitExceeded, Unavailable
 from ..limits.context import QueryContext
 from ..limits.guard import QueryGuard
@@ -43,10 +43,6 @@ log = logging.getLogger(__name__)
 STREAM_BATCH_SAMPLES = 500_000
 FIRST_BATCH_SERIES = 64
 
-# ?scope=head: only the samples this process holds in memory, not yet committed (what a peer's
-# querier asks for, docs/cluster.md); the answer says which table version holds the rest.
-TABLE_VERSION_HEADER = "X-Metricsgw-Table-Version"
-
 
 def read_gate(cfg) -> QueryGuard | None:
     """The remote-read concurrency limit; None when it is off (0). Queue rules as the query guard."""
@@ -62,56 +58,57 @@ async def handle_read(request: web.Request) -> web.StreamResponse:
     body = await read_bounded(request, read_codec.MAX_REQUEST_BYTES, "remote-read request",
                               "Prometheus's 32 MiB read request limit")
     queries, response_type = read_codec.decode_request(body)
-    source, headers = _source(request)
-    head = isinstance(source, RecentView)
-    # A peer's metadata call (series only) has the metadata deadline, as it would have here.
-    metadata = head and all(q.series_only for q in queries)
-    ctx = QueryContext.for_request(None, cfg.query_metadata_timeout if metadata else cfg.query_timeout,
-                                   max_samples=cfg.query_max_samples, max_series=cfg.query_max_series)
-    series_limit = _series_limit(request) if head else None
+    if head_protocol.asks_for_head(request.rel_url.query):
+        return await _head_read(request, queries, response_type)
+    source, warnings = read_source(request, app[STORAGE], request.rel_url.query)
+    source = _Complete(source, warnings)
+    ctx = QueryContext.for_request(None, cfg.query_timeout, max_samples=cfg.query_max_samples,
+                                   max_series=cfg.query_max_series)
+    limit = cfg.storage_remote_read_sample_limit
     try:
         async with AsyncExitStack() as stack:
             gate = app[READ_GATE]
             if gate is not None:
                 await stack.enter_async_context(gate.slot("remote read"))
-            # A head read takes no query slot: the peer asking is a query holding one of its own slots
-            # while it waits, so with slots taken on both sides two gateways would each wait for the
-            # other until --cluster.peer-timeout. It is a read of memory, bounded by the remote-read
-            # gate, the deadline and the budgets.
-            run = await stack.enter_async_context(guarded(request, "remote_read", ctx, slot=not head))
-            if response_type == read_codec.SAMPLES and head and _columns_asked(request, queries):
-                limit = cfg.storage_remote_read_sample_limit
-                picked = _small_head_reads(source, queries, ctx)
-                if picked is not None:  # answered here: a thread hop would cost more than the read
-                    results = [_columns(source, q, ctx, limit, ids) for q, ids in zip(queries, picked)]
-                else:
-                    results = [await run(lambda q=q: _columns(source, q, ctx, limit)) for q in queries]
-                return web.Response(body=head_columns.encode_response(results), headers={
-                    "Content-Type": head_columns.CONTENT_TYPE, **headers})
+            run = await stack.enter_async_context(guarded(request, "remote_read", ctx))
             if response_type == read_codec.SAMPLES:
-                limit = cfg.storage_remote_read_sample_limit
-                results = [await run(lambda q=q: _sampled(source, q, ctx, limit, series_limit)) for q in queries]
+                results = [await run(lambda q=q: _sampled(source, q, ctx, limit)) for q in queries]
                 body = await run(lambda: read_codec.encode_samples_response(results))  # snappy off the loop
                 return web.Response(body=body, headers={
-                    "Content-Type": read_codec.SAMPLES_CONTENT_TYPE, "Content-Encoding": "snappy", **headers})
-            return await _streamed(request, source, headers, run, queries, ctx,
-                                   cfg.storage_remote_read_max_bytes_in_frame)
+                    "Content-Type": read_codec.SAMPLES_CONTENT_TYPE, "Content-Encoding": "snappy"})
+            return await _streamed(request, source, {}, run, queries, ctx, cfg.storage_remote_read_max_bytes_in_frame)
     except LimitExceeded as err:  # Prometheus answers a read over its limits with 400
         raise BadData(str(err)) from None
 
 
-def _source(request: web.Request) -> tuple[object, dict[str, str]]:
-    """What the read answers from: the whole storage with the peers' recent samples (--cluster.peers: a query
-    process reads its gateway's shards so), or (scope=head) this process's uncommitted samples."""
-    scope = request.rel_url.query.get("scope", "")
-    storage = request.app[STORAGE]
-    if scope == "":
-        source, warnings = read_source(request, storage)
-        return _Complete(source, warnings), {}
-    if scope != "head":
-        raise BadData(f'invalid parameter "scope": {scope!r} (supported: head)')
-    view = RecentView(storage)
-    return view, {TABLE_VERSION_HEADER: str(view.table_version)}
+async def _head_read(request: web.Request, queries: list[ReadQuery], response_type) -> web.StreamResponse:
+    """?scope=head: this process's uncommitted samples, for a query elsewhere (head_protocol.py). Part of that
+    query: its deadline and memory, no query slot, no remote-read limit; over its memory, 422 (the asker's limit)."""
+    cfg = request.app[CONFIG]
+    view = RecentView(request.app[STORAGE])
+    headers = {head_protocol.TABLE_VERSION_HEADER: str(view.table_version)}
+    # A metadata call's series read has the metadata deadline, as it would have here.
+    metadata = all(q.series_only for q in queries)
+    ctx = head_protocol.read_context(request.headers, cfg.query_metadata_timeout if metadata else cfg.query_timeout,
+                                     cfg.query_max_memory_per_query, request.app[MEMORY])
+    series_limit = _series_limit(request)
+    # No query slot: the asking query holds one of its own while it waits, so with slots taken on both sides two
+    # gateways would each wait for the other. It is a read of memory, bounded by the deadline and the reservation.
+    async with guarded(request, "remote_read", ctx, slot=False) as run:
+        if response_type == read_codec.SAMPLES and _columns_asked(request, queries):
+            picked = _small_head_reads(view, queries, ctx)
+            if picked is not None:  # answered here: a thread hop would cost more than the read
+                results = [_columns(view, q, ctx, ids) for q, ids in zip(queries, picked)]
+            else:
+                results = [await run(lambda q=q: _columns(view, q, ctx)) for q in queries]
+            return web.Response(body=head_columns.encode_response(results), headers={
+                "Content-Type": head_columns.CONTENT_TYPE, **headers})
+        if response_type == read_codec.SAMPLES:
+            results = [await run(lambda q=q: _sampled(view, q, ctx, 0, series_limit)) for q in queries]
+            body = await run(lambda: read_codec.encode_samples_response(results))  # snappy off the loop
+            return web.Response(body=body, headers={
+                "Content-Type": read_codec.SAMPLES_CONTENT_TYPE, "Content-Encoding": "snappy", **headers})
+        return await _streamed(request, view, headers, run, queries, ctx, cfg.storage_remote_read_max_bytes_in_frame)
 
 
 class _Complete:
@@ -224,15 +221,14 @@ def _head_ids(view: RecentView, q: ReadQuery, ctx: QueryContext) -> np.ndarray:
     return np.empty(0, np.int64) if _selects_nothing(q) else view.select_ids(list(q.matchers), q.start_ms, q.end_ms, ctx)
 
 
-def _columns(view: RecentView, q: ReadQuery, ctx: QueryContext, sample_limit: int,
-             ids: np.ndarray | None = None) -> bytes:
+def _columns(view: RecentView, q: ReadQuery, ctx: QueryContext, ids: np.ndarray | None = None) -> bytes:
     """One query's recent samples as arrays, in id order (no label sets to build or sort, but those of the series
     the table does not hold at the view's version). ``ids``: the query's, when already selected."""
     if ids is None:
         ids = _head_ids(view, q, ctx)
     ss = SeriesSet(ids, [])
     _refuse_estimate(view, ss, q, ctx)
-    block = _read_bounded(view, ss, q, ctx, sample_limit)
+    block = _read_bounded(view, ss, q, ctx, 0)
     hists = view.read_histograms(ids, q.start_ms, q.end_ms, ctx)
     ctx.check("remote read encoding")
     labelled = np.flatnonzero(npsort.members(ids, view.uncommitted))

@@ -1,8 +1,10 @@
 """A gateway with --cluster.peers, served in-process, against real peer gateways and against peers that
 misbehave in ways a real one cannot be made to on demand (a body of garbage, an answer that never comes).
 
-Every failing peer gives a 200 with a warning naming it, for query, query_range, series, labels and label
-values; it is counted by result in /metrics and logged once per change of state. The query's own limits
+By default every failing peer fails the call with 503 ``unavailable`` naming it (an answer without a peer's
+recent samples would look complete); with partial answers allowed (--query.partial-response or the request's
+partial_response) it gives a 200 with a warning naming it, for query, query_range, series, labels and label
+values. Each call is counted by result in /metrics and logged once per change of state. The query's own limits
 still hold: a peer's samples count against --query.max-samples, the query's deadline bounds the wait,
 and a client that leaves stops the calls to the peers."""
 
@@ -100,7 +102,48 @@ def _metric(text: str, peer: str, result: str) -> float:
     return sum(float(x[len(line):]) for x in text.splitlines() if x.startswith(line))
 
 
-def test_every_kind_of_failing_peer_gives_a_warning_naming_it(tmp_path, caplog):
+PARTIAL = {"query.partial-response": "true"}
+CALLS = [("/api/v1/query", {"query": SUM, "time": str(T_S)}),
+         ("/api/v1/query_range", {"query": SUM, "start": str(T_S - 60), "end": str(T_S), "step": "15"}),
+         ("/api/v1/series", {"match[]": PM}), ("/api/v1/labels", {}), ("/api/v1/label/__name__/values", {})]
+
+
+@pytest.mark.parametrize("how", ["garbage", "refuse", "hang", "down"])
+def test_a_failing_peer_fails_the_call_unless_partial_answers_are_asked_for(tmp_path, how):
+    async def main():
+        async with FakePeer(how) as failing:
+            peer = _closed_port_url() if how == "down" else failing
+            for flag, asked, partial in ((None, None, False), (None, "true", True), ("true", None, True),
+                                         ("true", "false", False)):
+                settings = {"cluster.peers": [peer], "cluster.peer-timeout": "1s"}
+                if flag:
+                    settings["query.partial-response"] = flag
+                async with serving(tmp_path / f"gw-{flag}-{asked}", settings=settings) as gw, \
+                        aiohttp.ClientSession() as s:
+                    await _write(s, gw.url, "pm_local", 1.0)
+                    for path, params in CALLS:
+                        status, body = await _get(s, gw.url, path, **params,
+                                                  **({"partial_response": asked} if asked else {}))
+                        if partial:
+                            assert status == 200 and f"peer {peer} did not answer" in body["warnings"][0], body
+                        else:
+                            assert (status, body["errorType"]) == (503, "unavailable"), (path, body)
+                            assert body["error"].startswith(f"peer {peer} could not be read: "), body
+                            assert "partial_response=true" in body["error"]
+
+    asyncio.run(main())
+
+
+def test_a_bad_partial_response_parameter_is_refused(tmp_path):
+    async def main():
+        async with serving(tmp_path / "gw") as gw, aiohttp.ClientSession() as s:
+            status, body = await _get(s, gw.url, "/api/v1/query", query="up", partial_response="maybe")
+            assert (status, body["errorType"]) == (400, "bad_data") and '"partial_response"' in body["error"]
+
+    asyncio.run(main())
+
+
+def test_every_kind_of_failing_peer_gives_a_warning_naming_it_in_a_partial_answer(tmp_path, caplog):
     async def main():
         auth = f"basic_auth_users:\n  reader: {bcrypt_hash('pw')}\n"
         (tmp_path / "ok").mkdir()
@@ -110,16 +153,13 @@ def test_every_kind_of_failing_peer_gives_a_warning_naming_it(tmp_path, caplog):
             ok_with_login = ok.url.replace("http://", "http://reader:pw@")
             unauthorised = ok.url.replace("127.0.0.1", "localhost")  # the same gateway, no credentials: 401
             settings = {"cluster.peers": [ok_with_login, garbage, refusing, hanging, down, unauthorised],
-                        "cluster.peer-timeout": "1s"}
+                        "cluster.peer-timeout": "1s", **PARTIAL}
             async with serving(tmp_path / "gw", settings=settings) as gw, aiohttp.ClientSession() as s:
                 await _write(s, gw.url, "pm_local", 1.0)
                 await _write(s, ok.url, "pm_peer", 2.0, basic("reader", "pw"))
                 bad = {garbage: "garbage", refusing: "refused", hanging: "timeout", down: "down",
                        unauthorised: "refused"}
-                calls = [("/api/v1/query", {"query": SUM, "time": str(T_S)}),
-                         ("/api/v1/query_range", {"query": SUM, "start": str(T_S - 60), "end": str(T_S), "step": "15"}),
-                         ("/api/v1/series", {"match[]": PM}), ("/api/v1/labels", {}),
-                         ("/api/v1/label/__name__/values", {})]
+                calls = CALLS
                 for path, params in calls * 2:  # twice: one log line per peer all the same
                     status, body = await _get(s, gw.url, path, **params)
                     assert status == 200, (path, body)
@@ -152,7 +192,7 @@ def test_every_kind_of_failing_peer_gives_a_warning_naming_it(tmp_path, caplog):
 def test_a_peer_coming_back_is_logged_once_and_answers_are_complete_again(tmp_path, caplog):
     async def main():
         peer = FakePeer("refuse")
-        async with peer as url, serving(tmp_path / "gw", settings={"cluster.peers": [url]}) as gw, \
+        async with peer as url, serving(tmp_path / "gw", settings={"cluster.peers": [url], **PARTIAL}) as gw, \
                 aiohttp.ClientSession() as s:
             for how, warned in (("refuse", True), ("refuse", True), ("empty", False), ("empty", False),
                                 ("refuse", True)):
@@ -187,16 +227,31 @@ def test_peer_samples_count_against_the_query_budget(tmp_path):
                                           ("/api/v1/series", {"match[]": "up"}), ("/api/v1/labels", {})],
                          ids=["query-2s", "series", "labels"])
 def test_a_peer_slower_than_the_deadline_leaves_a_warning_not_a_timeout(tmp_path, path, params):
-    """The query's deadline bounds the wait (here shorter than --cluster.peer-timeout); the answer
-    comes without the peer, in time. The metadata calls run with the defaults: their deadline
+    """With partial answers, the query's deadline bounds the wait (here shorter than --cluster.peer-timeout); the
+    answer comes without the peer, in time. The metadata calls run with the defaults: their deadline
     (--query.metadata-timeout) is as long as --cluster.peer-timeout."""
     async def main():
         async with FakePeer("hang") as hanging:
-            settings = {"cluster.peers": [hanging]} | ({"cluster.peer-timeout": "10m"} if "timeout" in params else {})
+            settings = {"cluster.peers": [hanging], **PARTIAL} | (
+                {"cluster.peer-timeout": "10m"} if "timeout" in params else {})
             async with serving(tmp_path / "gw", settings=settings) as gw, aiohttp.ClientSession() as s:
                 status, body = await _get(s, gw.url, path, **params)
                 assert status == 200, body
                 assert len(body["warnings"]) == 1 and f"peer {hanging} did not answer (timeout:" in body["warnings"][0]
+
+    asyncio.run(main())
+
+
+def test_a_peer_slower_than_the_query_is_the_query_timing_out(tmp_path):
+    """Without partial answers a peer may take all of the query's time; when that runs out, the answer is the
+    query's own timeout, naming the query's setting (not the peer's)."""
+    async def main():
+        async with FakePeer("hang") as hanging:
+            settings = {"cluster.peers": [hanging], "cluster.peer-timeout": "10m"}
+            async with serving(tmp_path / "gw", settings=settings) as gw, aiohttp.ClientSession() as s:
+                status, body = await _get(s, gw.url, "/api/v1/query", query="up", timeout="1s")
+                assert (status, body["errorType"]) == (503, "timeout"), body
+                assert "--query.timeout" in body["error"] and "--cluster.peer-timeout" not in body["error"], body
 
     asyncio.run(main())
 
@@ -224,7 +279,7 @@ def test_every_kind_of_failing_unix_peer_gives_a_warning_naming_it(tmp_path):
                 FakePeer("hang", unix=True) as hanging, FakePeer("empty", unix=True) as empty:
             down = "unix:/nonexistent/mgw-peer.sock"
             bad = {garbage: "garbage", refusing: "refused", hanging: "timeout", down: "down"}
-            settings = {"cluster.peers": [*bad, empty], "cluster.peer-timeout": "1s"}
+            settings = {"cluster.peers": [*bad, empty], "cluster.peer-timeout": "1s", **PARTIAL}
             async with serving(tmp_path / "gw", settings=settings) as gw, aiohttp.ClientSession() as s:
                 await _write(s, gw.url, "pm_local", 1.0)
                 for path, params in [("/api/v1/query", {"query": SUM, "time": str(T_S)}),
