@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import struct
 from dataclasses import dataclass
 from typing import Iterable
@@ -119,6 +120,11 @@ class Matcher:
 
     def __str__(self) -> str:
         return f'{self.name}{self.op}"{self.value}"'
+
+
+def selector_text(matchers: list[Matcher]) -> str:
+    """A series selector matching what ``matchers`` match, as PromQL reads it back (values quoted and escaped)."""
+    return "{" + ", ".join(f"{m.name}{m.op}{json.dumps(m.value, ensure_ascii=False)}" for m in matchers) + "}"
 
 
 _RE_CACHE: dict[str, "re2._Regexp"] = {}

@@ -153,6 +153,8 @@ async def _label_listing(request: web.Request, kind: str, fetch) -> web.Response
     params = await read_params(request)
     sets = parse_match(request, params) or [[]]
     start_ms, end_ms = _window(request, params)
+    if head_protocol.asks_for_head(request.rel_url.query):
+        return await _head_listing(request, params, sets, start_ms, end_ms, fetch)
     limit, by_user = _cap(request, params, request.app[CONFIG].query_max_label_values)
     ctx = query_context(request, params.get("timeout"), metadata=True)
     storage, warnings = read_source(request, request.app[STORAGE], params, samples=False)
@@ -168,6 +170,25 @@ async def _label_listing(request: web.Request, kind: str, fetch) -> web.Response
         found = found[:limit]
         warnings.append(_truncation_warning(by_user, limit, "--query.max-label-values"))
     return success(found, warnings)
+
+
+async def _head_listing(request: web.Request, params, sets, start_ms: int, end_ms: int, fetch) -> web.Response:
+    """?scope=head: the names or values of this process's own series in the window, sorted, the first ``limit``
+    (an ingest shard's, for its query process: every series it writes, flushed or not, so a series whose recent
+    samples are not in the table yet is counted in the window). Part of the asking call (head_protocol.py)."""
+    cfg = request.app[CONFIG]
+    limit = parse_limit(params.get("limit"))
+    ctx = head_protocol.read_context(request.headers, cfg.query_metadata_timeout, cfg.query_max_memory_per_query)
+    storage = request.app[STORAGE]
+
+    def work():
+        found: set[str] = set()
+        for ms in sets:
+            found.update(fetch(storage, ms, start_ms, end_ms, ctx))
+        return sorted(found)[:limit]
+
+    async with guarded(request, "labels", ctx, slot=False) as run:
+        return success(await run(work))
 
 
 async def metadata(request: web.Request) -> web.Response:

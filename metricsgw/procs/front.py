@@ -36,7 +36,7 @@ from .clients import ChildClient, least_busy
 from .distributor import Distributor
 from .layout import Layout, resolve, unlink_socket
 from .orphans import flush_orphans
-from .head_json import MERGES as HEAD_JSON_PATHS
+from .head_json import merge_for as head_json_merge
 from .head_json import HeadJson
 from .head_read import HeadRead
 from .handoff import FRONT_PATHS, MAX_BODY, MAX_WRITE_BODY, HandoffSender
@@ -108,7 +108,7 @@ class Front:
             if "scope" in request.rel_url.query:
                 if request.path == "/api/v1/read":
                     return await self._scoped_read(request)
-                if request.path in HEAD_JSON_PATHS:
+                if head_json_merge(request.path) is not None:
                     return await self._scoped_json(request)
             if self.handoff is not None:
                 target = least_busy(self.proxy.targets).child.name

@@ -24,7 +24,15 @@ from ..errors import ForwardedError, Unavailable
 from ..storage import stats
 from .clients import ChildClient
 
-MERGES = {"/api/v1/query_exemplars": head_json.merge_exemplars, "/api/v1/metadata": head_json.merge_metadata}
+MERGES = {"/api/v1/query_exemplars": head_json.merge_exemplars, "/api/v1/metadata": head_json.merge_metadata,
+          "/api/v1/labels": head_json.merge_names}
+
+
+def merge_for(path: str):
+    """How the shards' ``?scope=head`` answers on ``path`` are merged; None: not a JSON API a head read asks."""
+    if path.startswith("/api/v1/label/") and path.endswith("/values"):
+        return head_json.merge_names
+    return MERGES.get(path)
 
 
 class HeadJson:
@@ -36,7 +44,7 @@ class HeadJson:
         """``?scope=head`` of the exemplars or metadata API: the shards' answers merged."""
         params = await read_params(request)
         answers = await self._ask_all(request.path, list(params.items()))
-        resp = success(MERGES[request.path]([data for data, _ in answers]))
+        resp = success(merge_for(request.path)([data for data, _ in answers]))
         versions = [v for _, v in answers if v is not None]
         if versions:
             resp.headers[TABLE_VERSION_HEADER] = str(max(versions))

@@ -26,7 +26,7 @@ from tests.e2e.prometheus import Exporter, start_scraping_prometheus
 from tests.guard.helpers import QueryHold, metric, own_metrics, send_and_hang_up
 from tests.remote.read_client import HEADERS, build_request, decode_samples, post
 from metricsgw.remote.codec import encode_v1, encode_v2
-from metricsgw.remote.read_handler import TABLE_VERSION_HEADER
+from metricsgw.cluster.head_protocol import TABLE_VERSION_HEADER
 
 
 TWO_SHARDS = ["--ingest.shards=2", "--query.processes=1"]  # the 2-core default, on a machine of any size
