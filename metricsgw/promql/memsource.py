@@ -34,6 +34,10 @@ class MemSource:
     def clear(self) -> None:
         self.__init__()
 
+    def items(self) -> list[tuple[Labels, np.ndarray, np.ndarray]]:
+        """Every series as (labels, t_ms, values): sorted by t, one sample per t, in label order."""
+        return [(lbls, *self._series(sid)) for sid, lbls in sorted(self._labels.items(), key=lambda kv: kv[1])]
+
     def _series(self, sid: int) -> tuple[np.ndarray, np.ndarray]:
         got = self._sorted.get(sid)
         if got is None:
