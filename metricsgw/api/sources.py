@@ -9,9 +9,12 @@ from aiohttp import web
 from ..appkeys import PEERS, STORAGE
 from ..cluster.peers import PeerFailure
 from ..cluster.source import ClusterSource
+from ..storage.seam import MetadataReader, SampleReader
+from ..storage.store import Storage
 
 
-def read_source(request: web.Request, local, samples: bool = True) -> tuple[object, list[str]]:
+def read_source(request: web.Request, local: Storage, samples: bool = True) -> tuple[SampleReader | MetadataReader,
+                                                                                  list[str]]:
     """(the source for one query over ``local``, the warnings it leaves: filled while the query runs).
 
     ``samples``: PromQL reads samples; the metadata APIs want series and labels only."""

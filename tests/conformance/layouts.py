@@ -53,6 +53,11 @@ class Gateways:
                       *[f"--cluster.peers={u}" for u in self.urls if u != self.urls[i]]]
         return start_metricsgw(self.work / f"gw{i}", port=self.ports[i], extra=extra)
 
+    @property
+    def storage_path(self) -> Path:
+        """The --storage.path its gateways share."""
+        return self.work / ("shared" if self.layout == "cluster3" else "gw0/data")
+
     def wait_ready(self) -> None:
         for s in self.servers:
             s.wait_ready(READY_S)
