@@ -26,7 +26,7 @@ from ..errors import Unavailable
 from ..limits.context import QueryContext
 from ..model import METRIC_NAME, Matcher, selector_text
 from ..storage import native_head
-from ..storage.batch import SampleBlock, SeriesSet
+from ..storage.batch import HistogramBlock, SampleBlock, SeriesSet
 from ..storage.head import select_sorted
 from ..storage.merge import merge_parts
 from .peers import PeerFailure, PeerFanout, warning
@@ -65,7 +65,7 @@ class ClusterSource:
                 names.update(dict(lb).get(METRIC_NAME, "") for lb in self._labels(res, at))
         return self.local.histogram_metrics() | names
 
-    def read_histograms(self, ids: np.ndarray, start_ms: int, end_ms: int, ctx: QueryContext):
+    def read_histograms(self, ids: np.ndarray, start_ms: int, end_ms: int, ctx: QueryContext) -> HistogramBlock:
         """Local histograms first, then the peers' (one per (sid, t), the first kept, as for samples)."""
         ids_sorted = npsort.unique(np.asarray(ids, np.int64))
         parts = [self.local.read_histograms(ids_sorted, start_ms, end_ms, ctx)]
