@@ -84,17 +84,15 @@ async def series(request: web.Request) -> web.Response:
     start_ms, end_ms = _window(request, params)
     limit, by_user = _cap(request, params, request.app[CONFIG].query_max_metadata_series)
     ctx = query_context(request, params.get("timeout"), metadata=True)
-    ctx.max_series = max(ctx.max_series, limit + 1)  # the cap truncates; it does not fail
+    ctx.max_series = max(ctx.max_series, (limit + 1) * len(sets))  # the cap truncates; it does not fail
     storage, warnings = read_source(request, request.app[STORAGE], params, samples=False)
 
     def work():
-        seen: dict = {}
+        # The first of the union in label order, as Prometheus's merged series set: the first of each set.
+        seen: set = set()
         for ms in sets:
-            for lb in storage.select_series(ms, start_ms, end_ms, ctx, limit=limit + 1 - len(seen)).labels:
-                seen[lb] = None
-            if len(seen) > limit:
-                break
-        return list(seen)
+            seen.update(storage.select_series(ms, start_ms, end_ms, ctx, limit=limit + 1).labels)
+        return sorted(seen)
 
     found = await run_guarded(request, "series", ctx, work)
     if len(found) > limit:
@@ -180,6 +178,7 @@ async def _head_listing(request: web.Request, params, sets, start_ms: int, end_m
     limit = parse_limit(params.get("limit"))
     ctx = head_protocol.read_context(request.headers, cfg.query_metadata_timeout, cfg.query_max_memory_per_query)
     storage = request.app[STORAGE]
+    head_protocol.refuse_until_ready(storage)
 
     def work():
         found: set[str] = set()
@@ -197,6 +196,7 @@ async def metadata(request: web.Request) -> web.Response:
     metric = params.get("metric") or None
     storage = request.app[STORAGE]
     if head_protocol.asks_for_head(request.rel_url.query):  # the asking query merges it with others': no limit here
+        head_protocol.refuse_until_ready(storage)
         return success(storage.metadata(metric, None))
     asked = [("metric", metric)] if metric else []
     ctx = query_context(request, params.get("timeout"), metadata=True)
@@ -220,6 +220,7 @@ async def tsdb_status(request: web.Request) -> web.Response:
     limit = parse_limit(params.get("limit")) or 10
     storage = request.app[STORAGE]
     if head_protocol.asks_for_head(request.rel_url.query):  # a shard's own series, whole: the front adds them up
+        head_protocol.refuse_until_ready(storage)
         cfg = request.app[CONFIG]
         ctx = head_protocol.read_context(request.headers, cfg.query_metadata_timeout, cfg.query_max_memory_per_query)
         async with guarded(request, "tsdb_status", ctx, slot=False) as run:  # part of the front's answer

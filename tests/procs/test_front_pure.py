@@ -9,6 +9,7 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from metricsgw.cluster.peers import SHARD_SOCKETS
 from metricsgw.config import load
 from metricsgw.procs.clients import ChildClient
 from metricsgw.procs.distributor import PartAnswer, combine
@@ -116,13 +117,14 @@ def test_the_default_is_a_shard_per_2_cores_and_a_query_process_per_4_at_least_o
     assert {oct((tmp_path / d).stat().st_mode & 0o777) for d in ("run", "run/gw0")} == {"0o700"}
 
 
-def test_a_querier_follows_every_writer_and_reads_the_shards_and_other_gateways_as_peers():
+def test_a_querier_follows_every_writer_and_reads_its_shards_and_the_other_gateways():
     cfg = load({"cluster.peers": ["http://gw2:9201"], "storage.writer-id": "gwA"})
     layout = Layout(shards=2, queriers=2, run_dir="/run/x")
     querier = child_config(cfg, Child("querier", 1, "/run/x/querier-1.sock"), layout)
     assert querier.query_processes_niceness == 10  # the child lowers its own priority by it (procs/child.py)
     assert querier.storage_writer_id == "gwA-q1"
-    assert querier.cluster_peers == ["unix:/run/x/shard-0.sock", "unix:/run/x/shard-1.sock", "http://gw2:9201"]
+    assert querier.cluster_peers == ["http://gw2:9201"]  # other gateways: partial answers may leave them out
+    assert querier.values[SHARD_SOCKETS] == ["/run/x/shard-0.sock", "/run/x/shard-1.sock"]  # never left out
     assert querier.storage_follow_others
     shard = child_config(cfg, Child("shard", 0, "/run/x/shard-0.sock"), layout)
     assert shard.cluster_peers == [] and not shard.storage_follow_others  # its own series only
