@@ -9,7 +9,6 @@ a ``warnings`` entry as Prometheus does for ``limit``.
 
 from __future__ import annotations
 
-import re
 import urllib.parse
 
 import promql_parser as pp
@@ -20,7 +19,7 @@ from ..cluster import head_json
 from ..cluster import head_protocol
 from ..errors import BadData
 from ..limits.query_text import QueryTextLimits
-from ..model import Matcher
+from ..model import Matcher, is_label_name
 from ..promql import parser
 from .params import now_s, parse_limit, parse_time, read_params
 from .query import query_context
@@ -29,7 +28,6 @@ from .running import guarded, run_guarded
 from .sources import peers_head_json, read_source
 
 
-_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 
 
 def parse_match(request: web.Request, params) -> list[list[Matcher]]:
@@ -120,7 +118,7 @@ def _label_name(request: web.Request) -> str:
         name = data.decode("utf-8")
     except UnicodeDecodeError:
         name = None
-    if name is None or not _LABEL_NAME.fullmatch(name):
+    if name is None or not is_label_name(name):
         raise BadData(f"invalid label name: {go_quote(data)}")
     return name
 
