@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import struct
 from dataclasses import dataclass
 from typing import Iterable
@@ -119,6 +120,25 @@ class Matcher:
 
     def __str__(self) -> str:
         return f'{self.name}{self.op}"{self.value}"'
+
+
+_LABEL_NAME = re2.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
+_METRIC_NAME = re2.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+
+
+def is_label_name(name: str) -> bool:
+    """Prometheus's (2.x) rule for a label name, the whole string (a trailing newline is no exception)."""
+    return _LABEL_NAME.fullmatch(name) is not None
+
+
+def is_metric_name(name: str) -> bool:
+    """Prometheus's rule for a metric name (colons allowed, for recording rules)."""
+    return _METRIC_NAME.fullmatch(name) is not None
+
+
+def selector_text(matchers: list[Matcher]) -> str:
+    """A series selector matching what ``matchers`` match, as PromQL reads it back (values quoted and escaped)."""
+    return "{" + ", ".join(f"{m.name}{m.op}{json.dumps(m.value, ensure_ascii=False)}" for m in matchers) + "}"
 
 
 _RE_CACHE: dict[str, "re2._Regexp"] = {}

@@ -14,6 +14,9 @@ on a quiet one, so those tests held only by luck. Instead:
   up or a deadline stops it exactly as they stop real work.
 * It appends ``reached <stage> <id>`` and then ``left <stage> <id> <released|canceled|timeout>``
   lines to ``<dir>/events``, so a test can wait for a query to be held and see how it ended.
+* ``hold_start``: a child of the front (procs/child.py) named ``<process>`` waits before it opens anything
+  or listens while ``<dir>/hold-start-<process>`` exists (event ``start-held <process>``), so that a test sees
+  the gateway while that process restarts for as long as it needs, however quick a start is.
 """
 
 from __future__ import annotations
@@ -69,3 +72,14 @@ def _hold(root: Path, stage: str, busy: bool, ctx) -> None:
 def _event(root: Path, line: str) -> None:
     with _events_lock, open(root / "events", "a", encoding="utf-8") as fh:
         fh.write(line + "\n")
+
+
+def hold_start(process: str) -> None:
+    if HOLD_DIR is None:
+        return
+    root = Path(HOLD_DIR)
+    path = root / f"hold-start-{process}"
+    if path.exists():
+        _event(root, f"start-held {process}")
+    while path.exists():
+        time.sleep(POLL_S)

@@ -87,6 +87,7 @@ async def query_exemplars(request: web.Request) -> web.Response:
         cfg = request.app[CONFIG]
         ctx = head_protocol.read_context(request.headers, cfg.query_timeout, cfg.query_max_memory_per_query,
                                          request.app[MEMORY])
+        head_protocol.refuse_until_ready(storage)
         view = RecentView(storage)
         async with guarded(request, "query_exemplars", ctx, slot=False) as run:  # part of the asking query
             found_head = await run(lambda: find(view, matcher_sets, start_ms, end_ms, ctx))

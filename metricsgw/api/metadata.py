@@ -9,7 +9,6 @@ a ``warnings`` entry as Prometheus does for ``limit``.
 
 from __future__ import annotations
 
-import re
 import urllib.parse
 
 import promql_parser as pp
@@ -20,7 +19,7 @@ from ..cluster import head_json
 from ..cluster import head_protocol
 from ..errors import BadData
 from ..limits.query_text import QueryTextLimits
-from ..model import Matcher
+from ..model import Matcher, is_label_name
 from ..promql import parser
 from .params import now_s, parse_limit, parse_time, read_params
 from .query import query_context
@@ -29,7 +28,6 @@ from .running import guarded, run_guarded
 from .sources import peers_head_json, read_source
 
 
-_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 
 
 def parse_match(request: web.Request, params) -> list[list[Matcher]]:
@@ -84,17 +82,15 @@ async def series(request: web.Request) -> web.Response:
     start_ms, end_ms = _window(request, params)
     limit, by_user = _cap(request, params, request.app[CONFIG].query_max_metadata_series)
     ctx = query_context(request, params.get("timeout"), metadata=True)
-    ctx.max_series = max(ctx.max_series, limit + 1)  # the cap truncates; it does not fail
+    ctx.max_series = max(ctx.max_series, (limit + 1) * len(sets))  # the cap truncates; it does not fail
     storage, warnings = read_source(request, request.app[STORAGE], params, samples=False)
 
     def work():
-        seen: dict = {}
+        # The first of the union in label order, as Prometheus's merged series set: the first of each set.
+        seen: set = set()
         for ms in sets:
-            for lb in storage.select_series(ms, start_ms, end_ms, ctx, limit=limit + 1 - len(seen)).labels:
-                seen[lb] = None
-            if len(seen) > limit:
-                break
-        return list(seen)
+            seen.update(storage.select_series(ms, start_ms, end_ms, ctx, limit=limit + 1).labels)
+        return sorted(seen)
 
     found = await run_guarded(request, "series", ctx, work)
     if len(found) > limit:
@@ -122,7 +118,7 @@ def _label_name(request: web.Request) -> str:
         name = data.decode("utf-8")
     except UnicodeDecodeError:
         name = None
-    if name is None or not _LABEL_NAME.fullmatch(name):
+    if name is None or not is_label_name(name):
         raise BadData(f"invalid label name: {go_quote(data)}")
     return name
 
@@ -153,6 +149,8 @@ async def _label_listing(request: web.Request, kind: str, fetch) -> web.Response
     params = await read_params(request)
     sets = parse_match(request, params) or [[]]
     start_ms, end_ms = _window(request, params)
+    if head_protocol.asks_for_head(request.rel_url.query):
+        return await _head_listing(request, params, sets, start_ms, end_ms, fetch)
     limit, by_user = _cap(request, params, request.app[CONFIG].query_max_label_values)
     ctx = query_context(request, params.get("timeout"), metadata=True)
     storage, warnings = read_source(request, request.app[STORAGE], params, samples=False)
@@ -170,12 +168,33 @@ async def _label_listing(request: web.Request, kind: str, fetch) -> web.Response
     return success(found, warnings)
 
 
+async def _head_listing(request: web.Request, params, sets, start_ms: int, end_ms: int, fetch) -> web.Response:
+    """?scope=head: the names or values of this process's own series in the window, sorted, the first ``limit``
+    (an ingest shard's, for its query process: every series it writes, flushed or not, so a series whose recent
+    samples are not in the table yet is counted in the window). Part of the asking call (head_protocol.py)."""
+    cfg = request.app[CONFIG]
+    limit = parse_limit(params.get("limit"))
+    ctx = head_protocol.read_context(request.headers, cfg.query_metadata_timeout, cfg.query_max_memory_per_query)
+    storage = request.app[STORAGE]
+    head_protocol.refuse_until_ready(storage)
+
+    def work():
+        found: set[str] = set()
+        for ms in sets:
+            found.update(fetch(storage, ms, start_ms, end_ms, ctx))
+        return sorted(found)[:limit]
+
+    async with guarded(request, "labels", ctx, slot=False) as run:
+        return success(await run(work))
+
+
 async def metadata(request: web.Request) -> web.Response:
     params = await read_params(request)
     limit = parse_limit(params.get("limit"))
     metric = params.get("metric") or None
     storage = request.app[STORAGE]
     if head_protocol.asks_for_head(request.rel_url.query):  # the asking query merges it with others': no limit here
+        head_protocol.refuse_until_ready(storage)
         return success(storage.metadata(metric, None))
     asked = [("metric", metric)] if metric else []
     ctx = query_context(request, params.get("timeout"), metadata=True)
@@ -199,6 +218,7 @@ async def tsdb_status(request: web.Request) -> web.Response:
     limit = parse_limit(params.get("limit")) or 10
     storage = request.app[STORAGE]
     if head_protocol.asks_for_head(request.rel_url.query):  # a shard's own series, whole: the front adds them up
+        head_protocol.refuse_until_ready(storage)
         cfg = request.app[CONFIG]
         ctx = head_protocol.read_context(request.headers, cfg.query_metadata_timeout, cfg.query_max_memory_per_query)
         async with guarded(request, "tsdb_status", ctx, slot=False) as run:  # part of the front's answer

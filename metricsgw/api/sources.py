@@ -10,6 +10,8 @@ from ..appkeys import CONFIG, PEERS, STORAGE
 from ..cluster.peers import PeerFailure, warning
 from ..cluster.source import ClusterSource
 from ..limits.context import QueryContext
+from ..storage.seam import MetadataReader, SampleReader
+from ..storage.store import Storage
 from .params import parse_partial_response
 
 
@@ -18,7 +20,8 @@ def partial_response(request: web.Request, params) -> bool:
     return parse_partial_response(params.get("partial_response"), request.app[CONFIG].query_partial_response)
 
 
-def read_source(request: web.Request, local, params, samples: bool = True) -> tuple[object, list[str]]:
+def read_source(request: web.Request, local: Storage, params, samples: bool = True
+                ) -> tuple[SampleReader | MetadataReader, list[str]]:
     """(the source for one query over ``local``, the warnings it leaves: filled while the query runs).
 
     ``samples``: PromQL reads samples; the metadata APIs want series and labels only."""

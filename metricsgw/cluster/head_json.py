@@ -6,7 +6,10 @@ read, peers.py), comes over the same API as a user's call with ``?scope=head`` (
   the API's own shape; merged with the table's by series, one exemplar per (series, timestamp), the first
   part given wins (the local read, as for samples), series in label order, exemplars in time order;
 - ``/api/v1/metadata?scope=head``: every metadata entry the writer holds (all of it is in memory), without
-  ``limit``; merged per metric, entries in the order first seen, metrics sorted, then ``limit`` applied.
+  ``limit``; merged per metric, entries in the order first seen, metrics sorted, then ``limit`` applied;
+- ``/api/v1/labels?scope=head`` and ``/api/v1/label/<name>/values?scope=head``: the names or values of the
+  writer's own series (flushed or not) in the window, sorted, the first ``limit``; merged as a sorted union
+  (the first N of a union are among the first N of each part, so the asker's cut stays exact).
 The front answers both for a whole gateway by merging its shards' answers with the same functions, so a
 gateway on another machine asks the front once.
 """
@@ -23,6 +26,10 @@ def merge_exemplars(parts: list[list[dict]]) -> list[dict]:
                 held.setdefault(ex["timestamp"], ex)  # one per (series, t): the first part's
     return [{"seriesLabels": dict(key), "exemplars": [held[t] for t in sorted(held)]}
             for key, held in sorted(by_series.items())]
+
+
+def merge_names(parts: list[list[str]]) -> list[str]:
+    return sorted(set().union(*parts))
 
 
 def merge_metadata(parts: list[dict[str, list[dict]]], limit: int | None = None) -> dict[str, list[dict]]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 
+from ..errors import BadData, Unavailable
 from ..limits.context import QueryContext
 
 SCOPE_PARAM = "scope"
@@ -32,6 +33,21 @@ MAX_RESPONSE_BYTES = 1 << 30
 def asks_for_head(query) -> bool:
     """Whether a request's query parameters (a MultiDict) ask for the head read."""
     return query.get(SCOPE_PARAM, "") == HEAD
+
+
+def check_scope(query) -> None:
+    """A ``scope`` other than the head's is refused (remote read's: a reader asking for a part of the storage
+    this process does not serve must not get the whole of it)."""
+    scope = query.get(SCOPE_PARAM, "")
+    if scope not in ("", HEAD):
+        raise BadData(f'invalid parameter "scope": {scope!r} (supported: head)')
+
+
+def refuse_until_ready(storage) -> None:
+    """A head read of a process still replaying its WAL would lack acknowledged samples: 503, which the asking
+    query reports as this part of the gateway being unavailable (peers.policy)."""
+    if storage.open_error is not None or not storage.ready:  # a WAL that cannot be written leaves the head whole
+        raise Unavailable(f"not ready: {storage.not_ready_reason()}")
 
 
 def request_headers(ctx: QueryContext | None, timeout_s: float) -> dict[str, str]:

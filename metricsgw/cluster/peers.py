@@ -331,6 +331,20 @@ class PeerFanout:
         got = await asyncio.gather(*calls)
         return [policy(p, g, ctx, partial) if isinstance(g, PeerFailure) else g for p, g in zip(self.peers, got)]
 
+    def json_blocking(self, path: str, params: list[tuple[str, str]], ctx: QueryContext,
+                      partial: bool = False) -> list[PeerJson | PeerFailure]:
+        """``get_json`` from a query's worker thread: it waits while it watches its context (a client that leaves
+        or a deadline that passes cancels the calls)."""
+        fut = asyncio.run_coroutine_threadsafe(self.get_json(path, params, ctx, partial), self._loop)
+        try:
+            while True:
+                try:
+                    return fut.result(timeout=POLL_S)
+                except concurrent.futures.TimeoutError:
+                    ctx.check("reading recent series")
+        finally:
+            fut.cancel()
+
     async def _call(self, peer: Peer, body: bytes | None, timeout_s: float, max_bytes: int, forwarded: dict[str, str],
                     json_get: tuple[str, list] | None = None, limit: int | None = None, columns: bool = False
                     ) -> PeerAnswer | PeerJson | PeerFailure:

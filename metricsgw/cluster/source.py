@@ -24,18 +24,14 @@ import numpy as np
 from .. import npsort
 from ..errors import Unavailable
 from ..limits.context import QueryContext
-from ..model import METRIC_NAME, Matcher
+from ..model import METRIC_NAME, Matcher, selector_text
 from ..storage import native_head
-from ..storage.batch import SampleBlock, SeriesSet
+from ..storage.batch import HistogramBlock, SampleBlock, SeriesSet
 from ..storage.head import select_sorted
 from ..storage.merge import merge_parts
 from .peers import PeerFailure, PeerFanout, warning
 
 log = logging.getLogger(__name__)
-
-# What a label listing without match[] asks peers for (remote read needs a matcher).
-ANY_SERIES = [Matcher(METRIC_NAME, "=~", ".+")]
-
 
 class ClusterSource:
     def __init__(self, local, fanout: PeerFanout, samples: bool = True, partial: bool = False) -> None:
@@ -69,7 +65,7 @@ class ClusterSource:
                 names.update(dict(lb).get(METRIC_NAME, "") for lb in self._labels(res, at))
         return self.local.histogram_metrics() | names
 
-    def read_histograms(self, ids: np.ndarray, start_ms: int, end_ms: int, ctx: QueryContext):
+    def read_histograms(self, ids: np.ndarray, start_ms: int, end_ms: int, ctx: QueryContext) -> HistogramBlock:
         """Local histograms first, then the peers' (one per (sid, t), the first kept, as for samples)."""
         ids_sorted = npsort.unique(np.asarray(ids, np.int64))
         parts = [self.local.read_histograms(ids_sorted, start_ms, end_ms, ctx)]
@@ -197,21 +193,31 @@ class ClusterSource:
     # ---------------------------------------------------------------- metadata
     def label_names(self, matchers: list[Matcher], start_ms: int | None, end_ms: int | None,
                     ctx: QueryContext | None = None, limit: int | None = None) -> list[str]:
-        peers = self._from_peers(matchers or ANY_SERIES, *_window(start_ms, end_ms), ctx)  # first: module docstring
-        names = set(self.local.label_names(matchers, start_ms, end_ms, ctx))
-        for res in peers:
-            names.update(n for labels in self._labels(res, np.arange(len(res.ids))) for n, _ in labels)
-        out = sorted(names)
-        return out[:limit] if limit else out
+        return self._listing("/api/v1/labels", lambda: self.local.label_names(matchers, start_ms, end_ms, ctx, limit),
+                             matchers, start_ms, end_ms, ctx, limit)
 
     def label_values(self, name: str, matchers: list[Matcher], start_ms: int | None, end_ms: int | None,
                      ctx: QueryContext | None = None, limit: int | None = None) -> list[str]:
-        peers = self._from_peers(matchers or ANY_SERIES, *_window(start_ms, end_ms), ctx)  # first: module docstring
-        values = set(self.local.label_values(name, matchers, start_ms, end_ms, ctx))
-        for res in peers:
-            values.update(v for labels in self._labels(res, np.arange(len(res.ids))) for n, v in labels if n == name)
-        out = sorted(values)
-        return out[:limit] if limit else out
+        return self._listing(f"/api/v1/label/{name}/values",
+                             lambda: self.local.label_values(name, matchers, start_ms, end_ms, ctx, limit),
+                             matchers, start_ms, end_ms, ctx, limit)
+
+    def _listing(self, path: str, local, matchers: list[Matcher], start_ms: int | None, end_ms: int | None,
+                 ctx: QueryContext, limit: int | None) -> list[str]:
+        """Label names or values: the table's, and each shard's and peer's own (they answer from their series,
+        in memory or not, on the JSON API: a name is a few bytes where a series read would ship every label set)."""
+        params = [("match[]", selector_text(matchers))] if matchers else []
+        params += [(k, str(v / 1000)) for k, v in (("start", start_ms), ("end", end_ms)) if v is not None]
+        params += [("limit", str(limit))] if limit else []
+        found = set(local())
+        for got in self.fanout.json_blocking(path, params, ctx, self.partial):
+            if isinstance(got, PeerFailure):
+                self._warn(got)
+                continue
+            if not isinstance(got.data, list):
+                raise Unavailable(f"{got.peer} answered {path} with something that is not a list")
+            found.update(got.data)
+        return sorted(found)[:limit] if limit else sorted(found)
 
 
 def _unlabelled(res) -> np.ndarray:

@@ -13,15 +13,12 @@ for an accepted series the result equals ``validate_labels(pairs)``.
 
 from __future__ import annotations
 
-import re
 
 import numpy as np
 
-from ..model import METRIC_NAME, Labels
+from ..model import METRIC_NAME, Labels, is_label_name, is_metric_name
 from ..remote.label_records import LabelRecords
 
-_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
-_METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 
 
 def validate_many(names: list[str], values: list[str], counts: np.ndarray,
@@ -91,7 +88,7 @@ def _checked(names: list[str], values: list[str], uid: np.ndarray | None,
     ok = counts > 0
 
     name_rank = np.fromiter(map(rank.__getitem__, names), np.int64, len(names))
-    bad_name = np.fromiter((nm != METRIC_NAME and _LABEL_NAME.fullmatch(nm) is None for nm in distinct),
+    bad_name = np.fromiter((nm != METRIC_NAME and not is_label_name(nm) for nm in distinct),
                            bool, len(distinct))
     bad_entry = np.zeros(len(names), bool)
     if bad_name.any():  # rare: the gather only when needed
@@ -102,7 +99,7 @@ def _checked(names: list[str], values: list[str], uid: np.ndarray | None,
     is_metric = name_rank == metric_code
     metric_at = np.flatnonzero(is_metric)
     metric_values = [values[j] for j in metric_at.tolist()]
-    bad_metric = {m for m in set(metric_values) if _METRIC_NAME.fullmatch(m) is None}
+    bad_metric = {m for m in set(metric_values) if not is_metric_name(m)}
     if bad_metric:
         bad_entry[metric_at[np.fromiter((m in bad_metric for m in metric_values), bool, len(metric_values))]] = True
 

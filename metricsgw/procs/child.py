@@ -60,10 +60,11 @@ def main(argv: list[str] | None = None) -> int:
         # Below ingest: on a machine with fewer cores than busy processes, a heavy query must not take a shard's
         # turn on a core (the write latency a sender sees). Children of ours inherit it; nothing else changes.
         os.nice(cfg.query_processes_niceness)
-    from .. import gcpolicy, malloc
+    from .. import gcpolicy, malloc, testhooks
 
     malloc.tune()
     gcpolicy.tune()
+    testhooks.hold_start(child.name)
     try:
         asyncio.run(_serve(cfg, child, layout))
     except (ConfigError, WriterIdInUse) as err:  # starting again would fail again: tell the front to give up

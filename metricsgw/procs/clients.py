@@ -2,19 +2,31 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import aiohttp
 
 from .layout import Child
+
+if TYPE_CHECKING:
+    from .supervisor import ChildProcess
 
 # The front passes bodies through as they are: a querier's answer is not decompressed on the way.
 _NO_TIMEOUT = aiohttp.ClientTimeout(total=None, sock_connect=5)
 
 
 class ChildClient:
-    def __init__(self, child: Child) -> None:
+    def __init__(self, child: Child, proc: ChildProcess | None = None) -> None:
+        """``proc``: the supervisor's process of ``child``, whose state says whether it can take requests now
+        (readiness.py); None for a child's client of the front, which no child outlives."""
         self.child = child
+        self.proc = proc
         self.in_flight = 0  # requests the front has open to this child (least-busy routing)
         self._session: aiohttp.ClientSession | None = None
+
+    @property
+    def started(self) -> bool:
+        return self.proc is None or self.proc.started.is_set()
 
     @property
     def session(self) -> aiohttp.ClientSession:

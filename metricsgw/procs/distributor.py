@@ -23,6 +23,8 @@ from ..errors import ForwardedError, GatewayError
 from ..remote import codec, split
 from ..remote.write_handler import H_EXEMPLARS, H_HISTOGRAMS, H_SAMPLES, read_bounded
 from .clients import ChildClient
+from .readiness import wait_started
+from .unavailable import part, refusal_text, why
 
 log = logging.getLogger(__name__)
 
@@ -32,9 +34,8 @@ _PASSED_HEADERS = ("Content-Type", "Content-Encoding", "X-Prometheus-Remote-Writ
 
 @dataclass(frozen=True)
 class PartAnswer:
-    shard: str
     status: int
-    text: str
+    text: str  # what the sender is told of this part when it failed, naming the shard
     headers: dict[str, str]
 
 
@@ -56,7 +57,7 @@ def combine(answers: list[PartAnswer], version: int) -> tuple[int, str, dict[str
         retry = max((int(a.headers["Retry-After"]) for a in chosen if a.headers.get("Retry-After", "").isdigit()),
                     default=1)
         headers["Retry-After"] = str(retry)
-    message = "\n".join(f"{a.shard}: {a.text.strip()}" for a in failed)
+    message = "\n".join(a.text for a in failed)
     return status, message, headers
 
 
@@ -75,8 +76,8 @@ class Distributor:
                 body = await read_bounded(request, self.cfg.remote_write_max_body_size)
             headers = {h: request.headers[h] for h in _PASSED_HEADERS if h in request.headers}
             parts = self._parts(body, version)
-            answers = await asyncio.gather(*(self._forward(self.shards[i], part, headers)
-                                             for i, part in enumerate(parts) if part is not None))
+            answers = await asyncio.gather(*(self._forward(self.shards[i], piece, headers)
+                                             for i, piece in enumerate(parts) if piece is not None))
             status, message, out_headers = combine(list(answers), version)
         except GatewayError as err:  # 413/415/400 of the whole request, before any part is sent
             self.tel.write_requests.labels(str(err.status)).inc()
@@ -98,17 +99,20 @@ class Distributor:
             parts[0] = body
         return parts
 
-    async def _forward(self, shard: ChildClient, part: bytes, headers: dict[str, str]) -> PartAnswer:
-        name = shard.child.name
+    async def _forward(self, shard: ChildClient, body: bytes, headers: dict[str, str]) -> PartAnswer:
+        answer = await self._answer(shard, body, headers)
+        self.tel.shard_forwards.labels(shard.child.name, str(answer.status)).inc()
+        return answer
+
+    async def _answer(self, shard: ChildClient, body: bytes, headers: dict[str, str]) -> PartAnswer:
+        if await wait_started([shard]):  # starting or restarting, and not back within the hold: the sender retries
+            return PartAnswer(503, refusal_text([why(shard)]), {"Retry-After": "1"})
         shard.in_flight += 1
         try:
-            async with shard.session.post("/api/v1/write", data=part, headers=headers) as resp:
+            async with shard.session.post("/api/v1/write", data=body, headers=headers) as resp:
                 text = await resp.text(errors="replace")
-                answer = PartAnswer(name, resp.status, text, dict(resp.headers))
-        except (aiohttp.ClientError, OSError) as err:  # down or restarting: the sender retries
-            answer = PartAnswer(name, 503, f"ingest shard is unavailable ({err.__class__.__name__}: {err})",
-                                {"Retry-After": "1"})
+                return PartAnswer(resp.status, f"{part(shard.child)}: {text.strip()}", dict(resp.headers))
+        except (aiohttp.ClientError, OSError) as err:  # it ended a moment ago: the sender retries
+            return PartAnswer(503, refusal_text([why(shard, err)]), {"Retry-After": "1"})
         finally:
             shard.in_flight -= 1
-        self.tel.shard_forwards.labels(name, str(answer.status)).inc()
-        return answer

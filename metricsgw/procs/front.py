@@ -10,6 +10,9 @@ connection itself at its first query: handoff.py), and answers for the whole gat
 - ``POST /api/v1/read?scope=head``: every shard's recent samples, for gateways on other machines (head_read.py);
   ``?scope=head`` of the exemplars and metadata APIs likewise, and ``/api/v1/status/tsdb``: the shards' JSON
   merged (head_json.py).
+Until a child has started (readiness.py: at first, and after the supervisor restarted it), the front holds a
+request that needs it a few seconds, then refuses it with a 503 naming, in plain words, the part that is
+starting or restarting (unavailable.py). A query needs a query process and every shard, a write its shards.
 At start, WALs of this gateway's writers that no shard of this layout replays are flushed first (orphans.py).
 Shutdown (SIGTERM/SIGINT): the listener closes, requests in flight finish, then the query processes and the
 shards stop in order (each shard flushes its head), and the front exits.
@@ -18,6 +21,7 @@ shards stop in order (each shard flushes its head), and the front exits.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import signal
 
@@ -32,16 +36,18 @@ from ..storage.writer_lock import WriterIdInUse
 from ..web import install as install_access_control
 from ..web import listen_site
 from . import exposition
-from .clients import ChildClient, least_busy
+from .clients import ChildClient
 from .distributor import Distributor
 from .layout import Layout, resolve, unlink_socket
 from .orphans import flush_orphans
-from .head_json import MERGES as HEAD_JSON_PATHS
+from .head_json import merge_for as head_json_merge
 from .head_json import HeadJson
 from .head_read import HeadRead
 from .handoff import FRONT_PATHS, MAX_BODY, MAX_WRITE_BODY, HandoffSender
 from .proxy import QueryProxy
+from .readiness import one_started, wait_started
 from .supervisor import Supervisor
+from .unavailable import part, refusal, why
 
 log = logging.getLogger(__name__)
 
@@ -70,21 +76,21 @@ class FrontTelemetry:
 
 class Front:
     def __init__(self, cfg: Config, layout: Layout, supervisor: Supervisor, telemetry: FrontTelemetry) -> None:
-        self.cfg, self.layout, self.supervisor, self.tel = cfg, layout, supervisor, telemetry
-        self.clients = {c.name: ChildClient(c) for c in layout.children}
+        self.cfg, self.layout, self.tel = cfg, layout, telemetry
+        self.clients = {c.name: ChildClient(c, supervisor.children[c.name]) for c in layout.children}
         self.distributor = Distributor(cfg, [self.clients[c.name] for c in layout.shard_children], telemetry)
         self.proxy = QueryProxy(cfg, [self.clients[c.name] for c in layout.query_targets],
                                 lambda name, code: telemetry.proxied.labels(name, code).inc())
-        shards = [self.clients[c.name] for c in layout.shard_children]
-        self.head_read = HeadRead(shards, cfg.cluster_peer_timeout)
-        self.head_json = HeadJson(shards, cfg.cluster_peer_timeout)
+        self.shards = [self.clients[c.name] for c in layout.shard_children]
+        self.head_read = HeadRead(self.shards, cfg.cluster_peer_timeout)
+        self.head_json = HeadJson(self.shards, cfg.cluster_peer_timeout)
         # Without a web config (no TLS, no passwords) a query's connection is passed to a query process, and a
         # sender's to the ingest shard when there is one (several: the front splits every write).
         passed_to = [*layout.query_targets, *(layout.shard_children if layout.shards == 1 else [])]
         self.handoff = None if cfg.web_config_file else HandoffSender(
             {c.name: layout.handoff_socket(c) for c in passed_to}, lambda name: telemetry.handed_off.labels(name).inc())
         # the shard a sender's connection is passed to (None: every write goes through the front)
-        self.write_target = layout.shard_children[0].name if self.handoff and layout.shards == 1 else None
+        self.write_target = self.shards[0] if self.handoff and layout.shards == 1 else None
 
     def build_app(self) -> web.Application:
         app = web.Application(middlewares=[prometheus_errors], client_max_size=self.cfg.remote_write_max_body_size)
@@ -108,22 +114,33 @@ class Front:
             if "scope" in request.rel_url.query:
                 if request.path == "/api/v1/read":
                     return await self._scoped_read(request)
-                if request.path in HEAD_JSON_PATHS:
+                if head_json_merge(request.path) is not None:
                     return await self._scoped_json(request)
+            target = await self._query_target()
             if self.handoff is not None:
-                target = least_busy(self.proxy.targets).child.name
-                return await self._pass_or(request, target, MAX_BODY, self.proxy.handle)
-            return await self.proxy.handle(request)
+                return await self._pass_or(request, target.child.name, MAX_BODY,
+                                           functools.partial(self.proxy.handle, target=target))
+            return await self.proxy.handle(request, target=target)
 
         app.router.add_route("*", "/{tail:.*}", everything_else)
         app.on_cleanup.append(self._close_clients)
         return app
 
     async def write(self, request: web.Request) -> web.StreamResponse:
-        """Remote write: the sender's connection is passed to the one shard (handoff.py), else split or forwarded."""
-        if self.write_target is not None:
-            return await self._pass_or(request, self.write_target, MAX_WRITE_BODY, self.distributor.handle)
+        """Remote write: the sender's connection is passed to the one shard (handoff.py), else split or forwarded
+        (the distributor waits for a shard that has not started)."""
+        if self.write_target is not None and self.write_target.started:
+            return await self._pass_or(request, self.write_target.child.name, MAX_WRITE_BODY, self.distributor.handle)
         return await self.distributor.handle(request)
+
+    async def _query_target(self) -> ChildClient:
+        """The query process for a query: the least busy that has started, once every shard has too (a query reads
+        their recent samples, which are whole only then). Waits for them (readiness.HOLD_S), else refuses."""
+        shards_missing, target = await asyncio.gather(wait_started(self.shards), one_started(self.proxy.targets))
+        missing = shards_missing + ([] if target else self.proxy.targets)
+        if missing:
+            raise refusal([why(c) for c in missing])
+        return target
 
     async def _pass_or(self, request: web.Request, target: str, max_body: int, handle) -> web.StreamResponse:
         """Pass the request's connection to ``target`` (handoff.py) if it can be; else ``handle(request, body)``
@@ -141,16 +158,16 @@ class Front:
         await asyncio.gather(*(c.close() for c in self.clients.values()))
 
     async def _ask(self, name: str, method: str, path: str) -> tuple[int, str]:
-        """One child's answer to a small request; (503, why) when it cannot answer."""
-        proc = self.supervisor.children[name]
-        if not proc.running:
-            return 503, proc.not_running_reason()
+        """One child's answer to a small request; (0, why it has none, in plain words) when it cannot answer."""
+        client = self.clients[name]
+        if not client.proc.running:
+            return 0, why(client)
         try:
-            async with self.clients[name].session.request(
+            async with client.session.request(
                     method, path, timeout=aiohttp.ClientTimeout(total=CHILD_CHECK_TIMEOUT_S)) as resp:
                 return resp.status, await resp.text(errors="replace")
-        except (aiohttp.ClientError, OSError, asyncio.TimeoutError) as err:
-            return 503, f"{name} does not answer ({err.__class__.__name__}: {err})"
+        except (aiohttp.ClientError, OSError) as err:  # asyncio's TimeoutError is an OSError
+            return 0, why(client, err)
 
     async def _ask_all(self, method: str, path: str) -> dict[str, tuple[int, str]]:
         names = list(self.clients)
@@ -177,19 +194,19 @@ class Front:
 
     async def ready(self, request: web.Request) -> web.Response:
         answers = await self._ask_all("GET", "/-/ready")
-        bad = {n: text.strip().removeprefix("Service Unavailable: ") for n, (status, text) in answers.items()
-               if status != 200}
+        bad = [text if status == 0 else why(self.clients[n], said=text.strip().removeprefix("Service Unavailable: "))
+               for n, (status, text) in answers.items() if status != 200]
         if not bad:
             return web.Response(text="metricsgw is Ready.\n")
-        reasons = "; ".join(f"{n}: {why}" for n, why in bad.items())
-        return web.Response(status=503, text=f"Service Unavailable: {reasons}\n")
+        return web.Response(status=503, text=f"Service Unavailable: {'; '.join(bad)}\n")
 
     async def reload(self, request: web.Request) -> web.Response:
         answers = await self._ask_all("POST", "/-/reload")
-        failed = {n: text.strip() for n, (status, text) in answers.items() if status != 200}
+        failed = [text if status == 0 else f"{part(self.clients[n].child)}: {text.strip()}"
+                  for n, (status, text) in answers.items() if status != 200]
         if not failed:
             return web.Response(text=next(iter(answers.values()))[1])
-        return web.Response(status=500, text="\n".join(f"{n}: {why}" for n, why in failed.items()) + "\n")
+        return web.Response(status=500, text="\n".join(failed) + "\n")
 
     async def metrics(self, request: web.Request) -> web.Response:
         answers = await self._ask_all("GET", "/metrics")

@@ -27,6 +27,8 @@ from ..remote import read_codec
 from ..remote.codec import decompress
 from ..remote.write_handler import read_bounded
 from .clients import ChildClient
+from .readiness import hold_within, wait_started
+from .unavailable import part, refusal_text, why
 
 # The asking query's deadline and memory reservation go on to every shard (head_protocol.py).
 _PASSED_HEADERS = ("Content-Type", "Content-Encoding", "X-Prometheus-Remote-Read-Version", "User-Agent",
@@ -79,6 +81,7 @@ class HeadRead:
         that is alive but does not answer (stopped, swapping) is a 503 by then, not a request left open."""
         self.shards = shards
         self.timeout_s = timeout_s
+        self.hold_s = hold_within(timeout_s)
 
     async def handle(self, request: web.Request) -> web.Response:
         body = await read_bounded(request, read_codec.MAX_REQUEST_BYTES, "remote-read request",
@@ -90,12 +93,13 @@ class HeadRead:
         timeout = aiohttp.ClientTimeout(total=head_protocol.read_context(request.headers, self.timeout_s, 0).timeout_s)
         answers = await asyncio.gather(*(self._ask(s, path_qs, body, headers, timeout)
                                          for s in self.shards), return_exceptions=True)
-        failed = [f"{s.child.name}: {a}" for s, a in zip(self.shards, answers) if isinstance(a, BaseException)]
+        failed = [str(a) if isinstance(a, _ShardFailed) else f"{part(s.child)}: {a}"
+                  for s, a in zip(self.shards, answers) if isinstance(a, BaseException)]
         refused = [a for a in answers if isinstance(a, ForwardedError)]
         if refused and len(refused) == len(answers):  # a request no shard takes (bad request): as they said
             raise refused[0]
         if failed:
-            raise Unavailable("recent samples of this gateway are incomplete: " + "; ".join(failed))
+            raise Unavailable("recent samples of this gateway are incomplete: " + refusal_text(failed))
         versions = [v for v, _ in answers]
         try:
             merged = await asyncio.to_thread(join, [raw for _, raw in answers])
@@ -108,6 +112,9 @@ class HeadRead:
     async def _ask(self, shard: ChildClient, path_qs: str, body: bytes, headers: dict[str, str],
                    timeout: aiohttp.ClientTimeout) -> tuple[int, bytes]:
         """(table version, decoded ReadResponse) of one shard."""
+        name = part(shard.child)
+        if await wait_started([shard], self.hold_s):  # its head is not whole before it started
+            raise _ShardFailed(why(shard))
         shard.in_flight += 1
         try:
             async with shard.session.post(path_qs, data=body, headers=headers, timeout=timeout) as resp:
@@ -115,19 +122,20 @@ class HeadRead:
                 if 400 <= resp.status < 500 and resp.status != 429:
                     raise ForwardedError(resp.status, data.decode("utf-8", "replace").strip())
                 if resp.status != 200:
-                    raise _ShardFailed(f"HTTP {resp.status}: {data[:300].decode('utf-8', 'replace').strip()}")
+                    raise _ShardFailed(f"{name} answered {resp.status}: "
+                                       f"{data[:300].decode('utf-8', 'replace').strip()}")
                 version = resp.headers.get(TABLE_VERSION_HEADER, "")
                 if resp.headers.get("Content-Type") != read_codec.SAMPLES_CONTENT_TYPE or not version.isdigit():
-                    raise _ShardFailed(f"not a ?scope=head SAMPLES answer (Content-Type "
+                    raise _ShardFailed(f"{name} did not answer with ?scope=head samples (Content-Type "
                                        f"{resp.headers.get('Content-Type')!r})")
         except asyncio.TimeoutError:
-            raise _ShardFailed(f"no answer within {timeout.total:g}s") from None
+            raise _ShardFailed(f"{name} did not answer within {timeout.total:g}s") from None
         except (aiohttp.ClientError, OSError) as err:
-            raise _ShardFailed(f"unavailable ({err.__class__.__name__}: {err})") from None
+            raise _ShardFailed(why(shard, err)) from None
         finally:
             shard.in_flight -= 1
         try:
             raw = await asyncio.to_thread(decompress, data, MAX_RESPONSE_BYTES, "the front's 1 GiB head-read bound")
         except (BadData, PayloadTooLarge) as err:
-            raise _ShardFailed(str(err)) from None
+            raise _ShardFailed(f"{name}: {err}") from None
         return int(version), raw

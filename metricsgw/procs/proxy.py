@@ -15,9 +15,9 @@ import aiohttp
 from aiohttp import web
 from yarl import URL
 
-from ..errors import Unavailable
 from ..remote.write_handler import read_bounded
 from .clients import ChildClient, least_busy
+from .unavailable import refusal, why
 
 # Hop-by-hop headers (RFC 9110 7.6.1) and those the two connections set for themselves.
 _NOT_PASSED = frozenset(h.lower() for h in ("Connection", "Keep-Alive", "Proxy-Connection", "TE", "Trailer",
@@ -36,11 +36,13 @@ class QueryProxy:
         self.targets = targets
         self.answered = answered
 
-    async def handle(self, request: web.Request, body: bytes | None = None) -> web.StreamResponse:
-        """``body``: the request's body when the caller has read it already."""
+    async def handle(self, request: web.Request, body: bytes | None = None,
+                     target: ChildClient | None = None) -> web.StreamResponse:
+        """``body``: the request's body when the caller has read it already; ``target``: the one of ``targets``
+        the caller chose (None: the least busy)."""
         if body is None and request.body_exists:
             body = await read_bounded(request, self.cfg.remote_write_max_body_size, "request body")
-        target = least_busy(self.targets)
+        target = target or least_busy(self.targets)
         name = target.child.name
         target.in_flight += 1
         out: web.StreamResponse | None = None
@@ -64,6 +66,6 @@ class QueryProxy:
                 if request.transport is not None:
                     request.transport.close()
                 return out
-            raise Unavailable(f"{name} is unavailable ({err.__class__.__name__}: {err})") from None
+            raise refusal([why(target, err)]) from None
         finally:
             target.in_flight -= 1

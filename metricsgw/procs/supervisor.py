@@ -6,6 +6,8 @@ over once a child has stayed up for ``STABLE_AFTER_S``, so a child that cannot s
 does not spin, and one that died once after hours comes back at once. A child that says it cannot start
 with its settings (``child.EXIT_REFUSED``: its writer id is held by another live process, a setting is
 refused) is not restarted: the front stops the gateway and exits with an error.
+From each start until the child answers that it has started (readiness.py), ``started`` is clear: the front
+holds requests for it meanwhile, and says it is starting or restarting.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import signal
 import sys
 import time
 
+from . import readiness
 from .child import EXIT_REFUSED
 from .layout import Child, Layout
 
@@ -46,6 +49,7 @@ class ChildProcess:
         self.proc: asyncio.subprocess.Process | None = None
         self.last_exit = ""  # why the previous run ended, for /-/ready and the log
         self.restarts = 0
+        self.started = asyncio.Event()  # this run has answered that it started (readiness.py); clear at its end
         self._stopping = False
         self._task: asyncio.Task | None = None
         self._tel = telemetry
@@ -53,12 +57,6 @@ class ChildProcess:
     @property
     def running(self) -> bool:
         return self.proc is not None and self.proc.returncode is None
-
-    def not_running_reason(self) -> str:
-        if self.running:
-            return ""
-        why = f" ({self.last_exit})" if self.last_exit else ""
-        return f"{self.child.name} is not running{why}; the front restarts it"
 
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"supervise {self.child.name}")
@@ -69,7 +67,12 @@ class ChildProcess:
             started = time.monotonic()
             self.proc = await asyncio.create_subprocess_exec(*self.argv, stdin=asyncio.subprocess.DEVNULL)
             self._tel.child_up.labels(self.child.name).set(1)
-            code = await self.proc.wait()
+            probe = asyncio.get_running_loop().create_task(self._until_started(started))
+            try:
+                code = await self.proc.wait()
+            finally:
+                probe.cancel()
+                self.started.clear()
             self._tel.child_up.labels(self.child.name).set(0)
             if self._stopping:
                 return
@@ -87,6 +90,12 @@ class ChildProcess:
                       self.last_exit, backoff, self.restarts)
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, MAX_BACKOFF_S)
+
+    async def _until_started(self, since: float) -> None:
+        await readiness.until_started(self.child.socket)
+        self.started.set()
+        # how long a start and a comeback take (README "Processes")
+        log.info("%s (pid %d) started in %.1fs", self.child.name, self.proc.pid, time.monotonic() - since)
 
     def signal(self, sig: int) -> None:
         if self.running:

@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import npsort
 from ..errors import ExecError
-from ..model import METRIC_NAME, Labels
+from ..model import METRIC_NAME, Labels, is_label_name
 from .format import format_value
 from .value import Series, drop_name
 
@@ -303,6 +303,4 @@ def _count_values(s: Series, without: bool, names: list[str], label: str) -> Ser
 
 
 def _valid_label_name(name: str) -> bool:
-    import re
-
-    return re.fullmatch(r"[a-zA-Z_][a-zA-Z0-9_]*", name) is not None
+    return is_label_name(name)

@@ -24,8 +24,10 @@ from typing import Iterator
 import numpy as np
 import promql_parser as pp
 
-from ..limits.context import SAMPLE_BYTES
-from ..model import METRIC_NAME, Labels
+from ..limits.context import SAMPLE_BYTES, QueryContext
+from ..model import METRIC_NAME, Labels, Matcher
+from ..storage.batch import SampleBlock, SeriesSet
+from ..storage.seam import SampleReader
 from . import held, parser
 from .aggregations import aggregate, group_ids, group_sum
 from .calls import OVER_TIME, RATE_LIKE
@@ -67,16 +69,17 @@ def batchable_selector(expr) -> "pp.VectorSelector | pp.MatrixSelector | None":
 class FixedSelection:
     """A source whose selection is fixed to one batch of series (already selected and charged)."""
 
-    def __init__(self, source, series) -> None:
+    def __init__(self, source: SampleReader, series: SeriesSet) -> None:
         self.source, self.series = source, series
 
-    def select_series(self, matchers, start_ms, end_ms, ctx=None, limit=None):
+    def select_series(self, matchers: list[Matcher], start_ms: int | None, end_ms: int | None,
+                      ctx: QueryContext | None = None, limit: int | None = None) -> SeriesSet:
         return self.series
 
-    def estimate_samples(self, series, start_ms: int, end_ms: int) -> int:
+    def estimate_samples(self, series: SeriesSet, start_ms: int, end_ms: int) -> int:
         return self.source.estimate_samples(series, start_ms, end_ms)
 
-    def read_samples(self, ids, start_ms: int, end_ms: int, ctx):
+    def read_samples(self, ids: np.ndarray, start_ms: int, end_ms: int, ctx: QueryContext) -> SampleBlock:
         return self.source.read_samples(ids, start_ms, end_ms, ctx)
 
 

@@ -1,7 +1,8 @@
 """The PromQL engine: parse, then evaluate the AST for every step of the query at once.
 
-``Engine(source)`` only uses the source's select_series / estimate_samples / read_samples,
-so the DuckDB storage and the in-memory MemSource are interchangeable.
+``Engine(source)`` reads through the read seam (storage/seam.py): a SampleReader's select_series /
+estimate_samples / read_samples, and a HistogramReader's methods where the source has them; so the
+DuckDB storage, a ClusterSource and the in-memory MemSource are interchangeable.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import promql_parser as pp
 
 from ..errors import BadData, NotSupported
 from ..limits.context import SAMPLE_BYTES, QueryContext
+from ..storage.seam import SampleReader
 from . import batching, binary, held, native_eval, parser, selectors
 from .aggregations import aggregate
 from .calls import call
@@ -31,7 +33,7 @@ class Env:
 
 
 class Engine:
-    def __init__(self, source, lookback_s: float = 300.0, max_points: int = 11000,
+    def __init__(self, source: SampleReader, lookback_s: float = 300.0, max_points: int = 11000,
                  subquery_step_s: float = 60.0, batch_samples: int = 2_000_000,
                  parts: Parts | None = None) -> None:
         self.source = source
@@ -44,7 +46,7 @@ class Engine:
         self.max_points = max_points
         self.subquery_step_ms = int(round(subquery_step_s * 1000))
 
-    def over(self, source) -> "Engine":
+    def over(self, source: SampleReader) -> "Engine":
         """The same engine reading from another source (one query's, e.g. with peers' data)."""
         if source is self.source:
             return self

@@ -10,7 +10,7 @@ import numpy as np
 import re2
 
 from ..errors import BadData, ExecError
-from ..model import METRIC_NAME, Labels
+from ..model import METRIC_NAME, Labels, is_label_name
 from .binary import dedupe
 from .value import ScalarSteps, Series, drop_name
 
@@ -123,7 +123,6 @@ def absent(present_any: np.ndarray, labels: Labels) -> Series:
     return Series([labels], np.ones((1, len(mask))), mask[None, :]).compact()
 
 
-_VALID_LABEL = re.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 
 
 def _go_expand(template: str, m) -> str:
@@ -153,7 +152,7 @@ def label_replace(s: Series, dst: str, repl: str, src: str, regex: str) -> Serie
     except re2.error:
         # Prometheus compiles the regex at evaluation time: an execution error (422), not bad_data.
         raise ExecError(f'invalid regular expression in label_replace(): {regex}') from None
-    if not _VALID_LABEL.match(dst):
+    if not is_label_name(dst):
         raise ExecError(f'invalid destination label name in label_replace(): {dst}')
     out = []
     for l in s.labels:
@@ -170,10 +169,10 @@ def label_replace(s: Series, dst: str, repl: str, src: str, regex: str) -> Serie
 
 
 def label_join(s: Series, dst: str, sep: str, srcs: list[str]) -> Series:
-    if not _VALID_LABEL.match(dst):
+    if not is_label_name(dst):
         raise ExecError(f'invalid destination label name in label_join(): {dst}')
     for n in srcs:
-        if not _VALID_LABEL.match(n):
+        if not is_label_name(n):
             raise ExecError(f'invalid source label name in label_join(): {n}')
     out = []
     for l in s.labels:

@@ -1,7 +1,7 @@
 """An in-memory sample source with the storage read interface, for tests and golden scripts.
 
-It implements exactly the three read methods the engine may use, with the same types
-and ordering guarantees as the DuckDB storage (samples sorted by (sid, t), one per (sid, t)).
+It is a SampleReader of the read seam (storage/seam.py): the three read methods the engine may use, with the
+same types and ordering guarantees as the DuckDB storage (samples sorted by (sid, t), one per (sid, t)).
 """
 
 from __future__ import annotations
@@ -34,6 +34,10 @@ class MemSource:
     def clear(self) -> None:
         self.__init__()
 
+    def items(self) -> list[tuple[Labels, np.ndarray, np.ndarray]]:
+        """Every series as (labels, t_ms, values): sorted by t, one sample per t, in label order."""
+        return [(lbls, *self._series(sid)) for sid, lbls in sorted(self._labels.items(), key=lambda kv: kv[1])]
+
     def _series(self, sid: int) -> tuple[np.ndarray, np.ndarray]:
         got = self._sorted.get(sid)
         if got is None:
@@ -48,16 +52,18 @@ class MemSource:
 
     # ---- the read interface ----------------------------------------------------------
 
-    def select_series(
-        self, matchers: list[Matcher], start_ms: int, end_ms: int, ctx: QueryContext, limit: int | None = None
-    ) -> SeriesSet:
-        ctx.check("select series")
+    def select_series(self, matchers: list[Matcher], start_ms: int | None, end_ms: int | None,
+                      ctx: QueryContext | None = None, limit: int | None = None) -> SeriesSet:
+        if ctx is not None:
+            ctx.check("select series")
+        lo = np.iinfo(np.int64).min if start_ms is None else start_ms
+        hi = np.iinfo(np.int64).max if end_ms is None else end_ms
         hits = []
         for sid, lbls in self._labels.items():
             if not labels_match(lbls, matchers):
                 continue
             t, _ = self._series(sid)
-            if len(t) and t[0] <= end_ms and t[-1] >= start_ms:
+            if len(t) and t[0] <= hi and t[-1] >= lo:
                 hits.append((lbls, sid))
         hits.sort()
         if limit:

@@ -11,6 +11,7 @@ import numpy as np
 
 from ..limits.context import QueryContext
 from ..model import Labels, Matcher, is_stale
+from ..storage.seam import SampleReader
 from .value import Ranges, Series
 
 
@@ -49,7 +50,7 @@ def _segment_counts(flags: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     return csum[offsets[1:]] - csum[offsets[:-1]]
 
 
-def load(source, matchers: list[Matcher], start_ms: int, end_ms: int, ctx: QueryContext) -> Loaded:
+def load(source: SampleReader, matchers: list[Matcher], start_ms: int, end_ms: int, ctx: QueryContext) -> Loaded:
     """Select series and read their samples in [start_ms, end_ms].
 
     The source charges ``ctx`` for the series it selects and the samples as it loads them

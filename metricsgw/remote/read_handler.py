@@ -58,6 +58,7 @@ async def handle_read(request: web.Request) -> web.StreamResponse:
     body = await read_bounded(request, read_codec.MAX_REQUEST_BYTES, "remote-read request",
                               "Prometheus's 32 MiB read request limit")
     queries, response_type = read_codec.decode_request(body)
+    head_protocol.check_scope(request.rel_url.query)
     if head_protocol.asks_for_head(request.rel_url.query):
         return await _head_read(request, queries, response_type)
     source, warnings = read_source(request, app[STORAGE], request.rel_url.query)
@@ -85,6 +86,7 @@ async def _head_read(request: web.Request, queries: list[ReadQuery], response_ty
     """?scope=head: this process's uncommitted samples, for a query elsewhere (head_protocol.py). Part of that
     query: its deadline and memory, no query slot, no remote-read limit; over its memory, 422 (the asker's limit)."""
     cfg = request.app[CONFIG]
+    head_protocol.refuse_until_ready(request.app[STORAGE])
     view = RecentView(request.app[STORAGE])
     headers = {head_protocol.TABLE_VERSION_HEADER: str(view.table_version)}
     # A metadata call's series read has the metadata deadline, as it would have here.

@@ -7,12 +7,9 @@ bytes reject one series rather than the whole request.
 
 from __future__ import annotations
 
-import re
 
-from ..model import METRIC_NAME, Labels
+from ..model import METRIC_NAME, Labels, is_label_name, is_metric_name
 
-_LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
-_METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 
 # reason names, shared with the pipeline's rejections and discard counters
 INVALID_LABELS = "invalid_labels"
@@ -76,10 +73,10 @@ def validate_labels(raw_pairs) -> Labels:
         previous = name
         if name == METRIC_NAME:
             metric = value
-        elif not _LABEL_NAME.fullmatch(name):
+        elif not is_label_name(name):
             raise LabelProblem(INVALID_LABELS, f"series {shown}: invalid label name {name!r}")
     if not metric:
         raise LabelProblem(MISSING_METRIC_NAME, f"series {shown}: missing metric name (__name__ label)")
-    if not _METRIC_NAME.fullmatch(metric):
+    if not is_metric_name(metric):
         raise LabelProblem(INVALID_METRIC_NAME, f"series {shown}: invalid metric name {metric!r}")
     return tuple((n, v) for n, v in pairs if v != "")

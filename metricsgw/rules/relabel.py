@@ -23,7 +23,7 @@ from typing import Any, Callable, Sequence
 
 import re2
 
-from ..model import Labels
+from ..model import Labels, is_label_name
 
 ACTIONS = ("replace", "keep", "drop", "keepequal", "dropequal", "hashmod", "labelmap",
            "labeldrop", "labelkeep", "lowercase", "uppercase")
@@ -31,7 +31,6 @@ FIELDS = ("source_labels", "separator", "regex", "modulus", "target_label", "rep
 DEFAULTS: dict[str, Any] = {"separator": ";", "regex": "(.*)", "modulus": 0, "target_label": "",
                             "replacement": "$1", "action": "replace"}
 
-_LABEL_NAME = re2.compile(r"^[a-zA-Z_][a-zA-Z0-9_]*$")
 # relabelTarget in relabel.go: what a templated target_label / labelmap replacement may look like.
 _RELABEL_TARGET = re2.compile(r"^(?:(?:[a-zA-Z_]|\$(?:\{\w+\}|\w+))+\w*)+$")
 _MAX_UINT64 = (1 << 64) - 1
@@ -55,7 +54,7 @@ class RuleError(ValueError):
 
 
 def valid_label_name(name: str) -> bool:
-    return _LABEL_NAME.search(name) is not None
+    return is_label_name(name)
 
 
 # --- Go's regexp.Expand, compiled once per template -----------------------------------------

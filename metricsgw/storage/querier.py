@@ -115,16 +115,19 @@ class StorageReader:
         total = 0
         check = ctx.check if ctx else None
         cat = self.catalog
-        for table, rows in cat.select(matchers, start_ms, end_ms, check):
+        selected = cat.select(matchers, start_ms, end_ms, check)
+        if limit is not None:  # the first ``limit`` in label order (as Prometheus cuts): metrics by name
+            selected = sorted(selected, key=lambda table_rows: table_rows[0].name)
+        for table, rows in selected:
             if among is not None:
                 rows = rows[npsort.members(cat.sids.a[table.gidx.view[rows]], among)]
                 if not len(rows):
                     continue
+            rows = rows[np.argsort(self._label_rank(cat, table)[rows], kind="stable")]  # label order
             if limit is not None and total + len(rows) > limit:
                 rows = rows[: limit - total]
             if ctx is not None:
                 ctx.charge_series(len(rows), "series selection")
-            rows = rows[np.argsort(self._label_rank(cat, table)[rows], kind="stable")]  # label order
             g = table.gidx.view[rows]
             ids.append(cat.sids.a[g])
             labels.extend(self._labels(cat, table, rows, g))

@@ -52,6 +52,10 @@ from .writer_lock import WriterLock
 
 log = logging.getLogger(__name__)
 
+# /-/ready's reason until open() is done; the front of a multi-process gateway waits for a child past it
+# (procs/readiness.py).
+REPLAYING = "replaying the WAL"
+
 _ACTIVE_WINDOW_MS = 3600_000  # a series is active if it received a sample within the last hour
 FLUSH_RETRY_S = 5.0  # a failed flush is retried this soon
 
@@ -151,7 +155,7 @@ class Storage(RetentionShare, NativeStore, MemorySpan, StorageReader):
         if self.open_error is not None:
             return f"storage failed to open: {self.open_error}"
         if not self.ready or self.wal is None:
-            return "replaying the WAL"
+            return REPLAYING
         err = self.wal.error
         if err is not None:
             return f"the WAL cannot be written ({err}); writes answer 503 until it can"

@@ -65,11 +65,18 @@ def diff(got: dict, want: dict, limit: int = 5) -> list[str]:
 
 def compare_servers(got_url: str, want_url: str, path: str, params: dict, ordered: bool,
                     want_name: str = "Prometheus", got_name: str = "metricsgw") -> list[str]:
-    """Differences between two servers' answers to one API call (empty when they agree): where the
+    """Differences between two servers' answers to one API call (empty when they agree): see compare_answers."""
+    want = api(want_url, path, params, method="POST")
+    got = api(got_url, path, params, method="POST")
+    return compare_answers(got, want, path, params, ordered, want_name, got_name)
+
+
+def compare_answers(got: tuple[int, dict], want: tuple[int, dict], path: str, params: dict, ordered: bool,
+                    want_name: str = "Prometheus", got_name: str = "metricsgw") -> list[str]:
+    """Differences between two (status, body) answers to one API call (empty when they agree): where the
     reference refuses, the other must refuse with the same status and errorType; topk/bottomk may
     pick other series of equal value; a sorted vector must come in the same value order."""
-    s_want, want = api(want_url, path, params, method="POST")
-    s_got, got = api(got_url, path, params, method="POST")
+    (s_got, got), (s_want, want) = got, want
     where = f"{path} {params}"
     if s_want != 200:
         if (s_got, got.get("errorType")) != (s_want, want.get("errorType")):

@@ -8,9 +8,11 @@ gateway, SIGHUP and /-/reload reach every child, SIGTERM stops them in order."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import re
 import signal
+import socket
 import time
 import urllib.request
 
@@ -26,11 +28,12 @@ from tests.e2e.prometheus import Exporter, start_scraping_prometheus
 from tests.guard.helpers import QueryHold, metric, own_metrics, send_and_hang_up
 from tests.remote.read_client import HEADERS, build_request, decode_samples, post
 from metricsgw.remote.codec import encode_v1, encode_v2
-from metricsgw.remote.read_handler import TABLE_VERSION_HEADER
+from metricsgw.cluster.head_protocol import TABLE_VERSION_HEADER
 
 
 TWO_SHARDS = ["--ingest.shards=2", "--query.processes=1"]  # the 2-core default, on a machine of any size
 CHILDREN = {"shard-0", "shard-1", "querier-0"}
+PLAIN_NAMES = {"shard-0": "ingest shard 0", "shard-1": "ingest shard 1", "querier-0": "query process 0"}
 
 
 def _base_ms() -> int:
@@ -152,7 +155,7 @@ def test_ready_names_the_child_that_is_not_and_metrics_cover_every_process(tmp_p
             child.suspend()  # alive but not answering: the front must not call it ready
             try:
                 status, body = http_get(gw.base_url + "/-/ready", timeout=30)
-                assert status == 503 and name.encode() in body, body
+                assert status == 503 and PLAIN_NAMES[name].encode() in body, body
             finally:
                 child.resume()
         wait_for(lambda: http_get(gw.base_url + "/-/ready")[0] == 200, "ready again")
@@ -239,7 +242,7 @@ def test_every_acknowledged_sample_once_through_the_front_flushed_or_in_the_shar
         shard.suspend()  # alive, not answering: the front says 503 naming it, never a partial "complete" answer
         try:
             status, _, raw = post(gw.base_url + "/api/v1/read?scope=head", request)
-            assert status == 503 and b"shard-1" in raw, (status, raw)
+            assert status == 503 and b"ingest shard 1" in raw, (status, raw)
         finally:
             shard.resume()
         status, _, raw = post(gw.base_url + "/api/v1/read?scope=tail", request)
@@ -332,3 +335,99 @@ def test_a_changed_layout_after_kill_9_replays_the_old_writers_wals_first(tmp_pa
             load.stop()
             gw.kill()  # every process at once: what is acknowledged is in the WALs only
     assert "flushing it into the table first" in gw.log_tail(100_000)
+
+
+ONE_EACH = ["--ingest.shards=1", "--query.processes=1"]  # 2 cores' default: connections are handed off too
+# What a user must never read in an answer (issue 29): a socket path, an exception's class name.
+_INTERNAL = re.compile(r"/|\.sock|\b\w+(Error|Exception)\b")
+
+
+def _port_open(base_url: str) -> bool:
+    host, port = base_url.removeprefix("http://").split(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=1).close()
+        return True
+    except OSError:
+        return False
+
+
+def _plain(text: str) -> str:
+    assert not _INTERNAL.search(text), f"internal names in an answer: {text!r}"
+    return text
+
+
+def _every_kind_at_once(base_url: str, t_ms: int) -> dict[str, tuple[int, str]]:
+    """/-/ready, a query, a metadata call, a remote write and the tsdb status, sent together; each answer checked:
+    the right one, or a retryable 503 in plain words. {kind: (status, what the refusal says)}."""
+    def ready():
+        status, body = http_get(base_url + "/-/ready", timeout=60)
+        text = body.decode()
+        assert (status, text) == (200, "metricsgw is Ready.\n") or (
+            status == 503 and text.startswith("Service Unavailable: ")), (status, text)
+        return status, _plain(text)
+
+    def api_call(path, params, right):
+        def call():
+            status, body = api(base_url, path, params, timeout=60)
+            if status == 200:
+                assert right(body["data"]), body
+                return 200, ""
+            assert status == 503 and body["errorType"] == "unavailable", (status, body)
+            return 503, _plain(body["error"])
+        return call
+
+    def write():
+        status, text, headers = remote_write(base_url, encode_v1([([("__name__", "plain_probe")], [(t_ms, 1.0)])]),
+                                             timeout=60)
+        assert status == 204 or (status == 503 and headers.get("Retry-After")), (status, text)
+        return status, _plain(text)
+
+    calls = {"ready": ready, "write": write,
+             "query": api_call("/api/v1/query", {"query": "vector(1)", "time": 10},
+                               lambda data: data["result"][0]["value"] == [10, "1"]),
+             "labels": api_call("/api/v1/labels", {}, lambda data: isinstance(data, list)),
+             "tsdb": api_call("/api/v1/status/tsdb", {}, lambda data: "headStats" in data)}
+    with concurrent.futures.ThreadPoolExecutor(len(calls)) as pool:
+        futures = {kind: pool.submit(call) for kind, call in calls.items()}
+        return {kind: f.result() for kind, f in futures.items()}
+
+
+def test_from_the_first_moment_and_through_kill_9_answers_are_right_or_a_plain_retryable_503(tmp_path):
+    """Issue 29. Requests sent the moment the port opens, and while the front brings back a query process or the
+    shard after kill -9, get the right answer or a 503 Prometheus and Grafana retry, naming the part in plain words
+    (never a socket path or an exception's class); /-/ready says which part is starting or restarting; afterwards
+    every acknowledged sample is read once. The restarted process is held before it listens (testhooks.py) for as
+    long as the test looks, so what it sees does not depend on how fast a start is."""
+    hold = QueryHold(tmp_path / "hold")
+    gw = start_metricsgw(tmp_path / "gw", env=hold.env, extra=ONE_EACH)
+    load = AckedLoad(gw.base_url, _base_ms(), writers=1, series=20)
+    try:
+        wait_for(lambda: gw.proc.poll() is not None or _port_open(gw.base_url), "the front listening")
+        _every_kind_at_once(gw.base_url, _base_ms())  # its children are starting: they cannot be listening yet
+        gw.wait_ready()
+        # a write needs no query process, and the tsdb status is the shards' own
+        for name, held in (("querier-0", {"ready", "query", "labels"}),
+                           ("shard-0", {"ready", "query", "labels", "write", "tsdb"})):
+            acked_before = len(load.acked)
+            load.start(gw.base_url)
+            load.wait(lambda: len(load.acked) >= acked_before + 20 * 10, f"acknowledged writes before {name} dies")
+            load.stop()  # a write on a connection passed to the shard would die with it (README: hand-off)
+            hold.hold_start(name)
+            children(gw.pid)[name].kill()
+            hold.wait(lambda: hold.starts_held(name) == 1, f"the front restarting {name}, held before it listens")
+            got = _every_kind_at_once(gw.base_url, _base_ms())
+            refused = {kind for kind, (status, _) in got.items() if status == 503}
+            assert refused == held, got
+            restarting = f"{PLAIN_NAMES[name]} is restarting (killed by SIGKILL)"
+            assert all(restarting in text for kind, (_, text) in got.items() if kind in held), got
+            hold.release_start(name)
+            gw.wait_ready()
+            assert {kind: status for kind, (status, _) in _every_kind_at_once(gw.base_url, _base_ms()).items()} == {
+                "ready": 200, "write": 204, "query": 200, "labels": 200, "tsdb": 200}
+        assert set(load.statuses) == {204}
+        assert assert_exactly_once(gw.base_url, load) == len(load.acked)
+    finally:
+        load.stop()
+        hold.release_start("querier-0")
+        hold.release_start("shard-0")
+        gw.stop()

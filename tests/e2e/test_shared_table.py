@@ -12,7 +12,8 @@ without warnings.
 
 Then gateway 2 is restarted to die by SIGKILL in its first flush, after writing its files and before
 committing them (crash point flush.files), while acknowledged loads write to all three and a second
-Prometheus shards over them again. Meanwhile the other two answer with a warning naming it, and
+Prometheus shards over them again. Meanwhile the other two answer 503 naming it, or asked for a partial
+answer, with a warning naming it, and
 everything it had flushed is still answered; restarted, every acknowledged sample is there exactly
 once (per series and timestamp, with its value), Prometheus's data equals the reference's series by
 series, and no (sid, t) is in the table twice.
@@ -134,12 +135,14 @@ def _end(reference: str) -> float:
 def _compare(url: str, reference: str, query: str, end: float, name: str, warn: str | None = None,
              after_s: float = 30) -> list[str]:
     """``query`` at two instants and over a range covering all the data up to ``end`` (and ``after_s`` past it):
-    as the reference answers it; with a warning naming ``warn`` when given, without one otherwise."""
+    as the reference answers it; with a warning naming ``warn`` when given (a partial answer asked for: ``warn``
+    is down), without one otherwise."""
     query = query.replace("<END>", f"{end:.3f}").replace("<START>", f"{end - SCRAPES:.3f}")
-    calls = [("/api/v1/query", {"query": query, "time": f"{end:.3f}"}),
-             ("/api/v1/query", {"query": query, "time": f"{end - 2.5:.3f}"}),
+    partial = {"partial_response": "true"} if warn else {}
+    calls = [("/api/v1/query", {"query": query, "time": f"{end:.3f}", **partial}),
+             ("/api/v1/query", {"query": query, "time": f"{end - 2.5:.3f}", **partial}),
              ("/api/v1/query_range", {"query": query, "start": f"{end - 90:.3f}", "end": f"{end + after_s:.3f}",
-                                      "step": "1.3"})]
+                                      "step": "1.3", **partial})]
     problems = []
     for path, params in calls:
         problems += compare_servers(url, reference, path, params, path.endswith("query") and queries.ordered(query),
@@ -161,11 +164,11 @@ def test_query_on_any_gateway_equals_the_reference(cluster, k):
     assert not problems, "\n".join(problems[:6])
 
 
-def _acked_of(url: str, load: AckedLoad) -> int:
-    """How many of the load's first and last series the gateway answers for."""
+def _acked_of(url: str, load: AckedLoad, partial: bool = False) -> int:
+    """How many of the load's first and last series the gateway answers for (``partial``: without a dead peer)."""
     lo, hi = load.first_series, load.first_series + load.series - 1
     status, body = api(url, "/api/v1/query", {"query": f'last_over_time(acked_test{{s=~"{lo}|{hi}"}}[1h])',
-                                              "time": time.time()})
+                                              "time": time.time(), **({"partial_response": "true"} if partial else {})})
     assert status == 200, body
     return len(body["data"]["result"])
 
@@ -192,8 +195,10 @@ def test_kill_9_mid_flush_answers_partially_meanwhile_and_every_acked_sample_onc
                 problems = _compare(c.urls[live], c.reference.base_url, query, end, f"gateway {live}",
                                     warn=c.urls[DEAD], after_s=0)
                 assert not problems, "\n".join(problems[:6])
-            assert _acked_of(c.urls[live], loads[DEAD]) == 0
-            assert _acked_of(c.urls[live], loads[1 - live]) == 2  # the other live one's are answered
+            assert _acked_of(c.urls[live], loads[DEAD], partial=True) == 0
+            assert _acked_of(c.urls[live], loads[1 - live], partial=True) == 2  # the other live one's are answered
+            status, body = api(c.urls[live], "/api/v1/query", {"query": TOTAL, "time": f"{end:.3f}"})
+            assert (status, body.get("errorType")) == (503, "unavailable") and c.urls[DEAD] in body["error"], body
         c.gateways[DEAD] = c.start(DEAD, extra=["--storage.flush-max-samples=3000"])  # no crash point now
         c.gateways[DEAD].wait_ready(120)  # its WAL replayed: the samples of the flush that died are back
         loads[DEAD].wait(lambda: len(loads[DEAD].acked) > killed_at + 30 * 100, "gateway 2 acknowledging again",

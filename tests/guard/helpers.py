@@ -142,6 +142,16 @@ class QueryHold:
     def release(self) -> None:
         (self.root / "hold").unlink(missing_ok=True)
 
+    def hold_start(self, process: str) -> None:
+        """The front's child ``process`` ("querier-0") waits before it listens at its next start."""
+        (self.root / f"hold-start-{process}").touch()
+
+    def release_start(self, process: str) -> None:
+        (self.root / f"hold-start-{process}").unlink(missing_ok=True)
+
+    def starts_held(self, process: str) -> int:
+        return sum(1 for e in self.events() if e == ["start-held", process])
+
     def events(self) -> list[list[str]]:
         path = self.root / "events"
         return [line.split() for line in path.read_text().splitlines()] if path.exists() else []

@@ -1,19 +1,26 @@
-"""The front's pure parts: the combined remote-write answer, the merged /metrics, the children's settings."""
+"""The front's pure parts: the combined remote-write answer, the merged /metrics, the children's settings, the
+words of a child that cannot answer."""
 
 from __future__ import annotations
 
+import asyncio
+
+import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from metricsgw.cluster.peers import SHARD_SOCKETS
 from metricsgw.config import load
+from metricsgw.procs.clients import ChildClient
 from metricsgw.procs.distributor import PartAnswer, combine
 from metricsgw.procs.exposition import merge
 from metricsgw.procs.layout import Child, Layout, child_config, resolve
+from metricsgw.procs.unavailable import refusal, why
 from metricsgw.remote.write_handler import H_SAMPLES
 
 
 def _a(shard: str, status: int, text: str = "", **headers) -> PartAnswer:
-    return PartAnswer(shard, status, text, {k.replace("_", "-"): v for k, v in headers.items()})
+    return PartAnswer(status, f"{shard}: {text}", {k.replace("_", "-"): v for k, v in headers.items()})
 
 
 def test_204_only_when_every_part_is_stored():
@@ -110,14 +117,57 @@ def test_the_default_is_a_shard_per_2_cores_and_a_query_process_per_4_at_least_o
     assert {oct((tmp_path / d).stat().st_mode & 0o777) for d in ("run", "run/gw0")} == {"0o700"}
 
 
-def test_a_querier_follows_every_writer_and_reads_the_shards_and_other_gateways_as_peers():
+def test_a_querier_follows_every_writer_and_reads_its_shards_and_the_other_gateways():
     cfg = load({"cluster.peers": ["http://gw2:9201"], "storage.writer-id": "gwA"})
     layout = Layout(shards=2, queriers=2, run_dir="/run/x")
     querier = child_config(cfg, Child("querier", 1, "/run/x/querier-1.sock"), layout)
     assert querier.query_processes_niceness == 10  # the child lowers its own priority by it (procs/child.py)
     assert querier.storage_writer_id == "gwA-q1"
-    assert querier.cluster_peers == ["unix:/run/x/shard-0.sock", "unix:/run/x/shard-1.sock", "http://gw2:9201"]
+    assert querier.cluster_peers == ["http://gw2:9201"]  # other gateways: partial answers may leave them out
+    assert querier.values[SHARD_SOCKETS] == ["/run/x/shard-0.sock", "/run/x/shard-1.sock"]  # never left out
     assert querier.storage_follow_others
     shard = child_config(cfg, Child("shard", 0, "/run/x/shard-0.sock"), layout)
     assert shard.cluster_peers == [] and not shard.storage_follow_others  # its own series only
     assert load({}).storage_follow_others  # a one-process gateway reads every writer
+
+
+class _Proc:
+    """The supervisor's state of a child, as unavailable.why reads it."""
+
+    def __init__(self, started: bool, running: bool = True, restarts: int = 0, last_exit: str = "") -> None:
+        self.started = asyncio.Event()
+        if started:
+            self.started.set()
+        self.running, self.restarts, self.last_exit = running, restarts, last_exit
+
+
+def _client(role: str, proc: _Proc | None) -> ChildClient:
+    return ChildClient(Child(role, 1, f"/srv/metricsgw/run/gw0/{role}-1.sock"), proc)
+
+
+@pytest.mark.parametrize("client, err, said, want", [
+    (_client("shard", _Proc(False)), None, "", "ingest shard 1 is starting"),
+    (_client("querier", _Proc(False)), ConnectionRefusedError(111, "Connection refused"), "replaying the WAL",
+     "query process 1 is starting (replaying the WAL)"),
+    (_client("shard", _Proc(False, running=False, restarts=1, last_exit="killed by SIGKILL")), None, "",
+     "ingest shard 1 is restarting (killed by SIGKILL)"),
+    (_client("shard", _Proc(True)), ConnectionRefusedError(111, "refused: /srv/metricsgw/run/gw0/shard-1.sock"), "",
+     "ingest shard 1 does not accept connections"),
+    (_client("querier", _Proc(True)), asyncio.TimeoutError(), "", "query process 1 does not answer in time"),
+    (_client("querier", _Proc(True)), aiohttp.ServerDisconnectedError(), "", "query process 1 closed the connection"),
+    (_client("shard", _Proc(True)), ValueError("Expecting value: line 1"), "",
+     "ingest shard 1 gave an answer that could not be read"),
+    (_client("shard", _Proc(True)), None, "the WAL cannot be written (disk full)",
+     "ingest shard 1 is not ready: the WAL cannot be written (disk full)"),
+    (ChildClient(Child("front", 0, "/srv/metricsgw/run/gw0/front.sock")), FileNotFoundError(2, "No such file"), "",
+     "the gateway's front process does not accept connections"),
+])
+def test_a_child_that_cannot_answer_is_named_in_plain_words_never_by_its_socket_or_an_exception(client, err, said,
+                                                                                                 want):
+    assert why(client, err, said) == want
+
+
+def test_a_refusal_is_prometheus_retryable_unavailable():
+    err = refusal(["ingest shard 0 is starting", "query process 0 is starting"])
+    assert (err.status, err.error_type, err.headers) == (503, "unavailable", {"Retry-After": "1"})
+    assert str(err) == "ingest shard 0 is starting; query process 0 is starting; retry in a few seconds"

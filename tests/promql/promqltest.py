@@ -7,7 +7,11 @@ step <s> <expr>``, an ``expect fail`` line under an eval (optionally ``expect fa
 As Prometheus's own test.go, every instant eval is also re-run as a range query around the
 same time and the middle step must agree.
 
-Any engine works: ``run_script(path, make_engine)`` with ``make_engine(source) -> engine``.
+Any engine works: ``run_script(path, make_engine)`` with ``make_engine(source) -> engine``. Anything else
+that answers PromQL (a server over HTTP: tests/conformance) is checked the same way: ``parse_script`` gives
+the script's phases (the series loaded at that point, the evals reading them) and ``check_eval(evaluator,
+ev)`` the failures of one eval, ``evaluator`` having ``instant(expr, t_s)`` and ``range(expr, start_s, end_s,
+step_s)``.
 """
 
 from __future__ import annotations
@@ -150,14 +154,23 @@ _EVAL_INSTANT = re.compile(r"^eval(_fail|_ordered)?\s+instant\s+at\s+(\S+)\s+(.+
 _EVAL_RANGE = re.compile(r"^eval(_fail|_ordered)?\s+range\s+from\s+(\S+)\s+to\s+(\S+)\s+step\s+(\S+)\s+(.+)$")
 
 
-def run_script(path: str, make_engine) -> tuple[int, list[str]]:
-    """Run one .test file; returns (number of evals, list of failure messages)."""
+@dataclass
+class Phase:
+    """The series a script holds at one point (loaded since its last ``clear``; a later sample at the
+    same t replaces the earlier one) and the evals that read them, up to the next ``load`` or ``clear``."""
+
+    series: list[tuple[tuple, np.ndarray, np.ndarray]]  # (labels, t_ms, values), sorted by t, one per t
+    evals: list[Eval]
+
+
+def parse_script(path: str) -> tuple[list[Phase], list[str]]:
+    """(the script's phases in order, a message per line that cannot be parsed)."""
     name = path.rsplit("/", 1)[-1]
     lines = open(path, encoding="utf-8").read().split("\n")
-    source = MemSource()
-    engine = make_engine(source)
+    loaded = MemSource()
+    phases: list[Phase] = []
     failures: list[str] = []
-    n_evals = 0
+    current: Phase | None = None  # the phase evals join; a load or clear ends it
     i = 0
     while i < len(lines):
         raw = lines[i]
@@ -166,7 +179,8 @@ def run_script(path: str, make_engine) -> tuple[int, list[str]]:
         if not line or line.startswith("#"):
             continue
         if line == "clear":
-            source.clear()
+            loaded.clear()
+            current = None
             continue
         if line.startswith("load "):
             interval = parse_duration_ms(line.split(None, 1)[1])
@@ -176,8 +190,9 @@ def run_script(path: str, make_engine) -> tuple[int, list[str]]:
                 ts = [k * interval for k, v in enumerate(vals) if v is not None]
                 vs = [v for v in vals if v is not None]
                 if ts:
-                    source.add(labels, np.array(ts, np.int64), np.array(vs, np.float64))
+                    loaded.add(labels, np.array(ts, np.int64), np.array(vs, np.float64))
                 i += 1
+            current = None
             continue
         ev = _parse_eval(line, i)
         if ev is None:
@@ -204,9 +219,41 @@ def run_script(path: str, make_engine) -> tuple[int, list[str]]:
                 continue
             labels, rest = parse_series(body)
             ev.expected.append((i, labels, expand_values(rest)))
-        n_evals += 1
-        failures.extend(f"{name}:{ev.line}: {msg}" for msg in _check(engine, ev))
+        if current is None:
+            current = Phase(loaded.items(), [])
+            phases.append(current)
+        current.evals.append(ev)
+    return phases, failures
+
+
+def run_script(path: str, make_engine) -> tuple[int, list[str]]:
+    """Run one .test file; returns (number of evals, list of failure messages)."""
+    name = path.rsplit("/", 1)[-1]
+    phases, failures = parse_script(path)
+    n_evals = 0
+    for phase in phases:
+        source = MemSource()
+        for labels, t, v in phase.series:
+            source.add(labels, t, v)
+        evaluator = EngineEvaluator(make_engine(source))
+        for ev in phase.evals:
+            n_evals += 1
+            failures.extend(f"{name}:{ev.line}: {msg}" for msg in check_eval(evaluator, ev))
     return n_evals, failures
+
+
+class EngineEvaluator:
+    """What ``check_eval`` asks (``instant``, ``range``, seconds in, a Value out or a GatewayError raised),
+    answered by an engine in this process, each query with a fresh QueryContext."""
+
+    def __init__(self, engine) -> None:
+        self.engine = engine
+
+    def instant(self, expr: str, t_s: float):
+        return self.engine.instant(expr, t_s, QueryContext())
+
+    def range(self, expr: str, start_s: float, end_s: float, step_s: float):
+        return self.engine.range(expr, start_s, end_s, step_s, QueryContext())
 
 
 def _parse_eval(line: str, lineno: int) -> Eval | None:
@@ -224,11 +271,10 @@ def _parse_eval(line: str, lineno: int) -> Eval | None:
     return None
 
 
-def _run(engine, ev: Eval):
-    ctx = QueryContext()
+def _run(evaluator, ev: Eval):
     if ev.kind == "instant":
-        return engine.instant(ev.expr, ev.at_ms / 1000.0, ctx)
-    return engine.range(ev.expr, ev.start_ms / 1000.0, ev.end_ms / 1000.0, ev.step_ms / 1000.0, ctx)
+        return evaluator.instant(ev.expr, ev.at_ms / 1000.0)
+    return evaluator.range(ev.expr, ev.start_ms / 1000.0, ev.end_ms / 1000.0, ev.step_ms / 1000.0)
 
 
 def _check_error(ev: Eval, err: GatewayError) -> list[str]:
@@ -242,9 +288,10 @@ def _check_error(ev: Eval, err: GatewayError) -> list[str]:
     return errs
 
 
-def _check(engine, ev: Eval) -> list[str]:
+def check_eval(evaluator, ev: Eval) -> list[str]:
+    """What is wrong with ``evaluator``'s answer to ``ev`` (nothing: an empty list)."""
     try:
-        got = _run(engine, ev)
+        got = _run(evaluator, ev)
     except GatewayError as err:
         if ev.fail:
             return _check_error(ev, err)
@@ -257,7 +304,7 @@ def _check(engine, ev: Eval) -> list[str]:
         return _check_matrix(ev, got)
     errs = _check_instant(ev, got)
     if not errs and isinstance(got, (Vector, Scalar)):
-        errs = _check_as_range(engine, ev, got)
+        errs = _check_as_range(evaluator, ev, got)
     return errs
 
 
@@ -304,11 +351,11 @@ def _check_instant(ev: Eval, got) -> list[str]:
     return errs
 
 
-def _check_as_range(engine, ev: Eval, got) -> list[str]:
+def _check_as_range(evaluator, ev: Eval, got) -> list[str]:
     """The same query as a range query around the instant must agree at the middle step."""
     t = ev.at_ms / 1000.0
     try:
-        rng = engine.range(ev.expr, t - 60, t + 60, 60, QueryContext())
+        rng = evaluator.range(ev.expr, t - 60, t + 60, 60)
     except GatewayError as err:
         return [f"{ev.expr}: instant ok but as a range query: {type(err).__name__}: {err}"]
     mid = {}

@@ -1,0 +1,24 @@
+"""The in-memory double answering the query API's calls: the engine over MemSource in this process, its value
+rendered as the API renders it (promql/render.py) and its errors as the API types them (errors.py)."""
+
+from __future__ import annotations
+
+import orjson
+
+from metricsgw.config import parse_duration
+from metricsgw.errors import GatewayError
+from metricsgw.limits.context import QueryContext
+from metricsgw.promql.render import render_json
+
+
+def answer(engine, path: str, params: dict) -> tuple[int, dict]:
+    """(status, body) of /api/v1/query or /api/v1/query_range with ``params``."""
+    try:
+        if path == "/api/v1/query":
+            value = engine.instant(params["query"], float(params["time"]), QueryContext())
+        else:
+            value = engine.range(params["query"], float(params["start"]), float(params["end"]),
+                                 parse_duration(params["step"]), QueryContext())
+    except GatewayError as err:
+        return err.status, {"status": "error", "errorType": err.error_type, "error": str(err)}
+    return 200, {"status": "success", "data": orjson.loads(render_json(value))}
