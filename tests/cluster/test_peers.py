@@ -45,6 +45,9 @@ class FakePeer:
         self.requests = 0
         app = web.Application()
         app.router.add_post("/api/v1/read", self.handle)
+        # label names and values are asked on the JSON APIs (?scope=head): the same misbehaviour there
+        app.router.add_get("/api/v1/labels", self.handle_json)
+        app.router.add_get("/api/v1/label/{name}/values", self.handle_json)
         self.runner = web.AppRunner(app, handler_cancellation=True)
 
     async def handle(self, request: web.Request) -> web.Response:
@@ -61,6 +64,14 @@ class FakePeer:
         except asyncio.CancelledError:
             self.cancelled.set()
             raise
+
+    async def handle_json(self, request: web.Request) -> web.Response:
+        self.requests += 1
+        if self.how == "garbage":
+            return web.Response(body=b"\xff\x00 this is not JSON", content_type="application/json")
+        if self.how == "empty":
+            return web.json_response({"status": "success", "data": []})
+        return await self.handle(request)
 
     async def __aenter__(self) -> str:
         await self.runner.setup()
