@@ -246,8 +246,9 @@ SETTINGS: tuple[Setting, ...] = (
             "would cross it fails with 503 (retry)."),
     Setting("query.max-memory-per-query", Z, 256 * 1024**2, "Memory a single query may hold at once (422 above); "
             "aggregations over range functions are evaluated in series batches to stay under it."),
-    Setting("query.max-samples", P, 50_000_000, "Maximum samples a single query may hold in memory at once "
-            "(raw samples loaded plus points of evaluated results, as Prometheus counts them; 422 above)."),
+    Setting("query.max-samples", P, 50_000_000, "Maximum samples a single query may hold in memory at once, "
+            "counted as Prometheus 2.42 counts them (points its evaluation holds, not raw samples read, whose memory "
+            "--query.max-memory-per-query bounds; 422 above). A remote read counts the raw samples it reads (400 above)."),
     Setting("query.max-series", P, 500_000, "Maximum series a single query may select."),
     Setting("query.max-concurrency", P, 4, "Queries evaluated at once; more wait in the queue."),
     Setting("query.max-workers-per-query", I, 0, "Cores one query may use: an aggregation's batches of series are "

@@ -75,7 +75,7 @@ class ClusterSource:
                                                                         start_ms, end_ms))
                           for r in results if len(r.hists)]
         for p in parts[1:]:  # held since they arrived (peers.py); now the query takes them, as it takes the head's
-            ctx.charge_samples(len(p), "head read (histograms)", 0)
+            ctx.charge_loaded(len(p), "head read (histograms)", 0)
         ctx.check("peer merge")
         return native_head.merge_histograms(parts)
 
@@ -185,7 +185,7 @@ class ClusterSource:
         parts = [self.local.read_samples(ids_sorted, start_ms, end_ms, ctx)]
         held = [select_sorted(b.sid, b.t, b.v, ids_sorted, start_ms, end_ms) for b in covering]
         for p in held:  # their memory is held since they arrived (peers.py); now the query takes them
-            ctx.charge_samples(len(p), "head read", 0)
+            ctx.charge_loaded(len(p), "head read", 0)
         parts += held
         ctx.check("peer merge")
         return merge_parts(ids_sorted, [p for p in parts if len(p)], start_ms, end_ms)

@@ -1,12 +1,19 @@
 """One per-query object that carries the deadline, the budgets and cancellation down.
 
-Every stage that loads data calls ``ctx.check(stage)`` and ``ctx.charge_samples(n, stage)``
+Every stage that loads data calls ``ctx.check(stage)`` and ``ctx.charge_loaded(n, stage)``
 as it goes, so a query fails the moment it crosses a limit, not after the damage is done.
 
-Budgets count what the query holds at once, as Prometheus's ``currentSamples`` does: a stage
-that lets go of data (a batch of series evaluated and folded into its aggregate) gives its
-charge back with ``release_to(mark)``. Samples are also charged in bytes, against the query's
-own ``max_bytes`` and the process-wide pool all queries share (``limits/memory.py``).
+Two things are guarded, each as it is held at once:
+
+* memory, in bytes: raw samples loaded, evaluated matrices, JSON, against the query's own
+  ``max_bytes`` and the process-wide pool all queries share (``limits/memory.py``). A stage that
+  lets go of data (a batch of series evaluated and folded into its aggregate) gives its charge
+  back with ``release_to(mark)``.
+* ``max_samples`` (--query.max-samples), counted as its reader expects. A remote read answers
+  raw samples, and Prometheus counts those: raw loads count (``counts_raw_samples``). A PromQL
+  query is judged as Prometheus 2.42's engine judges it, by its ``currentSamples`` (points its
+  evaluation holds at once, promql/held.py): the engine turns raw counting off and reports
+  those with ``count_held``.
 """
 
 from __future__ import annotations
@@ -38,6 +45,8 @@ class QueryContext:
     max_bytes_setting: str = "--query.max-memory-per-query"
     pool: MemoryPool | None = None
     started: float = field(default_factory=time.monotonic)
+    # Raw samples loaded count against max_samples (remote read); PromQL counts held points instead.
+    counts_raw_samples: bool = True
     samples: int = 0
     peak_samples: int = 0
     series: int = 0
@@ -84,16 +93,28 @@ class QueryContext:
             self.samples += int(n)
             self.peak_samples = max(self.peak_samples, self.samples)
             if self.samples > self.max_samples:
-                raise LimitExceeded(
-                    f"query processing would load too many samples into memory in query execution "
-                    f"({stage}: more than {self.max_samples} held at once; raise --query.max-samples "
-                    f"or narrow the query)"
-                )
+                raise _too_many_samples(stage, self.max_samples)
+            self.charge_bytes(int(n) * bytes_each, stage)
+
+    def charge_loaded(self, n: int, stage: str, bytes_each: int = SAMPLE_BYTES) -> None:
+        """Raw samples read from storage: always their bytes; samples only where they are what is counted."""
+        if self.counts_raw_samples:
+            self.charge_samples(n, stage, bytes_each)
+        else:
             self.charge_bytes(int(n) * bytes_each, stage)
 
     def charge_points(self, n: int, stage: str) -> None:
-        """Points of an evaluated (series x step) matrix: samples held, at their own size."""
-        self.charge_samples(n, stage, POINT_BYTES)
+        """Points of an evaluated (series x step) matrix: memory (the count is ``count_held``'s)."""
+        self.charge_bytes(int(n) * POINT_BYTES, stage)
+
+    def count_held(self, peak: int, after: int, stage: str) -> None:
+        """Prometheus's ``currentSamples`` through one step of evaluation: it reached ``peak``, and
+        ``after`` are held once the step is done (both absolute; promql/held.py computes them)."""
+        with self._held_lock:
+            self.peak_samples = max(self.peak_samples, int(peak))
+            if peak > self.max_samples:
+                raise _too_many_samples(stage, self.max_samples)
+            self.samples = int(after)
 
     def charge_bytes(self, n: int, stage: str) -> None:
         """Bytes held: against this query's ``max_bytes``, then the pool all queries share."""
@@ -113,7 +134,7 @@ class QueryContext:
 
     def can_hold(self, samples: int) -> bool:
         """Whether loading this many more samples would stay within the query's budgets."""
-        return (self.samples + samples <= self.max_samples
+        return ((not self.counts_raw_samples or self.samples + samples <= self.max_samples)
                 and self.bytes + samples * SAMPLE_BYTES <= self.max_bytes)
 
     def mark(self) -> tuple[int, int]:
@@ -148,10 +169,12 @@ class QueryContext:
         self.release_to((0, 0))
 
     def check_estimate(self, n: int, stage: str) -> None:
-        """Refuse before loading when an estimate alone would cross the budget (charges nothing)."""
+        """Refuse before loading when an estimate of raw samples alone would cross a budget
+        (charges nothing). Against max_samples only where raw samples are what is counted: a
+        PromQL query may load many more than its engine holds at once (Prometheus allows it)."""
         # The refusal names what the query holds already (e.g. the other side of a binary
         # operation): an estimate under the limit is refused when the two together are over it.
-        if self.samples + int(n) > self.max_samples:
+        if self.counts_raw_samples and self.samples + int(n) > self.max_samples:
             raise LimitExceeded(
                 f"query processing would load too many samples into memory in query execution "
                 f"({stage}: about {int(n)} estimated{_on_top(self.samples, '')}, {self.max_samples} may be "
@@ -219,6 +242,11 @@ class QueryPart:
         self.query = query
         self.held_samples = 0
         self.held_bytes = 0
+        # Prometheus's count of what this part's evaluation holds, from zero: where the part's
+        # series come in the whole query's order decides what is held beside them, so the
+        # part's caller folds these in (promql/batching.py).
+        self.samples = 0
+        self.peak_samples = 0
 
     def __getattr__(self, name: str):
         return getattr(self.query, name)
@@ -231,8 +259,16 @@ class QueryPart:
             self.held_samples += n  # counted even when a limit fired (the bytes were not)
         self.held_bytes += n * bytes_each
 
-    def charge_points(self, n: int, stage: str) -> None:
-        self.charge_samples(n, stage, POINT_BYTES)
+    charge_loaded = QueryContext.charge_loaded
+    charge_points = QueryContext.charge_points
+
+    def count_held(self, peak: int, after: int, stage: str) -> None:
+        """Refused already when the part's own peak, on top of what the query held before any
+        part, is over the limit: whatever comes before it in order only adds to that."""
+        self.peak_samples = max(self.peak_samples, int(peak))
+        if self.query.samples + peak > self.query.max_samples:
+            raise _too_many_samples(stage, self.query.max_samples)
+        self.samples = int(after)
 
     def charge_bytes(self, n: int, stage: str) -> None:
         n = int(n)
@@ -255,6 +291,13 @@ class QueryPart:
 
     def release_all(self) -> None:
         self.release_to((0, 0))
+
+
+def _too_many_samples(stage: str, limit: int) -> LimitExceeded:
+    return LimitExceeded(
+        f"query processing would load too many samples into memory in query execution "
+        f"({stage}: more than {limit} held at once; raise --query.max-samples or narrow the query)"
+    )
 
 
 def _on_top(held: int, unit: str) -> str:

@@ -2,9 +2,10 @@
 
 ``sum by (x)(rate(m[5m]))`` and the other dashboard staples need, per series, only that
 series' samples: the aggregation's input can be built a batch of series at a time, and each
-batch's raw samples let go before the next is read. So what the query holds at once is one
-batch of samples plus the aggregation's input points (or, for sum/count/min/max/group, just
-the groups' running totals), whatever the number of series.
+batch's raw samples let go before the next is read. So the memory the query holds at once is
+one batch of samples plus the aggregation's input points (or, for sum/count/min/max/group, just
+the groups' running totals), whatever the number of series. (--query.max-samples counts what
+Prometheus's engine would hold, whatever the batches: promql/held.py.)
 
 Results are bit-identical to evaluating all series at once: series are selected once and cut
 into batches in label order (the order the unbatched evaluation lays rows out in), and the
@@ -27,7 +28,7 @@ from ..limits.context import SAMPLE_BYTES, QueryContext
 from ..model import METRIC_NAME, Labels, Matcher
 from ..storage.batch import SampleBlock, SeriesSet
 from ..storage.seam import SampleReader
-from . import parser
+from . import held, parser
 from .aggregations import aggregate, group_ids, group_sum
 from .calls import OVER_TIME, RATE_LIKE
 from .value import Series
@@ -41,21 +42,15 @@ MIN_SPLIT_SAMPLES = 1_000_000
 STREAMED = {"sum", "count", "min", "max", "group"}
 
 
-def _unwrap(node):
-    while isinstance(node, pp.ParenExpr):
-        node = node.expr
-    return node
-
-
 def batchable_selector(expr) -> "pp.VectorSelector | pp.MatrixSelector | None":
     """The one selector an aggregation's argument reads, when it can be evaluated by series
     batches: a selector of one metric, or a per-series range function of one (its other
     arguments literal numbers)."""
-    node = _unwrap(expr)
+    node = parser.unwrap(expr)
     if isinstance(node, pp.Call):
         if node.func.name not in PER_SERIES_RANGE_FUNCS:
             return None
-        args = [_unwrap(a) for a in node.args]
+        args = [parser.unwrap(a) for a in node.args]
         ranges = [a for a in args if isinstance(a, pp.MatrixSelector)]
         others = [a for a in args if not isinstance(a, pp.MatrixSelector)]
         if len(ranges) != 1 or not all(isinstance(a, pp.NumberLiteral) for a in others):
@@ -88,26 +83,32 @@ class FixedSelection:
         return self.source.read_samples(ids, start_ms, end_ms, ctx)
 
 
-def evaluate_batched(engine, op: str, expr, selector, without: bool, names: list[str], param, env) -> Series:
-    """``op`` over ``expr`` (whose only selector is ``selector``), one batch of series at a time."""
+def evaluate_batched(engine, op: str, expr, selector, without: bool, names: list[str], param,
+                     env) -> tuple[Series, np.ndarray]:
+    """``op`` over ``expr`` (whose only selector is ``selector``), one batch of series at a time;
+    and the points ``expr`` gives at each step (the aggregation's input, for promql/held.py)."""
     ctx = env.ctx
     matchers, start, end = engine.selector_window(selector, env)
     everything = engine.source.select_series(matchers, start, end, ctx)  # charges the series once
-    # A batch may use a quarter of what the query has left (reading and evaluating it takes
-    # a few times its raw size), and no more than the engine's batch size.
+    # A batch may use a quarter of the memory the query has left (reading and evaluating it
+    # takes a few times its raw size), and no more than the engine's batch size.
     # Batches evaluated side by side (promql/parallel.py) share that between them.
     workers = engine.parts.workers if engine.parts is not None else 1
-    room = min((ctx.max_samples - ctx.samples) // 4, (ctx.max_bytes - ctx.bytes) // (4 * SAMPLE_BYTES))
+    room = (ctx.max_bytes - ctx.bytes) // (4 * SAMPLE_BYTES)
     target = max(1, min(engine.batch_samples, room) // workers)
     batches = _in_label_order_batches(engine.source, everything, start, end, target, len(env.steps), workers)
+    inputs = np.zeros(len(env.steps), np.int64)
     if op in STREAMED:
         acc = _Streamed(op, without, names, len(env.steps))
         for s in _evaluate_each(engine, expr, batches, env):
+            inputs += held.per_step(s, len(env.steps))
             acc.add(s)
             ctx.charge_points(acc.grown(), "aggregation")
-        return acc.result()
+        return acc.result(), inputs
     parts = list(_evaluate_each(engine, expr, batches, env, keep=True))
-    return aggregate(op, _concat(parts, len(env.steps)), without, names, param)
+    for s in parts:
+        inputs += held.per_step(s, len(env.steps))
+    return aggregate(op, _concat(parts, len(env.steps)), without, names, param), inputs
 
 
 def _in_label_order_batches(source, everything, start: int, end: int, target_samples: int,
@@ -136,10 +137,11 @@ def _in_label_order_batches(source, everything, start: int, end: int, target_sam
 def _evaluate_each(engine, expr, batches, env, keep: bool = False) -> Iterator[Series]:
     """Each batch's value of ``expr``, in order, batches evaluated side by side when the engine has
     spare cores; a batch's raw samples are released once it is evaluated (a kept batch stays
-    charged as the points it holds)."""
+    charged as the points it holds). Each batch's count of held samples is taken into the
+    query's as it comes, in order: the series of the batches before it are held beside it."""
     ctx = env.ctx
 
-    def one(batch) -> Series:
+    def one(batch):
         part = ctx.part()  # charges the query, gives back only its own
         inner = copy.copy(engine)
         inner.source = FixedSelection(engine.source, batch)
@@ -149,6 +151,11 @@ def _evaluate_each(engine, expr, batches, env, keep: bool = False) -> Iterator[S
             part.release_all()
         if keep:
             ctx.charge_points(s.values.size, "aggregation input")
+        return s, part
+
+    def taken(done) -> Series:
+        s, part = done
+        held.fold_part(ctx, part, "aggregation input")
         return s
 
     batches = iter(batches)
@@ -157,8 +164,8 @@ def _evaluate_each(engine, expr, batches, env, keep: bool = False) -> Iterator[S
         return
     # The first batch alone: a cold metric's read fills the sample cache for the whole metric, which the
     # batches after it then share (side by side, each would read and charge the files again).
-    yield one(first)
-    yield from (map(one, batches) if engine.parts is None else engine.parts.map(one, batches))
+    yield taken(one(first))
+    yield from map(taken, map(one, batches) if engine.parts is None else engine.parts.map(one, batches))
 
 
 def _concat(parts: list[Series], steps: int) -> Series:

@@ -8,7 +8,7 @@ import promql_parser as pp
 
 from ..errors import BadData, NotSupported
 from . import functions as F
-from . import native_eval, parser, rangefuncs as R
+from . import held, native_eval, parser, rangefuncs as R
 from .binary import dedupe
 from .histograms import histogram_quantile
 from .value import Ranges, ScalarSteps, Series, StringValue
@@ -24,19 +24,38 @@ OVER_TIME = {
 }
 
 
-def _unwrap(node):
-    while isinstance(node, pp.ParenExpr):
-        node = node.expr
-    return node
+class _Taken:
+    """What a call's arguments hold, for held.py: their points at each step, and the range vector
+    a range function slides over."""
+
+    def __init__(self, steps: int) -> None:
+        self.inputs = np.zeros(steps, np.int64)
+        self.ranges: Ranges | None = None
 
 
 def call(engine, node: "pp.Call", env):
+    base = env.ctx.samples
+    taken = _Taken(len(env.steps))
+    res = _call(engine, node, env, taken)
+    name = node.func.name
+    if taken.ranges is not None:
+        held.series_by_series(env.ctx, name, taken.ranges, f"{name}()")
+    else:
+        # timestamp(selector): 2.42 takes the selector's points a step at a time, beside the output so far
+        at = base if name == "timestamp" and isinstance(parser.unwrap(node.args[0]), pp.VectorSelector) else None
+        held.step_by_step(env.ctx, base, taken.inputs, res, f"{name}()", at)
+    return res
+
+
+def _call(engine, node: "pp.Call", env, taken: _Taken):
     name = node.func.name
     args = list(node.args)
     n_steps = len(env.steps)
 
     def ev(i: int):
-        return engine.eval(args[i], env)
+        v = engine.eval(args[i], env)
+        taken.inputs += held.per_step(v, n_steps)
+        return v
 
     def scalar_arg(i: int) -> np.ndarray:
         v = ev(i)
@@ -57,9 +76,10 @@ def call(engine, node: "pp.Call", env):
         return v
 
     def range_arg(i: int) -> Ranges:
-        v = ev(i)
+        v = engine.range_vector(args[i], env)
         if not isinstance(v, Ranges):
             raise BadData(f"expected range vector argument {i + 1} to {name}()")
+        taken.ranges = v
         return v
 
     if name in RATE_LIKE:
@@ -74,8 +94,8 @@ def call(engine, node: "pp.Call", env):
     if name in OVER_TIME:
         return _dedupe_whole(R.over_time(name, range_arg(0)))
     if name == "quantile_over_time":
-        q = scalar_arg(0)
-        return _dedupe_whole(R.quantile_over_time(q, range_arg(1)))
+        r = range_arg(1)  # first, as 2.42 evaluates a subquery argument before the others
+        return _dedupe_whole(R.quantile_over_time(scalar_arg(0), r))
     if name == "holt_winters":
         r = range_arg(0)
         return _dedupe_whole(R.holt_winters(r, scalar_arg(1), scalar_arg(2)))
@@ -161,7 +181,7 @@ def _concat(a: Series, b: Series) -> Series:
 
 
 def _selector_matchers(node):
-    node = _unwrap(node)
+    node = parser.unwrap(node)
     if isinstance(node, pp.MatrixSelector):
         node = node.vector_selector
     if isinstance(node, pp.VectorSelector):

@@ -15,9 +15,9 @@ import numpy as np
 import promql_parser as pp
 
 from ..errors import BadData, NotSupported
-from ..limits.context import QueryContext
+from ..limits.context import SAMPLE_BYTES, QueryContext
 from ..storage.seam import SampleReader
-from . import batching, binary, native_eval, parser, selectors
+from . import batching, binary, held, native_eval, parser, selectors
 from .aggregations import aggregate
 from .calls import call
 from .parallel import Parts
@@ -59,6 +59,7 @@ class Engine:
     def instant(self, query: str, t_s: float, ctx: QueryContext) -> Value:
         node = parser.parse(query)
         t = _ms(t_s)
+        ctx.counts_raw_samples = False  # --query.max-samples counts what the evaluation holds (held.py)
         env = Env(np.array([t], np.int64), t, t, ctx)
         res = self._eval_top(node, env)
         ctx.check("result")
@@ -88,7 +89,11 @@ class Engine:
                 "Try decreasing the query resolution (?step=XX)"
             )
         node = parser.parse(query)
+        if isinstance(parser.unwrap(node), (pp.MatrixSelector, pp.SubqueryExpr)):
+            # refused before evaluation, as Prometheus does (not by the count of samples it would hold)
+            raise BadData(_NOT_FOR_RANGE.format(kind="range vector"))
         steps = np.arange(start, end + 1, step, dtype=np.int64)
+        ctx.counts_raw_samples = False  # --query.max-samples counts what the evaluation holds (held.py)
         env = Env(steps, start, end, ctx)
         res = self._eval_top(node, env)
         ctx.check("result")
@@ -96,7 +101,7 @@ class Engine:
             res = Series([()], res.values[None, :], np.ones((1, len(steps)), bool))
         if not isinstance(res, Series):
             kind = "range vector" if isinstance(res, Ranges) else "string"
-            raise BadData(f'invalid expression type "{kind}" for range query, must be Scalar or instant Vector')
+            raise BadData(_NOT_FOR_RANGE.format(kind=kind))
         out = series_matrix(res, steps)
         hist = native_eval.evaluate(self, node, env)  # the histograms shown beside the floats
         if hist is not None:
@@ -127,15 +132,19 @@ class Engine:
         if isinstance(node, pp.ParenExpr):
             return self.eval(node.expr, env)
         if isinstance(node, pp.NumberLiteral):
-            return ScalarSteps(np.full(len(env.steps), float(node.val)))
+            value = ScalarSteps(np.full(len(env.steps), float(node.val)))
+            held.step_by_step(env.ctx, env.ctx.samples, np.zeros(len(env.steps), np.int64), value, "number literal")
+            return value
         if isinstance(node, pp.StringLiteral):
             return StringValue(node.val)
         if isinstance(node, pp.UnaryExpr):
             return _negate(self.eval(node.expr, env))
         if isinstance(node, pp.VectorSelector):
             return self.vector_selector(node, env)
-        if isinstance(node, pp.MatrixSelector):
-            return self.matrix_selector(node, env)
+        if isinstance(node, pp.MatrixSelector):  # evaluated as such: a function's argument is range_vector's
+            r = self.matrix_selector(node, env)
+            held.windows(env.ctx, r, "range vector selection")
+            return r
         if isinstance(node, pp.SubqueryExpr):
             return self.subquery(node, env)
         if isinstance(node, pp.Call):
@@ -145,6 +154,15 @@ class Engine:
         if isinstance(node, pp.BinaryExpr):
             return self.binary(node, env)
         raise NotSupported(f"expression {type(node).__name__}")
+
+    def range_vector(self, node, env: Env):
+        """A range function's argument. A matrix selector's windows are counted by the function
+        that slides over them (held.series_by_series), not all at once as ``eval`` counts them."""
+        node = parser.unwrap(node)
+        if isinstance(node, pp.MatrixSelector):
+            env.ctx.check("evaluation")
+            return self.matrix_selector(node, env)
+        return self.eval(node, env)
 
     def ref_times(self, node, env: Env) -> np.ndarray:
         """Evaluation times after @ and offset: where a selector or subquery looks."""
@@ -174,10 +192,12 @@ class Engine:
         ref = self.ref_times(node, env)
         ms, start, end = self.selector_window(node, env)
         loaded = selectors.load(self.source, ms, start, end, env.ctx)
-        # The (series x step) matrix replaces the raw samples (already charged by the source):
-        # charge what it adds beyond them before building it.
+        # The (series x step) matrix replaces the raw samples (their bytes already charged by the
+        # source): charge the memory it adds beyond them before building it.
         env.ctx.charge_points(max(0, len(loaded.labels) * len(ref) - len(loaded.t)), "instant vector selection")
-        return selectors.instant(loaded, ref, self.lookback_ms)
+        s = selectors.instant(loaded, ref, self.lookback_ms)
+        held.selected(env.ctx, s, "instant vector selection")
+        return s
 
     def matrix_selector(self, node: "pp.MatrixSelector", env: Env) -> Ranges:
         ref = self.ref_times(node.vector_selector, env)
@@ -198,32 +218,43 @@ class Engine:
         if first < lo:
             first += step
         # `x[1y:1ms]` would build a grid of 31.5e9 steps (235 GiB) before anything is charged:
-        # every step holds at least one sample of the inner query, so refuse it by the budget first.
+        # refuse by its memory first (the grid and a point of the inner query for every step).
         env.ctx.check_estimate(max(0, (int(ref.max()) - first) // step + 1), "subquery steps")
         grid = np.arange(first, int(ref.max()) + 1, step, dtype=np.int64)
         if len(grid) == 0:
             return selectors.ranges(selectors.series_as_samples(Series.empty(0), grid), ref, rng)
+        base = env.ctx.samples
         inner = self.eval(node.expr, Env(grid, env.start_ms, env.end_ms, env.ctx))
         if isinstance(inner, ScalarSteps):
             inner = Series([()], inner.values[None, :], np.ones((1, len(grid)), bool))
         if not isinstance(inner, Series):
             raise BadData("subquery is only allowed on instant vector")
-        env.ctx.charge_samples(int(inner.mask.sum()), "subquery evaluation")
-        return selectors.ranges(selectors.series_as_samples(inner, grid), ref, rng)
+        env.ctx.charge_bytes(int(inner.mask.sum()) * SAMPLE_BYTES, "subquery evaluation")
+        r = selectors.ranges(selectors.series_as_samples(inner, grid), ref, rng)
+        r.held = env.ctx.samples - base  # the inner result, held as Prometheus holds it
+        return r
 
     def aggregate(self, node: "pp.AggregateExpr", env: Env) -> Series:
-        op = parser.op_name(node).lower()
-        without, names = parser.grouping(node)
+        base = env.ctx.samples
         param = None
         if node.param is not None:
             param = self.eval(node.param, env)
+        res, inputs = self._aggregate(node, param, env)
+        held.step_by_step(env.ctx, base, inputs + held.per_step(param, len(env.steps)), res, "aggregation")
+        return res
+
+    def _aggregate(self, node: "pp.AggregateExpr", param, env: Env) -> tuple[Series, np.ndarray]:
+        """The aggregation, and its input's points at each step."""
+        op = parser.op_name(node).lower()
+        without, names = parser.grouping(node)
         if op in ("count", "group"):  # these count histogram samples too, as 2.42 does
             hist = native_eval.evaluate(self, node.expr, env)
             if hist is not None:
                 inner = self.eval(node.expr, env)
                 if not isinstance(inner, Series):
                     raise BadData(f"expected instant vector in aggregation {op}")
-                return aggregate(op, native_eval.with_histogram_points(inner, hist), without, names, param)
+                inner = native_eval.with_histogram_points(inner, hist)
+                return aggregate(op, inner, without, names, param), held.per_step(inner, len(env.steps))
         selector = batching.batchable_selector(node.expr)
         if selector is not None and _param_ok(op, param):
             return batching.evaluate_batched(self, op, node.expr, selector, without, names,
@@ -240,12 +271,19 @@ class Engine:
         if op not in {"sum", "avg", "min", "max", "count", "group", "stddev", "stdvar", "topk", "bottomk",
                       "quantile", "count_values"}:
             raise NotSupported(f"aggregation {op}")
-        return aggregate(op, inner, without, names, param)
+        return aggregate(op, inner, without, names, param), held.per_step(inner, len(env.steps))
 
     def binary(self, node: "pp.BinaryExpr", env: Env):
-        op = parser.op_name(node).lower()
+        base = env.ctx.samples
         lhs = self.eval(node.lhs, env)
         rhs = self.eval(node.rhs, env)
+        res = self._binary(node, lhs, rhs)
+        inputs = held.per_step(lhs, len(env.steps)) + held.per_step(rhs, len(env.steps))
+        held.step_by_step(env.ctx, base, inputs, res, "binary operation")
+        return res
+
+    def _binary(self, node: "pp.BinaryExpr", lhs, rhs):
+        op = parser.op_name(node).lower()
         rb = parser.is_bool(node)
         if isinstance(lhs, ScalarSteps) and isinstance(rhs, ScalarSteps):
             return binary.scalar_scalar(op, lhs, rhs)
@@ -257,6 +295,9 @@ class Engine:
             on, names, card, include = parser.matching(node)
             return binary.vector_vector(op, lhs, rhs, on, names, card, include, rb)
         raise BadData(f"binary expression must contain only scalar and instant vector types")
+
+
+_NOT_FOR_RANGE = 'invalid expression type "{kind}" for range query, must be Scalar or instant Vector'
 
 
 def _param_ok(op: str, param) -> bool:

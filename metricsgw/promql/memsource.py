@@ -91,5 +91,5 @@ class MemSource:
         if not sids:
             return SampleBlock.empty()
         block = SampleBlock(np.concatenate(sids), np.concatenate(ts), np.concatenate(vs))
-        ctx.charge_samples(len(block), "sample loading")  # as the storage does, while loading
+        ctx.charge_loaded(len(block), "sample loading")  # as the storage does, while loading
         return block

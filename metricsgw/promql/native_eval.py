@@ -52,12 +52,6 @@ class HistSeries:
         return np.array([self.hists[i].sum for i in idx.tolist()], np.float64)
 
 
-def _unwrap(node):
-    while isinstance(node, pp.ParenExpr):
-        node = node.expr
-    return node
-
-
 def _load(engine, ms, start: int, end: int, env) -> tuple[selectors.Loaded, list] | None:
     source = engine.source
     if not hasattr(source, "histogram_metrics"):
@@ -105,7 +99,7 @@ def rate(engine, node: "pp.Call", env) -> HistSeries | None:
     """rate/increase/delta over histograms: histogramRate of each window, extrapolated as floats
     are (extrapolatedRate, without the stop at zero, which 2.42 skips for histograms)."""
     is_counter, is_rate = RATES[node.func.name]
-    msel = _unwrap(node.args[0])
+    msel = parser.unwrap(node.args[0])
     if not isinstance(msel, pp.MatrixSelector):
         return None
     ref = engine.ref_times(msel.vector_selector, env)
@@ -179,7 +173,7 @@ def total_by_group(engine, node: "pp.AggregateExpr", env) -> HistSeries | None:
 
 def evaluate(engine, node, env) -> HistSeries | None:
     """The histogram part of ``node``'s value, or None (no histograms, or a shape we leave to floats)."""
-    node = _unwrap(node)
+    node = parser.unwrap(node)
     if isinstance(node, pp.VectorSelector):
         return select(engine, node, env)
     if isinstance(node, pp.Call) and node.func.name in RATES:

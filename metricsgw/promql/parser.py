@@ -149,3 +149,10 @@ def grouping(node: "pp.AggregateExpr") -> tuple[bool, list[str]]:
     if mod is None:
         return False, []
     return mod.type == pp.AggModifierType.Without, list(mod.labels)
+
+
+def unwrap(node):
+    """The expression inside any parentheses."""
+    while isinstance(node, pp.ParenExpr):
+        node = node.expr
+    return node

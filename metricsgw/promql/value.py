@@ -69,6 +69,8 @@ class Ranges:
     hi: np.ndarray  # int64 [n_series, n_steps]
     range_end: np.ndarray  # int64 ms [n_steps]: the window's right edge (after @/offset)
     range_ms: int
+    # Points of a subquery's result, held (promql/held.py) until the function over it is done.
+    held: int = 0
 
     def __len__(self) -> int:
         return len(self.labels)

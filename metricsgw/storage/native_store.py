@@ -180,10 +180,10 @@ class NativeStore:
                     continue
                 ctx.check(stage)
                 parts.append(kind.read_file(path, ids_sorted, start_ms, end_ms))
-                ctx.charge_samples(len(parts[-1]), stage, kind.bytes_each)
+                ctx.charge_loaded(len(parts[-1]), stage, kind.bytes_each)
         for h in heads:
             parts.append(getattr(h, kind.name)(ids_sorted, start_ms, end_ms))
-            ctx.charge_samples(len(parts[-1]), stage, kind.bytes_each)
+            ctx.charge_loaded(len(parts[-1]), stage, kind.bytes_each)
         return kind.merge(parts)
 
     # ---------------------------------------------------------------- retention

@@ -300,7 +300,7 @@ class StorageReader:
                 parts.extend(self._read_files(cat, files, ids_known, start_ms, end_ms, ctx))
         for h in heads:
             for block in h.select(ids_sorted, start_ms, end_ms):
-                ctx.charge_samples(len(block), "head read")
+                ctx.charge_loaded(len(block), "head read")
                 parts.append(block)
         ctx.check("sample merge")
         return merge_parts(ids_sorted, [p for p in parts if len(p)], start_ms, end_ms)
@@ -351,7 +351,7 @@ class StorageReader:
             # and the first refresh is then as fast as the others (bench.queries took the median
             # of five runs of a heavy panel from the second or third run while it was not).
             sel = self._merged_block(paths, table.name, key, blocks).select(ids_m, start_ms, end_ms)
-            ctx.charge_samples(len(sel), "parquet read (cached)")
+            ctx.charge_loaded(len(sel), "parquet read (cached)")
             all_files.append(sel)
         if selective:
             wanted = np.sort(np.concatenate(selective))
@@ -427,7 +427,7 @@ class StorageReader:
                 con.register("wanted_ids", wanted)
             chunks = []
             for rb in con.sql(sql, params=params).to_arrow_reader(1 << 20):
-                ctx.charge_samples(rb.num_rows, "parquet read")
+                ctx.charge_loaded(rb.num_rows, "parquet read")
                 chunks.append(rb)
             ctx.check("parquet read")
         except (duckdb.InterruptException, OSError):

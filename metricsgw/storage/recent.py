@@ -90,7 +90,7 @@ class RecentView:
         ids_sorted = npsort.unique(np.asarray(ids, np.int64))
         parts = self._blocks(ids_sorted, start_ms, end_ms)
         for b in parts:
-            ctx.charge_samples(len(b), "head read")
+            ctx.charge_loaded(len(b), "head read")
         ctx.check("sample merge")
         return merge_parts(ids_sorted, parts, start_ms, end_ms)
 
@@ -104,7 +104,7 @@ class RecentView:
         ids_sorted = npsort.unique(np.asarray(ids, np.int64))
         parts = [getattr(h, kind)(ids_sorted, start_ms, end_ms) for h in self.native_heads]  # oldest first
         for p in parts:
-            ctx.charge_samples(len(p), f"head read ({kind})", bytes_each)
+            ctx.charge_loaded(len(p), f"head read ({kind})", bytes_each)
         return merge(parts)
 
     def _blocks(self, ids_sorted: np.ndarray, start_ms: int, end_ms: int) -> list[SampleBlock]:

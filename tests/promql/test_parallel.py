@@ -109,20 +109,22 @@ def test_a_large_selection_is_cut_into_a_first_batch_then_one_per_core_at_least(
     assert small.reads == [240]
 
 
-def test_parts_side_by_side_stay_within_max_samples_and_give_everything_back(src, parts, monkeypatch):  # noqa: F811
+def test_parts_side_by_side_stay_within_max_memory_and_give_everything_back(src, parts, monkeypatch):  # noqa: F811
     monkeypatch.setattr(batching, "MIN_SPLIT_SAMPLES", 1)
     query = "sum by (namespace) (rate(requests_total[5m]))"
     probe = QueryContext()
     Engine(src, batch_samples=10**12).range(query, 600, 1800, 60, probe)
-    limit = probe.peak_samples // 3
-    ctx = QueryContext(max_samples=limit)
+    limit = probe.peak_bytes // 3
+    ctx = QueryContext(max_bytes=limit)
     got = Engine(src, parts=parts).range(query, 600, 1800, 60, ctx)
     assert len(got.labels) == 5
-    assert ctx.peak_samples <= limit  # two batches at once, each a share of what one batch would be
+    assert ctx.peak_bytes <= limit  # two batches at once, each a share of what one batch would be
+    # what --query.max-samples counts is Prometheus's count, whatever the batches and cores
+    assert ctx.peak_samples == probe.peak_samples
     ctx.release_all()
-    assert ctx.samples == 0 and ctx.bytes == 0
-    with pytest.raises(LimitExceeded, match="--query.max-samples"):
-        Engine(src, parts=parts).range("rate(requests_total[5m])", 600, 1800, 60, QueryContext(max_samples=limit))
+    assert ctx.bytes == 0
+    with pytest.raises(LimitExceeded, match="--query.max-memory-per-query"):
+        Engine(src, parts=parts).range("rate(requests_total[5m])", 600, 1800, 60, QueryContext(max_bytes=limit))
 
 
 def test_a_part_gives_back_only_what_it_charged():
@@ -130,16 +132,16 @@ def test_a_part_gives_back_only_what_it_charged():
     q.charge_samples(100, "before")
     a, b = q.part(), q.part()
     a.charge_samples(200, "a")
-    b.charge_points(50, "b")
+    b.charge_points(50, "b")  # an evaluated matrix's memory (held.py counts its points)
     mark = a.mark()
     a.charge_bytes(64, "a")
-    assert (q.samples, q.bytes) == (350, 100 * 24 + 200 * 24 + 50 * 16 + 64)
+    assert (q.samples, q.bytes) == (300, 100 * 24 + 200 * 24 + 50 * 16 + 64)
     a.release_to(mark)
-    assert (q.samples, q.bytes) == (350, 100 * 24 + 200 * 24 + 50 * 16)
+    assert (q.samples, q.bytes) == (300, 100 * 24 + 200 * 24 + 50 * 16)
     a.release_all()
-    assert (q.samples, q.bytes) == (150, 100 * 24 + 50 * 16)
+    assert (q.samples, q.bytes) == (100, 100 * 24 + 50 * 16)
     with pytest.raises(LimitExceeded):
-        b.charge_samples(900, "b")  # the query's budget, whoever charges it
+        b.charge_samples(901, "b")  # the query's budget, whoever charges it
     b.release_all()  # what the failed charge counted (the samples) goes back as well
     assert (q.samples, q.bytes) == (100, 100 * 24)
     assert a.max_samples == 1000 and a.deadline == q.deadline  # the rest is the query's
