@@ -3,12 +3,17 @@ numpy work per series and Python work per distinct label name and value only (ke
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
 from .. import npsort
 from ..model import METRIC_NAME
-from .catalog import Catalog, MetricTable, _Column
 from .keysplit import split_keys
+from .metric_table import Column, MetricTable
+
+if TYPE_CHECKING:  # only its type: the catalog imports this module
+    from .catalog import Catalog
 
 
 def add_keys(cat: Catalog, sids: np.ndarray, keys: list[bytes]) -> np.ndarray:
@@ -60,7 +65,7 @@ def add_keys(cat: Catalog, sids: np.ndarray, keys: list[bytes]) -> np.ndarray:
         table, name = tables[g // len(split.names)], split.names[g % len(split.names)]
         col = table.columns.get(name)
         if col is None:
-            col = table.columns[name] = _Column()
+            col = table.columns[name] = Column()
         starts = np.flatnonzero(new_value[a:b])
         col_codes = col.codes_of([split.values[v] for v in (key[a:b][starts] % nv).tolist()])
         rows = row[pair_series[order[a:b]]]

@@ -23,7 +23,8 @@ import zipfile
 import numpy as np
 import zstandard
 
-from .catalog import Catalog, MetricTable, _Column
+from .catalog import Catalog
+from .metric_table import Column, MetricTable
 from .table import file_seq
 from .wal import fsync_dir
 
@@ -126,7 +127,7 @@ def _build(arrays: dict, meta: dict) -> Catalog:
         cat.metrics[name] = table
     codes_ends = np.cumsum(arrays["codes_len"])
     for j, (table_index, name, values) in enumerate(meta["columns"]):
-        col = _Column(values=values, index=dict(zip(values, range(len(values)))))
+        col = Column(values=values, index=dict(zip(values, range(len(values)))))
         col.codes.extend(arrays["codes"][codes_ends[j] - arrays["codes_len"][j]:codes_ends[j]])
         cat.tables[table_index].columns[name] = col
     return cat
