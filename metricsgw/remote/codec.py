@@ -15,6 +15,7 @@ import numpy as np
 import snappy
 from google.protobuf.message import DecodeError
 
+from .. import compiled
 from ..errors import BadData, PayloadTooLarge, UnsupportedMediaType
 from ..storage.batch import MetricMetadata
 from . import native, scrape_scan
@@ -188,12 +189,21 @@ def _v1_metadata(items) -> list[MetricMetadata]:
                            m.help, m.unit) for m in items]
 
 
+def _scan(raw: bytes) -> scrape_scan.ScrapeScan | None:
+    """The request read in the compiled pass; None if it is not scrape-shaped, or while the kernels load: a
+    process that did not load them at its start (compiled.py) starts at its first write that would use them."""
+    if not scrape_scan.loaded():
+        compiled.start_loading()
+        return None
+    return scrape_scan.scan(raw, SEED)
+
+
 def decode_v1(raw: bytes, known: KnownSids | None = None) -> DecodedWrite:
     """``known``: see ``KnownSids``; with it, a request of series all known is decoded without walking their
     labels (``_decode_v1_known``)."""
     try:
         blobs = v1pb.BlobWriteRequest.FromString(raw)
-        scraped = scrape_scan.scan(raw, SEED) if known is not None else None
+        scraped = _scan(raw) if known is not None else None
         if scraped is not None:  # read in the compiled pass
             decoded = _decode_v1_known(raw, blobs, scraped, known)
             if decoded is not None:

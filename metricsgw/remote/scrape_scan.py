@@ -14,8 +14,8 @@ series' labels: the caller takes a series only if its key hashes to one the full
 The hash is python-xxhash's own XXH3 (the symbol in its extension module, called from the kernel), so a key
 is bit for bit what ``xxhash.xxh3_128_digest`` gives. numba is imported and the kernel loaded (from numba's
 on-disk cache after the first compile) in a background thread (compiled.py) at a writer's start, or at
-first use; until it is ready, and on a machine where it cannot load, callers get None and take the numpy
-path.
+the codec's first use; until it is ready, and on a machine where it cannot load, callers get None and take
+the numpy path. This module never starts that load itself: compiled.py imports it to load it.
 """
 
 from __future__ import annotations
@@ -24,8 +24,6 @@ import threading
 from typing import NamedTuple
 
 import numpy as np
-
-from .. import compiled
 
 NOT_THE_SHAPE = 0  # the kernel's status: not a scrape-shaped request (or malformed); the caller parses it
 SCANNED = 1
@@ -51,10 +49,9 @@ _loading = threading.Lock()
 
 def scan(raw: bytes, seed: int) -> ScrapeScan | None:
     """The request read as a scrape, keys seeded with ``seed``; None if it is not in that shape (or the
-    kernel is not loaded yet: loading starts at the first call)."""
+    kernel is not loaded yet)."""
     kernel = _kernel
     if kernel is None:
-        compiled.start_loading()
         return None
     status, n, starts, label_ends, hi, lo, t, v, has_metadata = kernel(np.frombuffer(raw, np.uint8),
                                                                        np.uint64(seed))
@@ -64,6 +61,10 @@ def scan(raw: bytes, seed: int) -> ScrapeScan | None:
     # ufunc.at (the catalog's touch) then leaves its fast loop: 0.2 ms instead of 5 us for 2,000 samples.
     return ScrapeScan(starts[:n].view(np.int64), label_ends[:n].view(np.int64), hi[:n].view(np.uint64),
                       lo[:n].view(np.uint64), t[:n].view(np.int64), v[:n].view(np.float64), bool(has_metadata))
+
+
+def loaded() -> bool:
+    return _kernel is not None
 
 
 def load() -> bool:
