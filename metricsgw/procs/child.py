@@ -17,7 +17,7 @@ import os
 import signal
 import sys
 
-from ..cli import build_parser, config_from_args, setup_logging
+from ..cmdline import build_parser, config_from_args, setup_logging
 from ..config import ConfigError
 from ..storage.writer_lock import WriterIdInUse
 from .handoff import HandoffReceiver, front_answers, install_relay, not_a_write

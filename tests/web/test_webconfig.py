@@ -156,7 +156,7 @@ def test_serve_stops_at_start_on_a_bad_file_naming_the_key(certs, tmp_path, caps
 
 
 def test_lifecycle_flag_may_be_given_bare_as_in_prometheus():
-    from metricsgw.cli import build_parser
+    from metricsgw.cmdline import build_parser
     from metricsgw.config import load
 
     args = build_parser().parse_args(["serve", "--web.enable-lifecycle"])

@@ -1,0 +1,58 @@
+"""The command line of ``metricsgw``: its parser, the settings a ``serve`` command line gives, and the log set-up.
+
+Apart from cli.py (which runs the commands) so the front's children (procs/child.py) parse the same ``serve``
+flags without importing the command that starts them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+from . import __version__
+from .config import SETTINGS, _bool, load
+
+
+def _serve_parser(sub) -> argparse.ArgumentParser:
+    p = sub.add_parser("serve", help="run the gateway",
+                       description="Run the gateway. Every flag is also a config-file key (same name).")
+    p.add_argument("--config.file", dest="config_file", default=None,
+                   help="YAML file of settings; flags override it")
+    for s in SETTINGS:
+        kwargs = {"dest": s.attr, "help": s.help, "default": argparse.SUPPRESS, "metavar": "VALUE"}
+        if s.repeated:
+            kwargs["action"] = "append"
+        elif s.parse is _bool:  # a bare --web.enable-lifecycle means true, as with Prometheus's flags
+            kwargs.update(nargs="?", const="true")
+        p.add_argument(s.flag, **kwargs)
+        shown = "none" if s.repeated else s.shown_default
+        p._option_string_actions[s.flag].help = f"{s.help} (default: {shown})"
+    return p
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="metricsgw", description="Prometheus-compatible metrics gateway and query guard.")
+    parser.add_argument("--version", action="version", version=f"metricsgw {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _serve_parser(sub)
+    check = sub.add_parser("check", help="validate files, like promtool check")
+    check_sub = check.add_subparsers(dest="what", required=True)
+    # "rules" is the old name: relabel rules are the only rules metricsgw takes (rules/check.py says so when
+    # given a Prometheus rule file, which a ruler evaluates)
+    relabel = check_sub.add_parser("relabel", aliases=["rules"], help="validate relabel rule files (--rules.file)")
+    relabel.add_argument("files", nargs="+")
+    web_config = check_sub.add_parser("web-config", help="validate --web.config.file files")
+    web_config.add_argument("files", nargs="+")
+    return parser
+
+
+def config_from_args(args: argparse.Namespace):
+    """The settings of a parsed ``serve`` command line (ConfigError names a bad one)."""
+    overrides = {s.name: getattr(args, s.attr) for s in SETTINGS if hasattr(args, s.attr)}
+    return load(overrides, args.config_file)
+
+
+def setup_logging(cfg, process: str | None = None) -> None:
+    proc = f"proc={process} " if process else ""
+    logging.basicConfig(level=getattr(logging, cfg.log_level.upper().replace("WARN", "WARNING"), logging.INFO),
+                        format=f"ts=%(asctime)s level=%(levelname)s {proc}component=%(name)s msg=%(message)s")
