@@ -1,4 +1,5 @@
-"""``metricsgw check rules FILE...``: validate rule files the way ``promtool check rules`` reports.
+"""``metricsgw check relabel FILE...`` (or its old name, ``check rules``): validate relabel rule files, reported
+the way ``promtool check rules`` reports. A Prometheus rule file (``groups:``) is refused naming promtool.
 
 Checking FILE
   SUCCESS: N rules found
@@ -20,7 +21,7 @@ def main(files: Sequence[str], out: TextIO | None = None, err: TextIO | None = N
     out = out or sys.stdout
     err = err or sys.stderr
     if not files:
-        print("usage: metricsgw check rules FILE...", file=err)
+        print("usage: metricsgw check relabel FILE...", file=err)
         return 1
     failed = False
     for path in files:

@@ -43,6 +43,11 @@ def parse_rule_text(text: str, source: str) -> RuleSet:
         raise RuleError(source, None, f"yaml: {_one_line(err)}") from None
     if data is None:
         return RuleSet()
+    if isinstance(data, dict) and "groups" in data:  # "rules" means two things; say which file this is
+        raise RuleError(source, None, "this is a Prometheus rule file (alerting/recording rules under groups:), "
+                        "which a ruler evaluates (vmalert, Prometheus): check it with `promtool check rules`. "
+                        "metricsgw takes relabel rule files: a YAML list of relabel configs "
+                        "(the items you would put under metric_relabel_configs)")
     if not isinstance(data, list):
         raise RuleError(source, None, "a rule file must be a YAML list of relabel configs "
                         "(the items you would put under metric_relabel_configs)")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +12,8 @@ from metricsgw.rules import check
 from metricsgw.rules.loader import RuleHolder, load_rule_files
 from metricsgw.rules.relabel import RuleError
 from metricsgw.telemetry import Telemetry
+
+RULES = Path(__file__).resolve().parents[2] / "rules"
 
 GOOD = """
 # drop Go runtime noise
@@ -104,3 +107,15 @@ def test_check_output_and_exit_code(tmp_path):
     assert check.main([good, bad], out, err) == 1
     assert out.getvalue() == f"Checking {good}\n  SUCCESS: 2 rules found\n\nChecking {bad}\n\n"
     assert err.getvalue() == f"  FAILED:\n{bad}: rules[1]: relabel configuration for hashmod requires non-zero modulus\n"
+
+
+@pytest.mark.parametrize("command", ["relabel", "rules"])  # "rules" is the old name of "check relabel"
+def test_check_tells_a_prometheus_rule_file_from_relabel_rules(command, capsys):
+    """"Rules" means two things: an alerting rule file given where relabel rules go is named as such, with the
+    tool that checks it, instead of "not a list of relabel configs"."""
+    from metricsgw.cli import main
+
+    assert main(["check", command, str(RULES / "alerts/gpu.yml")]) == 1
+    err = capsys.readouterr().err
+    assert "Prometheus rule file" in err and "promtool check rules" in err
+    assert main(["check", command, str(RULES / "relabel/dcgm.yml")]) == 0
