@@ -21,14 +21,13 @@ import math
 
 import numpy as np
 
-from metricsgw.model import Labels, canonical
+from bench import workload_catalog
+from bench.series_builder import COUNTER, GAUGE, MIRROR, SeriesBuilder
+from metricsgw.model import Labels
 from metricsgw.storage.batch import MetricMetadata
 
 _WOBBLE_W = 2 * math.pi / 600.0  # counters speed up and slow down over a 10-minute cycle
 _EVENT_WINDOW_MS = 600_000
-
-_GAUGE, _COUNTER, _MIRROR = 0, 1, 2
-
 
 def _mix64(x: np.ndarray) -> np.ndarray:
     """splitmix64 finaliser: a cheap, well-spread hash of uint64 arrays (wraps on purpose)."""
@@ -43,103 +42,12 @@ def _unit(h: np.ndarray) -> np.ndarray:
     return (h >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
 
 
-class SeriesBuilder:
-    """Collects series one by one (only at construction time) into column lists."""
-
-    def __init__(self, rng: np.random.Generator) -> None:
-        self.rng = rng
-        self.labels: list[Labels] = []
-        self.node: list[int] = []
-        self.kind: list[int] = []
-        # gauge columns
-        self.g = {k: [] for k in ("base", "amp", "period", "phase", "noise", "lo", "hi", "integer", "ev_p", "ev_v")}
-        # counter-derived columns
-        self.fam: list[int] = []
-        self.mult: list[float] = []
-        self.floor: list[bool] = []
-        self.mirror_of: list[int] = []
-        self.mirror_total: list[float] = []
-        # counter families and reset groups
-        self.f_rate: list[float] = []
-        self.f_wobble: list[float] = []
-        self.f_group: list[int] = []
-        self.f_integer: list[bool] = []
-        self.grp_period_ms: list[int] = []
-        self.grp_offset_ms: list[int] = []
-        self.meta: dict[str, MetricMetadata] = {}
-        self.current_node = 0
-
-    # -- registration ------------------------------------------------------------------------
-    def describe(self, family: str, type_: str, help_: str) -> None:
-        if family not in self.meta:
-            self.meta[family] = MetricMetadata(family, type_, help_)
-
-    def reset_group(self, mean_uptime_h: float) -> int:
-        """An exporter process: all its counters reset together when it restarts."""
-        short = self.rng.random() < 0.3  # some exporters restart often (crash loops, upgrades)
-        hours = self.rng.uniform(0.5, 6.0) if short else self.rng.uniform(0.5, 2.0) * mean_uptime_h
-        period = int(hours * 3_600_000)
-        self.grp_period_ms.append(period)
-        self.grp_offset_ms.append(int(self.rng.integers(0, period)))
-        return len(self.grp_period_ms) - 1
-
-    def family(self, rate: float, group: int, integer: bool) -> int:
-        self.f_rate.append(max(rate, 0.0))
-        self.f_wobble.append(float(self.rng.uniform(0.0, 0.8)))
-        self.f_group.append(group)
-        self.f_integer.append(integer)
-        return len(self.f_rate) - 1
-
-    def _add(self, pairs, kind: int) -> int:
-        self.labels.append(canonical(pairs))
-        self.node.append(self.current_node)
-        self.kind.append(kind)
-        return len(self.labels) - 1
-
-    def _gauge_cols(self, base=0.0, amp=0.0, period=3600.0, noise=0.0, lo=-math.inf, hi=math.inf,
-                    integer=False, ev_p=0.0, ev_v=0.0) -> None:
-        g = self.g
-        g["base"].append(base); g["amp"].append(amp); g["period"].append(period)
-        g["phase"].append(float(self.rng.uniform(0, 2 * math.pi))); g["noise"].append(noise)
-        g["lo"].append(lo); g["hi"].append(hi); g["integer"].append(integer)
-        g["ev_p"].append(ev_p); g["ev_v"].append(ev_v)
-
-    def _counter_cols(self, fam=-1, mult=1.0, floor=False, mirror_of=-1, mirror_total=0.0) -> None:
-        self.fam.append(fam); self.mult.append(mult); self.floor.append(floor)
-        self.mirror_of.append(mirror_of); self.mirror_total.append(mirror_total)
-
-    def gauge(self, pairs, **params) -> int:
-        i = self._add(pairs, _GAUGE)
-        self._gauge_cols(**params)
-        self._counter_cols()
-        return i
-
-    def counter(self, pairs, rate: float, group: int, integer: bool = True) -> int:
-        fam = self.family(rate, group, integer)
-        return self.derived(pairs, fam)
-
-    def derived(self, pairs, fam: int, mult: float = 1.0, floor: bool = False) -> int:
-        """A series whose value is family count * mult (histogram bucket/_sum/_count, counters)."""
-        i = self._add(pairs, _COUNTER)
-        self._gauge_cols()
-        self._counter_cols(fam=fam, mult=mult, floor=floor)
-        return i
-
-    def mirror(self, pairs, of: int, total: float) -> int:
-        i = self._add(pairs, _MIRROR)
-        self._gauge_cols()
-        self._counter_cols(mirror_of=of, mirror_total=total)
-        return i
-
-
 class Workload:
     """N GPU nodes + 3 control-plane nodes. See the module docstring for the value models."""
 
     CONTROL_PLANE_NODES = 3
 
     def __init__(self, nodes: int, seed: int = 0) -> None:
-        from bench import workload_catalog  # the series templates live there (a table, mostly)
-
         if nodes < 1:
             raise ValueError("nodes must be >= 1")
         self.nodes = nodes
@@ -154,9 +62,9 @@ class Workload:
         f64 = lambda xs: np.asarray(xs, np.float64)  # noqa: E731
         self.node_of = np.asarray(b.node, np.int32)
         kind = np.asarray(b.kind, np.int8)
-        self._gi = np.flatnonzero(kind == _GAUGE)
-        self._ci = np.flatnonzero(kind == _COUNTER)
-        self._mi = np.flatnonzero(kind == _MIRROR)
+        self._gi = np.flatnonzero(kind == GAUGE)
+        self._ci = np.flatnonzero(kind == COUNTER)
+        self._mi = np.flatnonzero(kind == MIRROR)
         g = {k: np.asarray(v)[self._gi] for k, v in b.g.items()}
         self._g_base, self._g_amp = f64(g["base"]), f64(g["amp"])
         self._g_omega = 2 * math.pi / f64(g["period"])
