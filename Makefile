@@ -1,6 +1,7 @@
 # Two commands do all set-up on a fresh Debian machine (Python 3.11, root):
 #   make serve   - install into .venv and run the gateway on ./data with the shipped rules
-#   make test    - install into .venv (+ the Debian packages the e2e tests run) and run every test
+#   make test    - install into .venv (+ the Debian packages the e2e tests run) and run every test (CI: .ci/run)
+#   make test-fast - the tests that start no real process (tests/lanes.py), in a minute or two
 PY      ?= python3
 VENV    := .venv
 BIN     := $(VENV)/bin
@@ -8,7 +9,7 @@ BIN     := $(VENV)/bin
 RULES   := $(wildcard rules/relabel/*.yml)
 ARGS    ?=
 
-.PHONY: serve test install debs bench clean
+.PHONY: serve test test-fast install debs bench clean
 
 $(BIN)/metricsgw: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -33,6 +34,10 @@ debs:
 
 test: install debs
 	$(BIN)/pytest -q $(ARGS)
+
+# No debs: the tests that run Prometheus, vmalert, promtool... are the e2e ones this lane leaves out.
+test-fast: install
+	$(BIN)/pytest -q -m "not e2e" $(ARGS)
 
 bench: install debs
 	$(BIN)/python -m bench.ingest $(ARGS)

@@ -7,6 +7,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import pytest  # noqa: E402
 
+pytest_plugins = ["tests.lanes"]  # the e2e mark and its guard: the fast lane
+
 
 @pytest.fixture(scope="session")
 def served(tmp_path_factory):
