@@ -199,7 +199,7 @@ def _panel_figures(panels: list[dict]) -> dict:
 
 
 def markdown(result: dict) -> str:
-    """The README tables of a run: one row per phase, then one per minute."""
+    """The RESULTS.md tables of a run: one row per phase, then one per minute."""
     def fmt(x, spec="{:,.0f}"):
         return "-" if x is None else spec.format(x)
 

@@ -1,8 +1,8 @@
 """Every setting in one table: name (= flag and config key), type, default, help.
 
 The flag ``--query.timeout`` and the config key ``query.timeout`` (or nested
-``query: {timeout: ...}``) are the same setting. ``--help`` and the README's
-settings section are generated from this table, so nothing goes undocumented.
+``query: {timeout: ...}``) are the same setting. ``--help`` and docs/settings.md's
+table are generated from this table, so nothing goes undocumented.
 """
 
 from __future__ import annotations
@@ -342,7 +342,7 @@ def load(overrides: dict[str, Any] | None = None, config_file: str | None = None
 
 
 def markdown_table() -> str:
-    """The settings table for the README (a test keeps the README in step with SETTINGS)."""
+    """The settings table of docs/settings.md (tests/test_docs.py keeps the page in step with SETTINGS)."""
     rows = ["| flag / config key | default | what it does |", "|---|---|---|"]
     for s in SETTINGS:
         rows.append(f"| `{s.flag}` | `{s.shown_default or '—'}` | {s.help}{' Repeatable.' if s.repeated and 'epeatable' not in s.help else ''} |")

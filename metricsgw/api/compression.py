@@ -3,7 +3,7 @@
 Grafana's backend (Go's HTTP transport) sends ``Accept-Encoding: gzip`` on every call and Prometheus
 answers gzipped (util/httputil/compression.go): the first of ``gzip`` / ``deflate`` listed wins,
 q-values are not read. Grafana 12's editor start-up asks /series for up to 40,000 series: 7.4 MB of
-JSON at our 30,000-series cap, 0.5 MB gzipped (README, bench/attack.py). aiohttp compresses bodies over
+JSON at our 30,000-series cap, 0.5 MB gzipped (bench/RESULTS.md, bench/attack.py). aiohttp compresses bodies over
 4 KiB in an executor thread, off the event loop. Remote write and read bodies are protobuf with snappy
 already and are left alone.
 """

@@ -3,7 +3,7 @@ to the one ingest shard, so its remote writes do.
 
 A dashboard query through the front crosses it twice: the front parses the request, sends it to a query process
 over its socket, and streams the answer back. That is about a millisecond of the front's CPU and two process
-wake-ups per request, the largest part of a small panel's latency (README "Processes", "Connection hand-off").
+wake-ups per request, the largest part of a small panel's latency (docs/processes.md, "Connection hand-off").
 So when a plain-HTTP client's connection asks a query route, the front passes the connection itself (its file
 descriptor, SCM_RIGHTS over a Unix socket, with the request it has read) to the least busy query process, which
 serves it from then on: that request and every later one on the connection, as a one-process gateway would.

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from ..cluster.peers import SHARD_SOCKETS
 from ..config import Config
 
-# Default counts, measured on 2 cores (README "Processes"): a shard per 2 cores, because the front's split of
+# Default counts, measured on 2 cores (docs/processes.md): a shard per 2 cores, because the front's split of
 # a request over 2 shards costs more CPU than passing one shard the body undecoded (so 2 shards on 2 cores
 # ingest less per CPU-second than 1), and a query process per 4 cores, at least one: each holds the whole
 # series catalog, and dashboards (a few at a time, each bounded by the query guard) fit in one.

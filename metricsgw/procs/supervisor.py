@@ -94,7 +94,7 @@ class ChildProcess:
     async def _until_started(self, since: float) -> None:
         await readiness.until_started(self.child.socket)
         self.started.set()
-        # how long a start and a comeback take (README "Processes")
+        # how long a start and a comeback take (docs/processes.md)
         log.info("%s (pid %d) started in %.1fs", self.child.name, self.proc.pid, time.monotonic() - since)
 
     def signal(self, sig: int) -> None:

@@ -2,7 +2,7 @@
 
 numpy lets go of the GIL inside its loops, so two threads each evaluating a batch of series
 run on two cores for most of a heavy panel's time (``top talkers``: 105 -> 57 ms a query when
-two ran at once; README "Processes"). A query alone on a quiet process therefore uses every core
+two ran at once; docs/processes.md). A query alone on a quiet process therefore uses every core
 its process has, as VictoriaMetrics does with ``-search.maxWorkersPerQuery``.
 
 Spare cores are taken, never waited for: a part runs on a helper thread only when one is idle,

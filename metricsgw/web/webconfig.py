@@ -42,7 +42,7 @@ CURVES = {"CurveP256": "prime256v1", "CurveP384": "secp384r1", "CurveP521": "sec
 
 # The client_auth_type values and their ssl verify modes. Go's RequestClientCert and
 # RequireAnyClientCert take a certificate without checking it; Python's ssl checks every
-# certificate a client sends, so those two verify against client_ca_file (see tls.py / README).
+# certificate a client sends, so those two verify against client_ca_file (see tls.py / docs/security.md).
 CLIENT_AUTH = {"": ssl.CERT_NONE, "NoClientCert": ssl.CERT_NONE, "RequestClientCert": ssl.CERT_OPTIONAL,
                "VerifyClientCertIfGiven": ssl.CERT_OPTIONAL, "RequireAnyClientCert": ssl.CERT_REQUIRED,
                "RequireClientCert": ssl.CERT_REQUIRED,  # kept by exporter-toolkit for backwards compatibility

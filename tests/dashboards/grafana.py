@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 DASHBOARD_DIR = Path(__file__).resolve().parents[2] / "dashboards"
-SCRAPE_INTERVAL_S = 15  # the data source's timeInterval (README's provisioning example)
+SCRAPE_INTERVAL_S = 15  # the data source's timeInterval (the README's provisioning example)
 RANGE_S = 1800  # the tests look at the last 30 minutes
 
 

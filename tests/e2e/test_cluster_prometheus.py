@@ -1,6 +1,6 @@
-"""The README's three-gateway Prometheus configuration, checked by promtool and run by a real Prometheus 2.42.
+"""docs/cluster.md's three-gateway Prometheus configuration, checked by promtool and run by a real Prometheus 2.42.
 
-Prometheus scrapes an exporter (the bench workload, two nodes) and remote-writes through the README's
+Prometheus scrapes an exporter (the bench workload, two nodes) and remote-writes through docs/cluster.md's
 three hashmod-sharded entries to three gateways (each with --cluster.peers of the other two), and whole
 to a reference gateway. Then: every series is on exactly one gateway (what each holds itself, read with
 ?scope=head), none carries the hash label, together they hold what the reference holds, and every query
@@ -29,21 +29,21 @@ HEAD_ONLY = ["--storage.flush-interval=24h", "--storage.flush-max-samples=100000
 SCRAPES = 8
 
 
-def readme_remote_write() -> list[dict]:
-    """The remote_write entries of the README's "prometheus.yml (three gateways)" block."""
-    text = (REPO / "README.md").read_text()
+def documented_remote_write() -> list[dict]:
+    """The remote_write entries of docs/cluster.md's "prometheus.yml (three gateways)" block."""
+    text = (REPO / "docs" / "cluster.md").read_text()
     block = re.search(r"```yaml\n(# prometheus\.yml \(three gateways\).*?)```", text, re.S)
-    assert block, "README lost its three-gateway Prometheus configuration"
+    assert block, "docs/cluster.md lost its three-gateway Prometheus configuration"
     return yaml.safe_load(block.group(1))["remote_write"]
 
 
-def test_readme_configuration_passes_promtool(tmp_path):
+def test_documented_configuration_passes_promtool(tmp_path):
     config = tmp_path / "prometheus.yml"
     config.write_text(yaml.safe_dump({"global": {"scrape_interval": "15s"}, "scrape_configs": [],
-                                      "remote_write": readme_remote_write()}))
+                                      "remote_write": documented_remote_write()}))
     proc = subprocess.run([PROMTOOL, "check", "config", str(config)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    entries = readme_remote_write()
+    entries = documented_remote_write()
     assert [e["write_relabel_configs"][1]["regex"] for e in entries] == ["0", "1", "2"]
     assert {e["write_relabel_configs"][0]["modulus"] for e in entries} == {GATEWAYS}
 
@@ -79,7 +79,7 @@ def sharded(tmp_path_factory):
     try:
         for s in servers:
             s.wait_ready()
-        shards = [{**entry, "url": gw.write_url} for entry, gw in zip(readme_remote_write(), gateways)]
+        shards = [{**entry, "url": gw.write_url} for entry, gw in zip(documented_remote_write(), gateways)]
         jobs = [{"job_name": "exporter", "static_configs": [{"targets": [exporter.address]}]}]
         prom = start_prometheus_sender(work / "prom", jobs, reference.write_url, more_remote_write=shards)
         prom.wait_ready()

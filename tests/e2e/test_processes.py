@@ -165,7 +165,7 @@ def test_ready_names_the_child_that_is_not_and_metrics_cover_every_process(tmp_p
 
 
 def test_two_gateways_on_one_storage_path_have_their_own_children(tmp_path):
-    """Gateways sharing one --storage.path on one machine (the three-gateway setup, README) each reach their own
+    """Gateways sharing one --storage.path on one machine (the three-gateway setup, docs/cluster.md) each reach their own
     shards and queriers: sockets in run/<writer id>/. With one run/ for all, the second gateway's children
     bound the first's socket paths (new connections of the first front reached the other gateway's children),
     and stopping the second unlinked the first's sockets."""
@@ -412,7 +412,7 @@ def test_from_the_first_moment_and_through_kill_9_answers_are_right_or_a_plain_r
             acked_before = len(load.acked)
             load.start(gw.base_url)
             load.wait(lambda: len(load.acked) >= acked_before + 20 * 10, f"acknowledged writes before {name} dies")
-            load.stop()  # a write on a connection passed to the shard would die with it (README: hand-off)
+            load.stop()  # a write on a connection passed to the shard would die with it (docs/processes.md: hand-off)
             hold.hold_start(name)
             children(gw.pid)[name].kill()
             hold.wait(lambda: hold.starts_held(name) == 1, f"the front restarting {name}, held before it listens")

@@ -1,8 +1,8 @@
-"""Three gateways on ONE shared table (issue 10, item 5; docs/cluster.md, README "Three gateways").
+"""Three gateways on ONE shared table (issue 10, item 5; docs/cluster.md "Three gateways").
 
 Three gateways share one --storage.path (writer ids gw0..gw2, each with --cluster.peers of the other
 two); a real Prometheus 2.42 scrapes an exporter and shards its remote_write over them with the
-README's hashmod entries, and writes everything to a reference gateway of its own.
+docs/cluster.md's hashmod entries, and writes everything to a reference gateway of its own.
 
 The data a query meets is in both places at once, by construction rather than by timing: heads are
 only flushed when a gateway stops (flush interval 24h, no size limit), and every gateway is restarted
@@ -35,7 +35,7 @@ from tests.e2e.acked import AckedLoad, assert_exactly_once
 from tests.e2e.client import api
 from tests.e2e.compare import compare_servers
 from tests.e2e.prometheus import Exporter, start_prometheus_sender
-from tests.e2e.test_cluster_prometheus import _own_series, _value, _wait, readme_remote_write
+from tests.e2e.test_cluster_prometheus import _own_series, _value, _wait, documented_remote_write
 
 GATEWAYS = 3
 # Each gateway is one process here (the processes of one gateway are tests/e2e/test_processes.py's): the crash
@@ -73,8 +73,8 @@ class SharedCluster:
         self.gateways[i].wait_ready(120)
 
     def prometheus(self) -> Server:
-        """A Prometheus scraping the exporter, sharding over the gateways (README) and whole to the reference."""
-        shards = [{**entry, "url": gw.write_url} for entry, gw in zip(readme_remote_write(), self.gateways)]
+        """A Prometheus scraping the exporter, sharding over the gateways (docs/cluster.md) and whole to the reference."""
+        shards = [{**entry, "url": gw.write_url} for entry, gw in zip(documented_remote_write(), self.gateways)]
         jobs = [{"job_name": "exporter", "static_configs": [{"targets": [self.exporter.address]}]}]
         prom = start_prometheus_sender(self.work / f"prom{len(self.proms)}", jobs, self.reference.write_url,
                                        more_remote_write=shards)

@@ -120,7 +120,7 @@ def test_buildinfo_as_grafana_reads_it(pair, method):
 @pytest.mark.parametrize("method", METHODS)
 def test_metadata_as_grafana_reads_it(pair, method):
     """Prometheus serves /api/v1/metadata from its scrape targets, so the receiving Prometheus here has none;
-    metricsgw keeps the metadata remote write sends (README), which is what Grafana's metric picker shows.
+    metricsgw keeps the metadata remote write sends (docs/setup.md), which is what Grafana's metric picker shows.
     The shape is Prometheus's: {metric: [{type, help, unit}]}."""
     gw_url, prom_url = pair
     call = next(c for c in CALLS if c.name == "metadata")
