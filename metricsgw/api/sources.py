@@ -7,7 +7,7 @@ import asyncio
 from aiohttp import web
 
 from ..appkeys import CONFIG, PEERS, STORAGE
-from ..cluster.peers import PeerFailure, warning
+from ..cluster.policy import PeerFailure, warning
 from ..cluster.source import ClusterSource
 from ..limits.context import QueryContext
 from ..storage.seam import MetadataReader, SampleReader
