@@ -51,7 +51,7 @@ class ClusterSource:
 
     # ---------------------------------------------------------------- native histograms
     # The table's (every writer's flushed histograms), this process's heads, and the peers' heads: their
-    # ?scope=head answers carry the histograms they hold in memory (TimeSeries.histograms).
+    # head-read answers carry the histograms they hold in memory (TimeSeries.histograms).
     def histogram_metrics(self) -> frozenset[str]:
         return self.local.histogram_metrics()
 

@@ -6,7 +6,7 @@ such a read cost ~2 ms of latency on a quiet machine where the shard's own work 
 and the client's per-request Python. Here the worker writes the request and reads the answer on a socket it
 keeps per thread, with no hop at all.
 
-Only what a shard's ``?scope=head`` answer needs: a POST with a body, an answer with Content-Length or chunked
+Only what a shard's answer to a head read needs: a POST with a body, an answer with Content-Length or chunked
 (or read to the close). The socket waits at most ``POLL_S`` at a time, so the worker looks at its query
 between reads (a client that left, a deadline) as it did waiting for the loop. A connection that fails or is
 left mid-answer is closed, never reused; a kept-alive connection the server closed while idle is retried once

@@ -1,7 +1,7 @@
 """What a user is told when a process of the gateway cannot answer (issue 29): the one wording of it.
 
 Every place of the front where a child's failure reaches a client -- a query or write it could not pass on,
-``/-/ready``, ``/-/reload``, ``?scope=head``, and a query process's relay back to the front -- words it here,
+``/-/ready``, ``/-/reload``, and a query process's relay back to the front -- words it here,
 so that they all say the same thing: the part in plain words ("ingest shard 0", "query process 1"), whether it
 is starting or restarting, and, on a refusal, to retry. Never a socket path or an exception's class name: they
 mean nothing to whoever reads a dashboard's error, and the log has them (the supervisor says how a child ended).
