@@ -12,12 +12,11 @@ answer is charged to the query's memory the moment it is decoded (the body read 
 query may still hold). Its samples count against --query.max-samples only as the query's evaluation takes them
 (source.py), as a one-process gateway counts its own head's: no user limit refuses the read itself.
 
-Two transports, one meaning: a shard's socket is read with the blocking client in the worker thread (unix_http.py,
-a measured speed win: no thread hop per selection), a peer with aiohttp on the event loop (calls to other machines
-wait at once, and the loop is where their sessions live). Whichever failed, why is said once (failures.py
-``classify``) and what the query does about it once (policy.py: a shard is a primary, a 503 naming it; a peer a
-secondary, a 503 or, with ``partial_response``, a warning). The front reads its shards for a peer gateway over
-the same protocol and rule (gateway_head.py).
+So there are two transports behind one ``Peer``: the blocking unix_http.py for a shard's samples (in the worker
+thread: a measured speed win), aiohttp on the event loop for everything else (peers, and every process's JSON
+APIs). Whichever failed, why is said once (failures.py ``classify``) and what the query does about it once
+(policy.py: a shard is a primary, a 503 naming it; a peer a secondary, a 503 or, with ``partial_response``, a
+warning). The front reads its shards for a peer gateway with the same protocol, words and rule (gateway_head.py).
 Every call is counted in ``metricsgw_peer_requests_total{peer,result}``; a change of state is logged once.
 """
 

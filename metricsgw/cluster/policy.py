@@ -67,8 +67,9 @@ def primaries(answers: list[tuple[str, T | Failure]]) -> list[T]:
 
 def unavailable(failed: list[tuple[str, Failure]]) -> Unavailable:
     """The 503 of an answer without these primaries (label, why)."""
-    parts = "; ".join(f"{label} of this gateway could not be read: it {f.reason}" for label, f in failed)
-    return Unavailable(f"{parts}; the answer would lack samples it acknowledged, so none is given; retry")
+    parts = "; ".join(f"{label} {f.reason}" for label, f in failed)  # "ingest shard 0 is restarting (...)"
+    return Unavailable(f"{parts}; the answer would lack samples this gateway acknowledged, so none is given; "
+                       "retry in a few seconds")
 
 
 def _why(f: Failure) -> str:
