@@ -7,7 +7,7 @@ import asyncio
 from aiohttp import web
 
 from ..appkeys import CONFIG, PEERS, STORAGE
-from ..cluster.peers import PeerFailure, warning
+from ..cluster.policy import PeerFailure, warning
 from ..cluster.source import ClusterSource
 from ..limits.context import QueryContext
 from ..storage.seam import MetadataReader, SampleReader
@@ -35,7 +35,7 @@ def read_source(request: web.Request, local: Storage, params, samples: bool = Tr
 
 async def peers_head_json(request: web.Request, params, path: str, asked: list[tuple[str, str]],
                           ctx: QueryContext, what: str) -> tuple[list, list[str]]:
-    """(each answering process's ``?scope=head`` data on ``path``, a warning per peer left out).
+    """(each answering process's head-read data on ``path``, a warning per peer left out).
 
     Asked before the local read, which then reads a table at least as new as any process named (so what one
     flushed meanwhile is read locally): the same order as ClusterSource's (docs/cluster.md)."""

@@ -1,6 +1,6 @@
 """The time span of what an ingest shard holds in memory, published in a small shared file its query processes read.
 
-A query process reads its shards' heads for every selection (``?scope=head``, peers.py), and on this kind of VM
+A query process reads its shards' heads for every selection (a head read, peers.py), and on this kind of VM
 such a round trip costs 1-2.5 ms of wake-ups even when the head holds nothing the query wants. Thanos' querier
 skips a store whose time range misses the query's; this is the same for a shard's memory: the shard publishes the
 span [min_t, max_t] of every sample, histogram and exemplar it holds in memory (head and snapshots being flushed)

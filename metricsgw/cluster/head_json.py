@@ -10,8 +10,8 @@ read, peers.py), comes over the same API as a user's call with ``?scope=head`` (
 - ``/api/v1/labels?scope=head`` and ``/api/v1/label/<name>/values?scope=head``: the names or values of the
   writer's own series (flushed or not) in the window, sorted, the first ``limit``; merged as a sorted union
   (the first N of a union are among the first N of each part, so the asker's cut stays exact).
-The front answers both for a whole gateway by merging its shards' answers with the same functions, so a
-gateway on another machine asks the front once.
+The front answers these for a whole gateway by merging its shards' answers with the same functions
+(gateway_head.py), so a gateway on another machine asks the front once.
 """
 
 from __future__ import annotations

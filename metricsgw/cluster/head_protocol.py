@@ -11,7 +11,8 @@ APIs as JSON; docs/cluster.md). Such a read is part of the asking user's query, 
   with everything it reads counted there;
 - its answer names the table version that holds what the process no longer has in memory
   (``X-Metricsgw-Table-Version``): the asking process reads the table at least that new.
-This module is the one place that knows these names.
+This module is the one place that knows these names: the handlers that answer a head read, the clients that ask
+(peers.py, gateway_head.py) and the front's router use its constants and functions, never the strings.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ def check_scope(query) -> None:
 
 def refuse_until_ready(storage) -> None:
     """A head read of a process still replaying its WAL would lack acknowledged samples: 503, which the asking
-    query reports as this part of the gateway being unavailable (peers.policy)."""
+    query reports as this part of the gateway being unavailable (policy.py)."""
     if storage.open_error is not None or not storage.ready:  # a WAL that cannot be written leaves the head whole
         raise Unavailable(f"not ready: {storage.not_ready_reason()}")
 
@@ -79,8 +80,10 @@ def read_context(headers, max_timeout_s: float, default_max_bytes: int, pool=Non
                         max_bytes_setting="--query.max-memory-per-query", pool=pool)
 
 
-def table_version(header: str | None) -> int | None:
-    return int(header) if header and header.isdigit() else None
+def table_version(headers) -> int | None:
+    """The table version an answer's headers (case-insensitive: aiohttp's, unix_http's) name; None: none."""
+    value = headers.get(TABLE_VERSION_HEADER)
+    return int(value) if value and value.isdigit() else None
 
 
 def _number(text: str | None) -> float | None:

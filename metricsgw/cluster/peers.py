@@ -12,12 +12,11 @@ answer is charged to the query's memory the moment it is decoded (the body read 
 query may still hold). Its samples count against --query.max-samples only as the query's evaluation takes them
 (source.py), as a one-process gateway counts its own head's: no user limit refuses the read itself.
 
-What happens when a process cannot answer is decided here, once (``policy``):
-- an ingest shard of this gateway is a primary: without it the answer lacks acknowledged samples, so the query
-  fails with 503 ``unavailable`` naming the shard (or, when its own deadline passed, with its own timeout);
-- a peer gateway is a secondary: by default the same (strict), and with ``partial_response`` (as Thanos'
-  query API takes it; --query.partial-response sets the default) the answer goes on without the peer's
-  recent samples and says so in a warning.
+So there are two transports behind one ``Peer``: the blocking unix_http.py for a shard's samples (in the worker
+thread: a measured speed win), aiohttp on the event loop for everything else (peers, and every process's JSON
+APIs). Whichever failed, why is said once (failures.py ``classify``) and what the query does about it once
+(policy.py: a shard is a primary, a 503 naming it; a peer a secondary, a 503 or, with ``partial_response``, a
+warning). The front reads its shards for a peer gateway with the same protocol, words and rule (gateway_head.py).
 Every call is counted in ``metricsgw_peer_requests_total{peer,result}``; a change of state is logged once.
 """
 
@@ -26,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import concurrent.futures
-import json
 import logging
 import threading
 import urllib.parse
@@ -34,14 +32,15 @@ from dataclasses import dataclass
 
 import aiohttp
 
-from ..errors import BadData, LimitExceeded, PayloadTooLarge, Unavailable
+from ..errors import BadData, LimitExceeded, PayloadTooLarge
 from ..limits.context import SAMPLE_BYTES, SERIES_BYTES, QueryContext
 from ..model import Matcher
 from ..remote import read_client_codec
 from ..remote.read_client_codec import PeerSeries
 from ..storage.native_store import HISTOGRAM_BYTES
 from . import extent_board, head_columns, head_protocol, unix_http
-from .head_protocol import MAX_RESPONSE_BYTES, TABLE_VERSION_HEADER
+from .failures import CALL_ERRORS, REFUSAL_BYTES, Refused, classify
+from .policy import PeerFailure, policy
 
 log = logging.getLogger(__name__)
 
@@ -52,8 +51,6 @@ POLL_S = 0.05
 DEADLINE_SHARE = 0.5
 # A query process's setting (procs/layout.py), not a flag: its gateway's ingest shards' sockets, in shard order.
 SHARD_SOCKETS = "cluster_shard_sockets"
-# Of a refusal's body, what is read to say why.
-REFUSAL_BYTES = 2000
 
 
 @dataclass
@@ -70,28 +67,8 @@ class PeerJson:
     table_version: int | None
 
 
-@dataclass
-class PeerFailure:
-    peer: str
-    result: str  # down | refused | timeout | garbage: the metric's label
-    reason: str  # in plain words, for a warning or an error a user reads
-
-
 class _TooBig(Exception):
     """The body is more than the query may still hold."""
-
-
-class _Refused(Exception):
-    """The peer answered, but not 200."""
-
-    def __init__(self, status: int, body: bytes) -> None:
-        text = body.decode("utf-8", "replace").strip()
-        try:  # an error envelope: its message, not the JSON around it
-            text = str(json.loads(text)["error"])
-        except (ValueError, KeyError, TypeError):
-            text = text[:300]
-        super().__init__(f"HTTP {status}: {text}")
-        self.status, self.text = status, text
 
 
 class Peer:
@@ -117,7 +94,7 @@ class Peer:
             self._socket, self._base = None, self.name
         # in a message a user reads: a shard by its number (never its socket), a peer by its address
         self.label = f"ingest shard {shard}" if self.primary else f"peer {self.name}"
-        self._url = self._base + "/api/v1/read?scope=head"
+        self._url = self._base + f"/api/v1/read?{head_protocol.SCOPE_PARAM}={head_protocol.HEAD}"
         # A process of this machine (a query process's own shard) is read by the worker thread itself
         self.blocking = unix_http.UnixHttpClient(self._socket) if self._socket else None
         # and, if it is an ingest shard, tells the span of what it holds in memory
@@ -147,7 +124,7 @@ class Peer:
         async with self._session_now().post(url, data=body, headers=headers,
                                             timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
             if resp.status != 200:
-                raise _Refused(resp.status, await resp.content.read(REFUSAL_BYTES))
+                raise Refused(resp.status, await resp.content.read(REFUSAL_BYTES))
             ctype = resp.headers.get("Content-Type", "")
             _check_type(ctype)
             data = bytearray()
@@ -155,12 +132,12 @@ class Peer:
                 data += chunk
                 if len(data) > max_bytes:
                     raise _TooBig()
-            version = resp.headers.get(TABLE_VERSION_HEADER)
+            version = head_protocol.table_version(resp.headers)
         if ctype == head_columns.CONTENT_TYPE:
             results = head_columns.decode_response(bytes(data))
         else:
             results = await asyncio.to_thread(read_client_codec.decode_response, bytes(data), max_bytes)
-        return PeerAnswer(self.name, results, head_protocol.table_version(version))
+        return PeerAnswer(self.name, results, version)
 
     def read_blocking(self, body: bytes, timeout_s: float, max_bytes: int, forwarded: dict[str, str],
                       limit: int | None, columns: bool, check) -> PeerAnswer:
@@ -173,12 +150,12 @@ class Peer:
         except unix_http.BadAnswer as err:
             raise BadData(str(err)) from None
         if got.status != 200:
-            raise _Refused(got.status, got.body[:REFUSAL_BYTES])
-        ctype = got.headers.get("content-type", "")
+            raise Refused(got.status, got.body[:REFUSAL_BYTES])
+        ctype = got.headers.get("Content-Type", "")
         _check_type(ctype)
         results = (head_columns.decode_response(got.body) if ctype == head_columns.CONTENT_TYPE
                    else read_client_codec.decode_response(got.body, max_bytes))
-        return PeerAnswer(self.name, results, head_protocol.table_version(got.headers.get(TABLE_VERSION_HEADER.lower())))
+        return PeerAnswer(self.name, results, head_protocol.table_version(got.headers))
 
     def unneeded(self, queries: list[tuple[list[Matcher], int, int]]) -> PeerAnswer | None:
         """Its empty answer to a read of samples, without asking, when its extent board says it holds nothing in
@@ -196,14 +173,14 @@ class Peer:
                                            headers={**forwarded, **self._auth},
                                            timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
             if resp.status != 200:
-                raise _Refused(resp.status, await resp.content.read(REFUSAL_BYTES))
+                raise Refused(resp.status, await resp.content.read(REFUSAL_BYTES))
             try:
                 body = await resp.json(content_type=None)
                 data = body["data"]
             except (ValueError, KeyError, TypeError) as err:
                 raise BadData(f"not a success envelope ({err})") from None
-            version = resp.headers.get(TABLE_VERSION_HEADER)
-        return PeerJson(self.name, data, head_protocol.table_version(version))
+            version = head_protocol.table_version(resp.headers)
+        return PeerJson(self.name, data, version)
 
     async def close(self) -> None:
         if self._session is not None:
@@ -312,10 +289,8 @@ class PeerFanout:
             got: PeerAnswer | PeerFailure = peer.read_blocking(
                 body, timeout_s, head_protocol.reservation(ctx), head_protocol.request_headers(ctx, timeout_s),
                 limit, columns, lambda: ctx.check("reading recent samples"))
-        except (_TooBig, PayloadTooLarge):
-            raise _too_big(peer) from None
-        except (unix_http.Timeout, _Refused, BadData, OSError) as err:
-            got = classify(peer, err, timeout_s, unix_http.Timeout)
+        except (_TooBig, PayloadTooLarge, *CALL_ERRORS) as err:
+            got = _failed(peer, err, timeout_s)
         self._observe(peer, got)
         return got
 
@@ -352,15 +327,13 @@ class PeerFanout:
             got: PeerAnswer | PeerJson | PeerFailure = (
                 await peer.get_json(*json_get, timeout_s, forwarded) if json_get
                 else await peer.read(body, timeout_s, max_bytes, forwarded, limit, columns))
-        except (_TooBig, PayloadTooLarge):
-            raise _too_big(peer) from None
-        except (asyncio.TimeoutError, _Refused, BadData, aiohttp.ClientError, OSError) as err:
-            got = classify(peer, err, timeout_s, asyncio.TimeoutError)
+        except (_TooBig, PayloadTooLarge, *CALL_ERRORS) as err:
+            got = _failed(peer, err, timeout_s)
         self._observe(peer, got)
         return got
 
     def _observe(self, peer: Peer, got: PeerAnswer | PeerFailure) -> None:
-        result = got.result if isinstance(got, PeerFailure) else "ok"
+        result = got.failure.result if isinstance(got, PeerFailure) else "ok"
         if self._tel is not None:
             self._tel.peer_requests.labels(peer.name, result).inc()
         with self._state_lock:
@@ -370,47 +343,12 @@ class PeerFanout:
         if result == "ok":
             log.info("%s answers again", peer.label)
         else:
-            log.warning("%s: %s (%s)", peer.label, result, got.reason)
+            log.warning("%s: %s (%s)", peer.label, result, got.failure.reason)
 
 
-def _too_big(peer: Peer) -> LimitExceeded:
-    return LimitExceeded(f"the recent samples of {peer.label} would hold more memory than the query may "
-                         "(raise --query.max-memory-per-query or narrow the query)")
-
-
-def classify(peer: Peer, err: Exception, timeout_s: float, timeout: type) -> PeerFailure:
-    """Why a call to ``peer`` has no answer, in plain words; ``timeout``: the error its client raises at the
-    deadline (checked first: asyncio's is an OSError too)."""
-    if isinstance(err, timeout):
-        return PeerFailure(peer.name, "timeout", f"no answer within {timeout_s:g}s")
-    if isinstance(err, _Refused):
-        return PeerFailure(peer.name, "refused", f"it answered HTTP {err.status}: {err.text}")
-    if isinstance(err, BadData):
-        return PeerFailure(peer.name, "garbage", f"its answer could not be read ({err})")
-    log.debug("%s: %s: %s", peer.label, type(err).__name__, err)  # the socket or host detail is for operators
-    return PeerFailure(peer.name, "down", "it is not reachable" + (
-        " (it is starting or restarting)" if peer.primary else ""))
-
-
-def warning(failure: PeerFailure, what: str) -> str:
-    """The warning of an answer given without a peer's recent ``what`` (partial_response)."""
-    why = f"{failure.reason} (--cluster.peer-timeout)" if failure.result == "timeout" else failure.reason
-    return (f"partial answer: peer {failure.peer} did not answer ({failure.result}: {why}); its recent {what}, "
-            "not yet in the shared table, are missing")
-
-
-def policy(peer: Peer, failure: PeerFailure, ctx: QueryContext, partial: bool) -> PeerFailure:
-    """The one rule for a process that did not answer: the query's own deadline is its timeout; a process whose
-    answer is needed makes the query unavailable (503); a peer, with partial answers allowed, only a warning."""
-    ctx.check(f"reading the recent samples of {peer.label}")  # a timeout that was the query's: its own
-    if failure.result == "refused" and failure.reason.startswith("it answered HTTP 422"):
-        # the read crossed the query's memory where it was answered: the query's limit, named there
-        raise LimitExceeded(f"reading the recent samples of {peer.label}: {failure.reason.split(': ', 1)[-1]}")
-    if peer.primary:
-        raise Unavailable(f"{peer.label} of this gateway could not be read: {failure.reason}; the answer would "
-                          "lack samples it acknowledged, so none is given; retry")
-    if not partial:
-        why = f"{failure.reason} (--cluster.peer-timeout)" if failure.result == "timeout" else failure.reason
-        raise Unavailable(f"{peer.label} could not be read: {why}; the answer would lack its recent samples, so "
-                          "none is given (ask with partial_response=true for an answer without them)")
-    return failure
+def _failed(peer: Peer, err: BaseException, timeout_s: float) -> PeerFailure:
+    """A failed call's PeerFailure; an answer larger than the query may hold is the query's limit, not a failure."""
+    if isinstance(err, (_TooBig, PayloadTooLarge)):
+        raise LimitExceeded(f"the recent samples of {peer.label} would hold more memory than the query may "
+                            "(raise --query.max-memory-per-query or narrow the query)") from None
+    return PeerFailure(peer.name, classify(err, timeout_s))

@@ -12,7 +12,7 @@ One object per query: what the peers answered is kept for that query only (a sel
 serve its read), and is counted as a one-process gateway counts its own head: the series when the query
 selects them, the samples when the query takes them (``read_samples``, batch by batch), so the limits of
 the query are judged once and the same way in every layout. What cannot be read fails the query
-(peers.policy); with ``partial`` a peer that did not answer leaves a warning in ``warnings`` instead.
+(policy.py); with ``partial`` a peer that did not answer leaves a warning in ``warnings`` instead.
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ from ..storage import native_head
 from ..storage.batch import HistogramBlock, SampleBlock, SeriesSet
 from ..storage.head import select_sorted
 from ..storage.merge import merge_parts
-from .peers import PeerFailure, PeerFanout, warning
+from .peers import PeerFanout
+from .policy import PeerFailure, warning
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +51,7 @@ class ClusterSource:
 
     # ---------------------------------------------------------------- native histograms
     # The table's (every writer's flushed histograms), this process's heads, and the peers' heads: their
-    # ?scope=head answers carry the histograms they hold in memory (TimeSeries.histograms).
+    # head-read answers carry the histograms they hold in memory (TimeSeries.histograms).
     def histogram_metrics(self) -> frozenset[str]:
         return self.local.histogram_metrics()
 

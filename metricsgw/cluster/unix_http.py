@@ -6,11 +6,16 @@ such a read cost ~2 ms of latency on a quiet machine where the shard's own work 
 and the client's per-request Python. Here the worker writes the request and reads the answer on a socket it
 keeps per thread, with no hop at all.
 
-Only what a shard's ``?scope=head`` answer needs: a POST with a body, an answer with Content-Length or chunked
+Only what a shard's answer to a head read needs: a POST with a body, an answer with Content-Length or chunked
 (or read to the close). The socket waits at most ``POLL_S`` at a time, so the worker looks at its query
 between reads (a client that left, a deadline) as it did waiting for the loop. A connection that fails or is
 left mid-answer is closed, never reused; a kept-alive connection the server closed while idle is retried once
 on a new one before anything was read (a head read changes nothing, so sending it again is safe).
+
+This is the gateway's only blocking HTTP client, and only the query worker's shard reads use it (peers.Peer puts
+it behind the same ``read`` as its aiohttp one). Everything on an event loop -- a query process's calls to peer
+gateways, the front's calls to its children -- uses aiohttp; a failure of either is worded by one classifier
+(failures.py): ``Timeout`` is a TimeoutError for that reason.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+from multidict import CIMultiDict
+
 POLL_S = 0.05
 _MAX_HEAD = 64 * 1024  # status line and headers
 
@@ -29,8 +36,8 @@ class TooBig(Exception):
     """The answer's body is longer than the caller may hold."""
 
 
-class Timeout(Exception):
-    pass
+class Timeout(TimeoutError):
+    """The deadline passed before the answer was read."""
 
 
 class BadAnswer(Exception):
@@ -40,7 +47,7 @@ class BadAnswer(Exception):
 @dataclass
 class Answer:
     status: int
-    headers: dict[str, str]  # names lower-cased
+    headers: CIMultiDict  # names case-insensitive, as aiohttp's
     body: bytes
 
 
@@ -113,11 +120,11 @@ class _Connection:
         parts = status_line.split(" ", 2)
         if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
             raise BadAnswer(f"not an HTTP/1.1 status line: {status_line[:80]!r}")
-        headers = {}
+        headers = CIMultiDict()
         for line in lines:
             name, sep, value = line.partition(":")
             if sep:
-                headers[name.strip().lower()] = value.strip()
+                headers[name.strip()] = value.strip()
         self.must_close = headers.get("connection", "").lower() == "close" or parts[0] == "HTTP/1.0"
         status = int(parts[1])
         if status in (204, 304) or status < 200:  # never a body (RFC 9112 6.3), whatever the headers say

@@ -1,12 +1,20 @@
-"""HTTP over the children's Unix sockets: one keep-alive connection pool per child, and its load."""
+"""HTTP over the children's Unix sockets: one keep-alive connection pool per child, and its load.
+
+The front runs on its event loop, so its client is aiohttp. A ``ChildClient`` of an ingest shard is what the
+front's head read fans out over (cluster/gateway_head.py ``Shard``: its label, its session, a wait for it to
+have started), so that module needs nothing of the process management here.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from typing import TYPE_CHECKING
 
 import aiohttp
 
 from .layout import Child
+from .unavailable import not_started, part
 
 if TYPE_CHECKING:
     from .supervisor import ChildProcess
@@ -27,6 +35,18 @@ class ChildClient:
     @property
     def started(self) -> bool:
         return self.proc is None or self.proc.started.is_set()
+
+    @property
+    def label(self) -> str:
+        return part(self.child)
+
+    async def until_started(self, hold_s: float) -> str | None:
+        """Waits at most ``hold_s`` for the child to have started; None once it has, else why not (a phrase
+        following its label)."""
+        if not self.started and hold_s > 0:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self.proc.started.wait(), hold_s)
+        return not_started(self)
 
     @property
     def session(self) -> aiohttp.ClientSession:

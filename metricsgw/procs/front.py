@@ -7,9 +7,8 @@ connection itself at its first query: handoff.py), and answers for the whole gat
 - ``/metrics``: its own figures and every child's, each sample labelled by process (exposition.py);
 - ``/-/ready``: 200 only when every child is running and ready, else 503 naming the child and its reason;
 - ``/-/reload`` (behind --web.enable-lifecycle) and SIGHUP: passed to every child; 200 when all reloaded;
-- ``POST /api/v1/read?scope=head``: every shard's recent samples, for gateways on other machines (head_read.py);
-  ``?scope=head`` of the exemplars and metadata APIs likewise, and ``/api/v1/status/tsdb``: the shards' JSON
-  merged (head_json.py).
+- a head read of a gateway on another machine (``?scope=head``), and ``/api/v1/status/tsdb``: every shard's
+  answer, joined or merged (cluster/gateway_head.py, which the front hands its shards' clients).
 Until a child has started (readiness.py: at first, and after the supervisor restarted it), the front holds a
 request that needs it a few seconds, then refuses it with a 503 naming, in plain words, the part that is
 starting or restarting (unavailable.py). A query needs a query process and every shard, a write its shards.
@@ -31,6 +30,7 @@ from prometheus_client import (CONTENT_TYPE_LATEST, CollectorRegistry, Counter, 
                                generate_latest)
 
 from ..api.middleware import prometheus_errors
+from ..cluster import gateway_head
 from ..config import Config, ConfigError
 from ..storage.writer_lock import WriterIdInUse
 from ..web import install as install_access_control
@@ -40,12 +40,9 @@ from .clients import ChildClient
 from .distributor import Distributor
 from .layout import Layout, resolve, unlink_socket
 from .orphans import flush_orphans
-from .head_json import merge_for as head_json_merge
-from .head_json import HeadJson
-from .head_read import HeadRead
 from .handoff import FRONT_PATHS, MAX_BODY, MAX_WRITE_BODY, HandoffSender
 from .proxy import QueryProxy
-from .readiness import one_started, wait_started
+from .readiness import hold_within, one_started, wait_started
 from .supervisor import Supervisor
 from .unavailable import part, refusal, why
 
@@ -82,8 +79,8 @@ class Front:
         self.proxy = QueryProxy(cfg, [self.clients[c.name] for c in layout.query_targets],
                                 lambda name, code: telemetry.proxied.labels(name, code).inc())
         self.shards = [self.clients[c.name] for c in layout.shard_children]
-        self.head_read = HeadRead(self.shards, cfg.cluster_peer_timeout)
-        self.head_json = HeadJson(self.shards, cfg.cluster_peer_timeout)
+        self.gateway_head = gateway_head.GatewayHead(self.shards, cfg.cluster_peer_timeout,
+                                                     hold_within(cfg.cluster_peer_timeout))
         # Without a web config (no TLS, no passwords) a query's connection is passed to a query process, and a
         # sender's to the ingest shard when there is one (several: the front splits every write).
         passed_to = [*layout.query_targets, *(layout.shard_children if layout.shards == 1 else [])]
@@ -97,7 +94,7 @@ class Front:
         install_access_control(app, self.cfg, self.tel.registry)
         own = {("POST", "/api/v1/write"): self.write, ("GET", "/-/healthy"): self.healthy,
                ("GET", "/-/ready"): self.ready, ("POST", "/-/reload"): self.reload, ("PUT", "/-/reload"): self.reload,
-               ("GET", "/metrics"): self.metrics, ("GET", "/api/v1/status/tsdb"): self.head_json.tsdb_status}
+               ("GET", "/metrics"): self.metrics, ("GET", "/api/v1/status/tsdb"): self.gateway_head.tsdb_status}
         assert {path for _, path in own} == FRONT_PATHS  # what a query process relays back here (handoff.py)
         for (method, path), handler in own.items():
             app.router.add_route(method, path, handler)
@@ -111,11 +108,8 @@ class Front:
         async def everything_else(request: web.Request) -> web.StreamResponse:
             if request.path in allowed:  # the front's own path, another method: 405 as a single process says
                 raise web.HTTPMethodNotAllowed(request.method, allowed[request.path])
-            if "scope" in request.rel_url.query:
-                if request.path == "/api/v1/read":
-                    return await self._scoped_read(request)
-                if head_json_merge(request.path) is not None:
-                    return await self._scoped_json(request)
+            if gateway_head.answers(request):  # a peer gateway's head read: the shards', not a query process's
+                return await self.gateway_head.handle(request)
             target = await self._query_target()
             if self.handoff is not None:
                 return await self._pass_or(request, target.child.name, MAX_BODY,
@@ -173,18 +167,6 @@ class Front:
         names = list(self.clients)
         answers = await asyncio.gather(*(self._ask(n, method, path) for n in names))
         return dict(zip(names, answers))
-
-    async def _scoped_read(self, request: web.Request) -> web.StreamResponse:
-        """?scope=head is the shards' (the front answers it for the whole gateway); any other scope is the
-        querier's to refuse, as a single process refuses it."""
-        if request.method == "POST" and request.rel_url.query["scope"] == "head":
-            return await self.head_read.handle(request)
-        return await self.proxy.handle(request)
-
-    async def _scoped_json(self, request: web.Request) -> web.StreamResponse:
-        if request.rel_url.query["scope"] == "head":
-            return await self.head_json.scoped(request)
-        return await self.proxy.handle(request)
 
     async def method_not_allowed(self, request: web.Request) -> web.Response:
         raise web.HTTPMethodNotAllowed(request.method, ["POST", "PUT"])

@@ -11,7 +11,7 @@ serves it from then on: that request and every later one on the connection, as a
 - Only without ``--web.config.file``: TLS state cannot move between processes, and the front alone checks
   passwords. With one, every request keeps going through the front.
 - A later request on the connection that the front answers (remote write, ``/metrics``, ``/-/ready``,
-  ``/-/reload``, ``?scope=head``, ``/api/v1/status/tsdb``) is relayed by the query process to the front's own
+  ``/-/reload``, a peer gateway's head read, ``/api/v1/status/tsdb``) is relayed by the query process to the front's own
   socket, so every route answers as before, whichever process holds the connection.
 - A request too large for one hand-off message, or a query process that cannot take one now (restarting, its
   socket full), is proxied as before: the hand-off is only ever an optimisation.
@@ -31,6 +31,7 @@ from typing import Callable
 
 from aiohttp import web
 
+from ..cluster import gateway_head
 from .clients import ChildClient
 from .layout import Child
 from .proxy import QueryProxy
@@ -52,7 +53,7 @@ _FRAMING = frozenset({"content-length", "transfer-encoding", "expect"})
 
 def front_answers(request: web.Request) -> bool:
     """Whether the front answers this request itself (not a query process)."""
-    return request.path in FRONT_PATHS or "scope" in request.rel_url.query
+    return request.path in FRONT_PATHS or gateway_head.answers(request)
 
 
 def not_a_write(request: web.Request) -> bool:

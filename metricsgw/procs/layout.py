@@ -136,7 +136,7 @@ def child_config(cfg: Config, child: Child, layout: Layout) -> Config:
     v = dict(cfg.values)
     v.update(web_config_file="", web_write_only_users=[], web_read_only_users=[], web_enable_lifecycle=True,
              server_single_process=True)
-    if child.role == "shard":  # it answers only ?scope=head (its own head) for the queriers and the front
+    if child.role == "shard":  # it answers only head reads (its own head) for the queriers and the front
         v["storage_writer_id"] = shard_writer_id(cfg.storage_writer_id, child.index, layout.shards)
         v["ingest_max_series"] = _share(cfg.ingest_max_series, layout.shards)
         v["ingest_max_series_per_metric"] = _share(cfg.ingest_max_series_per_metric, layout.shards)

@@ -28,7 +28,7 @@ _PROBE_TIMEOUT = aiohttp.ClientTimeout(total=5)
 
 
 def hold_within(timeout_s: float) -> float:
-    """The hold of a request whose asker gives up after ``timeout_s`` (a peer's ``?scope=head``): half of it at
+    """The hold of a request whose asker gives up after ``timeout_s`` (a peer gateway's head read): half of it at
     most, so that the asker still gets the refusal that says why."""
     return min(HOLD_S, timeout_s / 2)
 

@@ -1,6 +1,6 @@
 """The samples this process holds in memory and has not committed yet: what a peer asks for.
 
-``POST /api/v1/read?scope=head`` (and ``?scope=head`` of the exemplars API) answers from a ``RecentView``
+A head read (cluster/head_protocol.py: remote read, the exemplars API) answers from a ``RecentView``
 instead of the storage: the same read seam (select_series / estimate_samples / read_samples, read_histograms,
 read_exemplars), over the heads and the snapshots being flushed only: float samples, native histograms and
 exemplars. The view takes the heads and the file set version under the storage's swap lock, the

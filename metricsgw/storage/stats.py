@@ -21,8 +21,8 @@ def _top(counter: Counter, limit: int) -> list[dict]:
 
 def counts(catalog: Catalog, min_t: int | None, max_t: int | None) -> dict:
     """The figures of every series of the catalog, whole (not cut to the top N) so that the counts of
-    processes holding disjoint series add up (``render`` of several: a gateway's shards, procs/front.py).
-    JSON-able: this is what a shard answers ``/api/v1/status/tsdb?scope=head`` with."""
+    processes holding disjoint series add up (``render`` of several: a gateway's shards, cluster/gateway_head.py).
+    JSON-able: this is what a shard answers the front's head read of ``/api/v1/status/tsdb`` with."""
     series_by_metric: Counter = Counter()
     pairs: Counter = Counter()
     values_by_name: dict[str, set[str]] = {}

@@ -1,4 +1,4 @@
-"""The front's ?scope=head answer joins the shards' SAMPLES ReadResponses query by query (head_read.py);
+"""The front's ?scope=head answer joins the shards' SAMPLES ReadResponses query by query (cluster/head_join.py);
 checked by decoding the joined bytes with the generated protobuf classes, not with our own parser."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 import snappy
 
 from metricsgw.errors import BadData
-from metricsgw.procs.head_read import join
+from metricsgw.cluster.head_join import join
 from metricsgw.remote.proto import remote_read_pb2 as pb
 
 
