@@ -21,7 +21,7 @@ from ..api.response import success
 from ..cluster import head_json
 from ..cluster.peers import TABLE_VERSION_HEADER
 from ..errors import ForwardedError, Unavailable
-from ..storage import stats
+from ..storage.catalog import stats
 from .clients import ChildClient
 from .readiness import hold_within, wait_started
 from .unavailable import part, refusal_text, why

@@ -23,9 +23,9 @@ import numpy as np
 from .. import npsort
 from ..errors import Unavailable
 from ..limits.context import QueryContext
-from . import native_files, parquet_io
 from .batch import AppendBatch, ExemplarBlock, HistogramBlock
-from .native_head import NativeHead, merge_exemplars, merge_histograms, take
+from .files import native_files, parquet_io
+from .memory.native_head import NativeHead, merge_exemplars, merge_histograms, take
 
 # What a histogram sample costs a query's memory budget: its decoded buckets dominate (a
 # typical exponential histogram has 10-40 buckets of 16 bytes plus spans); an exemplar is small.

@@ -6,8 +6,8 @@ So every record in a WAL segment <= the cut is in the flushed snapshot, and a se
 deleted only after the commit of the snapshot's Parquet files, which carries the cut as this
 writer's Delta app transaction (what ``flushed.json`` was), is in the table's log.
 
-Files other than the WAL belong to ``self.table`` (storage/table.py, Delta Lake): a flush commits its
-files there; compaction and retention (storage/maintenance.py) go through it too. This process is
+Files other than the WAL belong to ``self.table`` (storage/files/table.py, Delta Lake): a flush commits its
+files there; compaction and retention (storage/upkeep/maintenance.py) go through it too. This process is
 writer ``writer_id``: its WAL, lock, metadata and series checkpoint live in ``<path>/wal/<writer id>/``.
 Other writers' commits (ingest shards, other gateways on the same directory) join reads at ``follow()``.
 """
@@ -26,29 +26,25 @@ from .. import npsort
 from ..errors import Unavailable
 from ..malloc import release_free_memory
 from ..model import series_keys
-from . import (
-    catalog_checkpoint,
-    crashpoints,
-    metadata_file,
-    migrate,
-    parquet_io,
-    startup,
-)
+from . import crashpoints
 from .batch import AppendBatch, MetricMetadata
-from .catalog import Catalog
-from .head import Head
-from .maintenance import Maintenance
-from .memory_span import MemorySpan
+from .catalog import catalog_checkpoint
+from .catalog.catalog import Catalog
+from .files import metadata_file, migrate, parquet_io
+from .files.table import Snapshot, Table, Transaction
+from .files.table import file_writer as table_writer
+from .files.writer_lock import WriterLock
+from .memory import startup
+from .memory.head import Head
+from .memory.memory_span import MemorySpan
+from .memory.pending_series import PendingSeries
 from .native_store import NativeStore
-from .native_wal import NativeSegmentEncoder
-from .pending_series import PendingSeries
-from .querier import StorageReader
-from .retention_share import RetentionShare
-from .table import Snapshot, Table, Transaction
-from .table import file_writer as table_writer
-from .undurable import UndurableSeries
-from .wal import WAL
-from .writer_lock import WriterLock
+from .read.querier import StorageReader
+from .upkeep.maintenance import Maintenance
+from .upkeep.retention_share import RetentionShare
+from .wal.native_wal import NativeSegmentEncoder
+from .wal.undurable import UndurableSeries
+from .wal.wal import WAL
 
 log = logging.getLogger(__name__)
 

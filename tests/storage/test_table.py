@@ -1,4 +1,4 @@
-"""The table (storage/table.py) on real files: this writer's file sequence restarts above its files, files
+"""The table (storage/files/table.py) on real files: this writer's file sequence restarts above its files, files
 removed by compaction and retention are deleted only once no running query holds them and the vacuum
 delay has passed, failures of compaction, retention and side-table merges leave no partial file and are
 retried, a follower catches up to a table version, and the Delta log is checkpointed."""
@@ -17,9 +17,9 @@ import pytest
 from metricsgw.limits.context import QueryContext
 from metricsgw.model import Matcher, canonical, series_id
 from metricsgw.storage.batch import AppendBatch
-from metricsgw.storage.compact import MAX_SIDE_FILES, compact_partitions, compact_side_tables
-from metricsgw.storage.table import Table
-from metricsgw.storage.parquet_io import read_series, write_series
+from metricsgw.storage.upkeep.compact import MAX_SIDE_FILES, compact_partitions, compact_side_tables
+from metricsgw.storage.files.table import Table
+from metricsgw.storage.files.parquet_io import read_series, write_series
 from metricsgw.storage.store import Storage
 from metricsgw.telemetry import Telemetry
 

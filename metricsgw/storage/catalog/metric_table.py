@@ -13,7 +13,7 @@ from typing import Iterable
 
 import numpy as np
 
-from ..model import METRIC_NAME, Labels, Matcher
+from ...model import METRIC_NAME, Labels, Matcher
 
 _NAME, _VALUE = itemgetter(0), itemgetter(1)  # of a (name, value) pair
 

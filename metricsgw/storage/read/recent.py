@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import npsort
-from ..limits.context import QueryContext
-from ..model import Matcher
-from .batch import SampleBlock, SeriesSet
+from ... import npsort
+from ...limits.context import QueryContext
+from ...model import Matcher
+from ..batch import SampleBlock, SeriesSet
+from ..memory.native_head import merge_exemplars, merge_histograms
+from ..native_store import EXEMPLAR_BYTES, HISTOGRAM_BYTES
 from .merge import merge_parts
-from .native_head import merge_exemplars, merge_histograms
-from .native_store import EXEMPLAR_BYTES, HISTOGRAM_BYTES
 
 
 class RecentView:

@@ -25,11 +25,11 @@ import struct
 import numpy as np
 import zstandard
 
-from .. import npsort
-from ..model import labels_from_key, series_keys
+from ... import npsort
+from ...model import labels_from_key, series_keys
+from ..batch import AppendBatch, MetricMetadata
+from ..catalog.sorted_search import search_sorted
 from . import records
-from .batch import AppendBatch, MetricMetadata
-from .sorted_search import search_sorted
 
 MAGIC = b"A3"
 _HEADER = struct.Struct("<BIIII")  # flags, new refs, new series, metadata bytes, samples

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import npsort
-from ..model import Labels, series_keys
-from .batch import AppendBatch
+from ... import npsort
+from ...model import Labels, series_keys
+from ..batch import AppendBatch
 
 
 class UndurableSeries:

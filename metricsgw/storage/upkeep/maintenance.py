@@ -18,8 +18,8 @@ import logging
 
 import numpy as np
 
-from .. import npsort
-from . import crashpoints
+from ... import npsort
+from .. import crashpoints
 from .compact import compact_partitions, compact_side_tables, purge_side_tables
 
 log = logging.getLogger(__name__)

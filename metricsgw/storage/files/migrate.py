@@ -1,4 +1,4 @@
-"""One-time migration of a data directory written before the table (storage/table.py) existed:
+"""One-time migration of a data directory written before the table (storage/files/table.py) existed:
 
     samples/hour=<ms>/part-<seq>.parquet, series/series-<seq>.parquet, spans/spans-<seq>.parquet,
     flushed.json (the WAL segment the files cover), metadata.json, catalog.npz.zst, wal/<seq>.wal
@@ -22,9 +22,11 @@ import os
 import re
 import shutil
 
-from . import crashpoints, parquet_io
+from .. import crashpoints
+from ..wal.wal import list_segments, segment_name
+from . import parquet_io
+from .fsync import fsync_dir
 from .table import KINDS, SIDE_KINDS, Table
-from .wal import fsync_dir, list_segments, segment_name
 
 log = logging.getLogger(__name__)
 

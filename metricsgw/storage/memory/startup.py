@@ -12,9 +12,10 @@ import os
 
 import numpy as np
 
-from . import catalog_checkpoint, parquet_io
-from .native_wal import NativeSegmentDecoder
-from .wal import list_segments, read_segment, segment_name
+from ..catalog import catalog_checkpoint
+from ..files import parquet_io
+from ..wal.native_wal import NativeSegmentDecoder
+from ..wal.wal import list_segments, read_segment, segment_name
 
 
 def load_series(storage) -> None:

@@ -20,6 +20,8 @@ import zlib
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
+from ..files.fsync import fsync_dir
+
 log = logging.getLogger(__name__)
 
 _HEADER = struct.Struct("<II")
@@ -38,14 +40,6 @@ def list_segments(wal_dir: str) -> list[int]:
         if name.endswith(_SEGMENT_SUFFIX) and name[: -len(_SEGMENT_SUFFIX)].isdigit():
             out.append(int(name[: -len(_SEGMENT_SUFFIX)]))
     return sorted(out)
-
-
-def fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def read_segment(path: str) -> Iterator[bytes]:

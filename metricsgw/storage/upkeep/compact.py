@@ -15,7 +15,7 @@ and memory holds about a row group per file, not a metric of the partition (at t
 the storage flush between its chunks (``flush_if_due``), so a long merge never holds the head back: the
 flush's files take later sequence numbers than the merged file, whose samples are older, so write order holds.
 The new file is in place (tmp, fsync, rename) before the old
-ones are retired in the same commit (storage/table.py deletes them once no running query holds
+ones are retired in the same commit (storage/files/table.py deletes them once no running query holds
 them): a crash in between leaves duplicates, which reads and the next compaction remove. A failure
 leaves no new file (the transaction deletes what it wrote) and is retried at the next pass.
 Side tables (series, spans) are merged with DuckDB once they pile up (they are small); retention
@@ -34,10 +34,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from . import crashpoints, parquet_io
-from .batch import SampleBlock
-from .merge import merge_blocks
-from .wal import fsync_dir
+from .. import crashpoints
+from ..batch import SampleBlock
+from ..files import parquet_io
+from ..files.fsync import fsync_dir
+from ..read.merge import merge_blocks
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ from dataclasses import fields
 import numpy as np
 import pyarrow as pa
 
-from .. import npsort
-from .batch import ExemplarBlock, HistogramBlock, NativeSamples
+from ... import npsort
+from ..batch import ExemplarBlock, HistogramBlock, NativeSamples
 
 _EMPTY_I64 = np.empty(0, np.int64)
 

@@ -15,8 +15,8 @@ from typing import Iterator
 
 import numpy as np
 
-from .. import npsort
-from ..model import METRIC_NAME, Labels, Matcher
+from ... import npsort
+from ...model import METRIC_NAME, Labels, Matcher
 from .catalog_bulk import add_keys
 from .metric_table import Column, Grow, MetricTable
 from .sorted_search import search_sorted

@@ -23,10 +23,10 @@ import zipfile
 import numpy as np
 import zstandard
 
+from ..files.fsync import fsync_dir
+from ..files.table import file_seq
 from .catalog import Catalog
 from .metric_table import Column, MetricTable
-from .table import file_seq
-from .wal import fsync_dir
 
 log = logging.getLogger(__name__)
 

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .. import npsort
-from ..model import METRIC_NAME
+from ... import npsort
+from ...model import METRIC_NAME
 from .keysplit import split_keys
 from .metric_table import Column, MetricTable
 

@@ -8,8 +8,8 @@ import logging
 
 import numpy as np
 
-from . import catalog_checkpoint
-from .catalog import Catalog
+from ..catalog import catalog_checkpoint
+from ..catalog.catalog import Catalog
 
 log = logging.getLogger(__name__)
 

@@ -13,12 +13,12 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from .. import npsort
-from ..limits.context import QueryContext
-from ..model import METRIC_NAME, Matcher
-from . import stats
-from .batch import SampleBlock, SeriesSet
-from .head import select_sorted
+from ... import npsort
+from ...limits.context import QueryContext
+from ...model import METRIC_NAME, Matcher
+from ..batch import SampleBlock, SeriesSet
+from ..catalog import stats
+from ..memory.head import select_sorted
 from .merge import merge_blocks, merge_parts, sort_block
 from .sample_cache import CACHED_SAMPLE_BYTES, CachedSamples, SampleCache
 
@@ -270,7 +270,7 @@ class StorageReader:
         exemplars) likewise; the file set version they are not in: the samples table version this writer has
         seen; the sorted ids of this writer's series not committed in that version (new since the last flush,
         or in the flush committing now): every other series it holds is in the table's series at that
-        version): taken together under the lock a flush commits under (storage/recent.py)."""
+        version): taken together under the lock a flush commits under (storage/read/recent.py)."""
         with self._swap_lock:
             heads = (list(self.flushing) + [self.head], list(self.native_flushing) + [self.native_head],
                      self.table.current.table_version)

@@ -13,8 +13,8 @@ import threading
 
 import numpy as np
 
-from .. import npsort
-from .batch import SampleBlock
+from ... import npsort
+from ..batch import SampleBlock
 
 
 class HeadBlock:

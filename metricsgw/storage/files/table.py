@@ -45,9 +45,9 @@ from deltalake import DeltaTable
 from deltalake.exceptions import CommitFailedError
 from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Transaction as AppTransaction
 
-from ..errors import Unavailable
+from ...errors import Unavailable
+from .fsync import fsync_dir
 from .parquet_io import SampleFile
-from .wal import fsync_dir
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ KINDS: dict[str, Kind] = {
     "series": Kind("series", "writer", pa.schema([("sid", pa.int64()), ("key", pa.binary()), _SIDE_SCHEMA_WRITER])),
     "spans": Kind("spans", "writer", pa.schema([("sid", pa.int64()), ("min_t", pa.int64()), ("max_t", pa.int64()),
                                                 _SIDE_SCHEMA_WRITER])),
-    # native histograms and exemplars (storage/native_files.py), by hour like the samples
+    # native histograms and exemplars (storage/files/native_files.py), by hour like the samples
     "histograms": Kind("hist", "hour", pa.schema([("sid", pa.int64()), ("t", pa.int64()), ("h", pa.binary()),
                                                   ("hour", pa.string())])),
     "exemplars": Kind("exemplars", "hour", pa.schema([("sid", pa.int64()), ("t", pa.int64()), ("v", pa.float64()),

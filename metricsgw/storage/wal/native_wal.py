@@ -17,7 +17,7 @@ import struct
 import numpy as np
 import zstandard
 
-from .batch import AppendBatch, NativeSamples
+from ..batch import AppendBatch, NativeSamples
 from .walcodec import SegmentDecoder, SegmentEncoder
 
 MAGIC = b"N1"

@@ -7,8 +7,8 @@ import contextlib
 import json
 import os
 
-from .batch import MetricMetadata
-from .wal import fsync_dir
+from ..batch import MetricMetadata
+from .fsync import fsync_dir
 
 NAME = "metadata.json"
 

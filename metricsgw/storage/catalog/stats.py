@@ -11,7 +11,7 @@ from collections import Counter
 
 import numpy as np
 
-from ..model import METRIC_NAME
+from ...model import METRIC_NAME
 from .catalog import Catalog
 
 

@@ -4,7 +4,7 @@
     series    (sid, key: model.series_key)
     spans     (sid, min_t, max_t)
 
-Names, versions, commits and deletion belong to storage/table.py; this module only writes and reads files.
+Names, versions, commits and deletion belong to storage/files/table.py; this module only writes and reads files.
 
 Sample files are sorted by (metric, sid, t) in row groups of 128k rows, so row-group statistics
 let a cold read skip the metrics it does not want;
@@ -24,8 +24,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ..model import series_keys
-from .wal import fsync_dir
+from ...model import series_keys
+from .fsync import fsync_dir
 
 SERIES_SCHEMA = pa.schema([("sid", pa.int64()), ("key", pa.binary())])
 
@@ -37,7 +37,7 @@ class SampleFile:
     seq: int
     min_t: int
     max_t: int
-    writer: str = ""  # the writer id that committed it (storage/table.py)
+    writer: str = ""  # the writer id that committed it (storage/files/table.py)
 
 
 # How every sample file is laid out (flushes and compaction alike): rows sorted by (metric, sid, t).

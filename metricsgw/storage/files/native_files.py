@@ -1,4 +1,4 @@
-"""Parquet files of native histograms and exemplars (table kinds ``histograms``, ``exemplars``: storage/table.py).
+"""Parquet files of native histograms and exemplars (table kinds ``histograms``, ``exemplars``: storage/files/table.py).
 
     histograms: sid int64, t int64, h binary (the remote-write Histogram bytes as sent)
     exemplars:  sid int64, t int64, v float64, labels binary (model.series_key)
@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from .batch import ExemplarBlock, HistogramBlock
+from ..batch import ExemplarBlock, HistogramBlock
 from . import parquet_io
 from .parquet_io import write_atomic
 
