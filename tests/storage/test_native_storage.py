@@ -88,7 +88,7 @@ def test_histograms_and_exemplars_are_bit_exact_through_head_wal_and_parquet(tmp
     st = _opened(tmp_path)
     try:
         assert _read(st) == head, "read back from Parquet only"
-        assert not list_segments(st.writer_dir) or not st._native_pending()
+        assert not list_segments(st.writer_dir) or not st.files.pending()
     finally:
         st.close(flush=False)
 

@@ -286,10 +286,10 @@ def test_a_failed_flush_leaves_no_file_and_the_next_flush_writes_its_samples(tmp
     append(st, second, NOW - 60_000, 2.0)
     blocker.unlink()  # the cause goes away
     st.flush()
-    assert st.flushing == [] and len(st.head) == 0
+    assert st.files.flushing() == 0 and st.files.head_samples() == 0
     st.close(flush=False)
     st = opened(tmp_path)  # from the files alone: the WAL segments of both flushes are gone
-    assert len(st.head) == 0
+    assert st.files.head_samples() == 0
     assert sorted(read_all(st, 0, NOW)[2]) == [1.0, 1.0, 2.0, 2.0]
     assert set(st.select_series([Matcher("__name__", "=~", ".+")], None, None).labels) == {
         lb for _, lb in first + second}

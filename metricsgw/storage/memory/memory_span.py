@@ -11,10 +11,9 @@ class MemorySpan:
     extent_sink: Callable[[int, int, int], None] | None = None
 
     def _publish_span(self) -> None:
-        """(Swap lock held, after a change of what memory holds, before a write is acknowledged.) The span of every
-        sample, histogram and exemplar in the heads and the snapshots being flushed (empty: min_t > max_t), and the
-        samples table version holding everything else this writer stored."""
+        """(Inside ``files.atomically()``, after a change of what memory holds, before a write is acknowledged.) The
+        span of every sample, histogram and exemplar in the heads and the snapshots being flushed (empty: min_t >
+        max_t), and the samples table version holding everything else this writer stored."""
         if self.extent_sink is None or not self.ready:
             return
-        heads = [*self.flushing, self.head, *self.native_flushing, self.native_head]
-        self.extent_sink(min(h.min_t for h in heads), max(h.max_t for h in heads), self.table.current.table_version)
+        self.extent_sink(*self.files.span(), self.files.version())

@@ -18,14 +18,15 @@ from ..wal.native_wal import NativeSegmentDecoder
 from ..wal.wal import list_segments, read_segment, segment_name
 
 
-def load_series(storage) -> None:
+def load_series(storage) -> int:
     """This writer's flushed series and each series' time span: its checkpoint, then the series and
-    spans files it committed to the table (already opened) after it."""
-    covered = 0
+    spans files it committed to the table (already opened) after it. Returns the series the checkpoint
+    held (0 without one): the next flush writes a new one once the catalog grew enough past it."""
+    covered = checkpointed = 0
     loaded = catalog_checkpoint.load(storage.writer_dir)
     if loaded is not None:
         storage.catalog, covered = loaded
-        storage._checkpointed_series = len(storage.catalog)
+        checkpointed = len(storage.catalog)
     files = storage.table.current
     cat = storage.catalog
     own = storage.writer_id
@@ -39,6 +40,7 @@ def load_series(storage) -> None:
         known = g >= 0
         cat.touch_dense(g[known], min_t[known])
         cat.touch_dense(g[known], max_t[known])
+    return checkpointed
 
 
 def replay_wal(storage, wal_dir: str, flushed_upto: int) -> int:
@@ -62,7 +64,7 @@ def replay_wal(storage, wal_dir: str, flushed_upto: int) -> int:
             for m in batch.metadata:
                 storage.metadata_by_metric.setdefault(m.metric, {})[m] = None
             if len(batch.sid):
-                storage.head.append(batch.sid, batch.t, batch.v)
+                storage.files.append(batch.sid, batch.t, batch.v)
                 sids.append(batch.sid)
                 times.append(batch.t)
             if batch.native:

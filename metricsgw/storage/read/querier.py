@@ -70,7 +70,7 @@ def _metric_sql(metrics: list[str]) -> tuple[str, dict]:
 
 
 class StorageReader:
-    """Mixed into ``Storage``; uses its catalog, head, flushing snapshots and table.
+    """Mixed into ``Storage``; uses its catalog and its file set (storage/fileset.py).
 
     Each call reads ``self.catalog`` once: retention may replace it with a smaller one while a
     query runs, and a query must not mix the dense indexes of two catalogs. Sample reads pin the
@@ -270,10 +270,9 @@ class StorageReader:
         exemplars) likewise; the file set version they are not in: the samples table version this writer has
         seen; the sorted ids of this writer's series not committed in that version (new since the last flush,
         or in the flush committing now): every other series it holds is in the table's series at that
-        version): taken together under the lock a flush commits under (storage/read/recent.py)."""
-        with self._swap_lock:
-            heads = (list(self.flushing) + [self.head], list(self.native_flushing) + [self.native_head],
-                     self.table.current.table_version)
+        version): taken together in the file set's ``atomically()``, as a flush commits (storage/read/recent.py)."""
+        with self.files.atomically():
+            heads = (*self.files.heads(), self.files.version())
             uncommitted = np.concatenate([self.pending_series.sids(), self._committing_series.sids()])
         return (*heads, npsort.unique(uncommitted))
 
@@ -285,11 +284,10 @@ class StorageReader:
         if not len(ids_sorted):
             return SampleBlock.empty()
         parts: list[SampleBlock] = []  # in write order, so the first-written duplicate wins
-        with self._swap_lock:  # a consistent view: files + snapshots being flushed + head
-            pin = self.table.pin()
-            heads = list(self.flushing) + [self.head]
+        with self.files.atomically():  # a consistent view: files + snapshots being flushed + head
+            view = self.files.view()
             cat = self.catalog
-        with pin as snap:
+        with view.pin as snap:
             g = cat.lookup(ids_sorted)
             ids_known = ids_sorted[g >= 0]  # retention may have dropped a series since it was selected
             files = sorted((f for f in snap.samples if f.max_t >= start_ms and f.min_t <= end_ms), key=lambda f: f.seq)
@@ -298,7 +296,7 @@ class StorageReader:
                     self._cache_version = snap.version
                     self._sample_cache.retain({f.path for f in snap.samples})
                 parts.extend(self._read_files(cat, files, ids_known, start_ms, end_ms, ctx))
-        for h in heads:
+        for h in view.heads:
             for block in h.select(ids_sorted, start_ms, end_ms):
                 ctx.charge_loaded(len(block), "head read")
                 parts.append(block)

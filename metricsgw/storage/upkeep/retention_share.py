@@ -1,6 +1,6 @@
 """Retention's share of the storage: the oldest sample not yet committed, and forgetting the series that
 have no sample left once retention deleted the older partitions (mixed into ``Storage``: it uses its
-catalog, heads and the lock appends take)."""
+catalog and its file set, whose lock appends take)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ log = logging.getLogger(__name__)
 class RetentionShare:
     def unflushed_min_t(self) -> int:
         """The oldest sample not yet in a committed file (int64 max when there is none)."""
-        with self._swap_lock:
-            return min([h.min_t for h in self.flushing] + [self.head.min_t, self.native_min_t()])
+        with self.files.atomically():
+            return self.files.min_t()
 
     def drop_series_before(self, horizon_ms: int) -> np.ndarray:
         """Forget the series with no sample left: every sample on disk is at or after ``horizon_ms``
@@ -28,13 +28,13 @@ class RetentionShare:
         metadata of metrics left with no series goes. Returns their sids (the caller rewrites the
         series files); callers caching sids see ``series_epoch`` move."""
         none = np.empty(0, np.int64)
-        with self._swap_lock:
+        with self.files.atomically():
             cat = self.catalog
             dead = self._dead_series(cat, horizon_ms, clamp=True)
         if not dead.any():
             return none
         new = cat.without(dead)  # the slow part, outside the lock: ingest goes on
-        with self._swap_lock:
+        with self.files.atomically():
             at = np.flatnonzero(dead)
             if not np.array_equal(np.flatnonzero(self._dead_series(cat, horizon_ms)[: len(dead)]), at):
                 return none  # a write reached one of them meanwhile: keep them all, decide again next pass
@@ -53,7 +53,7 @@ class RetentionShare:
 
     def _dead_series(self, cat: Catalog, horizon_ms: int, clamp: bool = False) -> np.ndarray:
         """Mask over ``cat``'s dense indexes: series with a span, all of it before ``horizon_ms``, and
-        no sample in memory. Holding the swap lock. ``clamp`` moves span starts up to the oldest
+        no sample in memory. Inside ``files.atomically()``. ``clamp`` moves span starts up to the oldest
         sample kept (on disk or in memory), so estimates and windowed metadata calls stay true."""
         first, last = cat.first_ms.view, cat.last_ms.view[: len(cat.first_ms.view)]
         spanned = first != np.iinfo(np.int64).max  # a series never seen with a sample keeps its entry
@@ -63,11 +63,9 @@ class RetentionShare:
             sids = cat.sids.a[at]
             order = np.argsort(sids)
             held = np.zeros(len(at), bool)
-            for h in self.flushing + [self.head]:
-                held[order] |= h.holding(sids[order])
-            held[order] |= self.native_holding(sids[order])
+            held[order] = self.files.holding(sids[order])
             dead[at[held]] = False
         if clamp:
-            floor = min([horizon_ms, self.head.min_t, self.native_min_t()] + [h.min_t for h in self.flushing])
+            floor = min(horizon_ms, self.files.min_t())
             np.maximum(first, floor, out=first, where=spanned & ~dead)
         return dead
