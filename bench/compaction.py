@@ -20,7 +20,7 @@ import numpy as np
 import psutil
 
 from metricsgw.model import canonical, series_id
-from metricsgw.storage import compact
+from metricsgw.storage.upkeep import compact
 from metricsgw.storage.batch import AppendBatch
 from metricsgw.storage.store import Storage
 

@@ -27,7 +27,7 @@ def _commit_timer():
     """Wraps whatever publishes a flush's files (Transaction.commit), accumulating its time."""
     spent = [0.0]
     try:
-        from metricsgw.storage import table as mod
+        from metricsgw.storage.files import table as mod
     except ImportError:  # before the table
         from metricsgw.storage import fileset as mod
     original = mod.Transaction.commit

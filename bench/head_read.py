@@ -23,7 +23,7 @@ from metricsgw.limits.context import QueryContext
 from metricsgw.model import Matcher, canonical, series_id
 from metricsgw.remote import read_client_codec, read_codec, read_handler
 from metricsgw.storage.batch import AppendBatch
-from metricsgw.storage.recent import RecentView
+from metricsgw.storage.read.recent import RecentView
 from metricsgw.storage.store import Storage
 
 METRICS = 30

@@ -1,7 +1,7 @@
 """Ingest latency while queries sort the head: `python -m bench.head_sort [--samples 4000000]`.
 
 The event loop appends each write's samples to the head; a query that finds unsorted chunks sorts
-them (metricsgw/storage/head.py). This measures how long ``Head.append`` takes -- the time a write
+them (metricsgw/storage/memory/head.py). This measures how long ``Head.append`` takes -- the time a write
 waits on the event loop -- while a query thread keeps sorting, against appends with no query. Run it
 with ``PYTHONPATH=<an older checkout>`` to compare another version of the head. Figures depend on the
 machine and on what else runs on it; nothing here is a test.
@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from metricsgw.storage.head import Head
+from metricsgw.storage.memory.head import Head
 
 WRITE_SAMPLES = 2000  # one remote-write request
 

@@ -100,7 +100,7 @@ def _http_url(text: str) -> str:
 
 
 def _writer_id(text: str) -> str:
-    from .storage.table import check_writer_id  # storage names the rule; config only applies it
+    from .storage.files.table import check_writer_id
 
     return check_writer_id(str(text))
 

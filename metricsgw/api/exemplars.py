@@ -21,7 +21,7 @@ from ..errors import BadData
 from ..model import labels_from_key
 from ..promql import parser
 from ..promql.format import format_json
-from ..storage.recent import RecentView
+from ..storage.read.recent import RecentView
 from .params import MAX_TIME_S, MIN_TIME_S, parse_time, read_params
 from .query import query_context, query_text
 from .response import success

@@ -6,7 +6,7 @@ skips a store whose time range misses the query's; this is the same for a shard'
 span [min_t, max_t] of every sample, histogram and exemplar it holds in memory (head and snapshots being flushed)
 and the samples table version that holds everything it no longer does. A query process whose window misses that
 span reads nothing from the shard and reads the table at that version or newer instead, which is what the head
-read's answer would have told it (storage/recent.py).
+read's answer would have told it (storage/read/recent.py).
 
 Why that is exact: the shard widens the span, under its storage's swap lock, before a write's samples are
 acknowledged, and narrows it only after a flush committed the samples it drops, naming that commit's version. So
@@ -76,7 +76,7 @@ class BoardWriter:
         self._put(UNKNOWN)
 
     def publish(self, min_t: int, max_t: int, version: int) -> None:
-        """Storage's ``extent_sink`` (storage/memory_span.py)."""
+        """Storage's ``extent_sink`` (storage/memory/memory_span.py)."""
         self._put(Extent(min_t, max_t, version))
 
     def _put(self, extent: Extent) -> None:

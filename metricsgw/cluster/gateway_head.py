@@ -6,7 +6,7 @@ each shard holding its own series (the distributor splits by series hash). So th
 - ``?scope=head`` of the exemplars, metadata and label APIs: their JSON merged as a query process merges it
   (head_json.py);
 - ``/api/v1/status/tsdb`` (every call, not a head read): each shard's whole counts (``?scope=head``) added up
-  and the top lists cut (storage/stats.py).
+  and the top lists cut (storage/catalog/stats.py).
 An answer names the largest of the shards' table versions (``X-Metricsgw-Table-Version``): the asking query reads
 the table at least that new, which holds everything each shard's answer leaves out.
 
@@ -33,7 +33,7 @@ from ..errors import BadData, PayloadTooLarge, Unavailable
 from ..remote import read_codec
 from ..remote.codec import decompress
 from ..remote.write_handler import read_bounded
-from ..storage import stats
+from ..storage.catalog import stats
 from . import head_json, head_protocol
 from .failures import CALL_ERRORS, Failure, Refused, classify
 from .head_join import join

@@ -25,10 +25,10 @@ from .. import npsort
 from ..errors import Unavailable
 from ..limits.context import QueryContext
 from ..model import METRIC_NAME, Matcher, selector_text
-from ..storage import native_head
+from ..storage.memory import native_head
 from ..storage.batch import HistogramBlock, SampleBlock, SeriesSet
-from ..storage.head import select_sorted
-from ..storage.merge import merge_parts
+from ..storage.memory.head import select_sorted
+from ..storage.read.merge import merge_parts
 from .peers import PeerFanout
 from .policy import PeerFailure, warning
 

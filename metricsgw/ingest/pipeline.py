@@ -323,7 +323,7 @@ class IngestPipeline:
         configured = np.fromiter((entry is DROPPED for entry in found), bool, n)
         rejections += self._add_native(batch, decoded, sids[keep], keep, configured)
         if new_series:
-            # The series keys were built for hashing; the WAL record (storage/records.py) stores
+            # The series keys were built for hashing; the WAL record (storage/wal/records.py) stores
             # them, so hand them over instead of building them again.
             fresh_keys = self._fresh_keys
             got = [fresh_keys.get(sid) for sid, _ in new_series]

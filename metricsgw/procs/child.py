@@ -19,7 +19,7 @@ import sys
 
 from ..cmdline import build_parser, config_from_args, setup_logging
 from ..config import ConfigError
-from ..storage.writer_lock import WriterIdInUse
+from ..storage.files.writer_lock import WriterIdInUse
 from .handoff import HandoffReceiver, front_answers, install_relay, not_a_write
 from .layout import Child, Layout, child_config, unlink_socket
 

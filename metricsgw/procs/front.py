@@ -32,7 +32,7 @@ from prometheus_client import (CONTENT_TYPE_LATEST, CollectorRegistry, Counter, 
 from ..api.middleware import prometheus_errors
 from ..cluster import gateway_head
 from ..config import Config, ConfigError
-from ..storage.writer_lock import WriterIdInUse
+from ..storage.files.writer_lock import WriterIdInUse
 from ..web import install as install_access_control
 from ..web import listen_site
 from . import exposition

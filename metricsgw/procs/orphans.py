@@ -18,7 +18,7 @@ import re
 
 from ..config import Config
 from ..limits.memory import MemoryShares
-from ..storage.wal import list_segments, segment_name
+from ..storage.wal.wal import list_segments, segment_name
 from .layout import Layout, shard_writer_id
 
 log = logging.getLogger(__name__)

@@ -21,8 +21,8 @@ from .. import npsort
 from ..errors import BadData
 from ..model import Labels, Matcher, series_keys_and_ids
 from ..storage.batch import HistogramBlock, SampleBlock
-from ..storage.merge import is_sorted_strict, sort_block
-from ..storage.native_head import empty_histograms, merge_histograms
+from ..storage.read.merge import is_sorted_strict, sort_block
+from ..storage.memory.native_head import empty_histograms, merge_histograms
 from .codec import decompress
 from .proto import remote_read_pb2 as pb
 

@@ -31,7 +31,7 @@ from ..limits.context import QueryContext
 from ..limits.guard import QueryGuard
 from ..model import METRIC_NAME, series_keys
 from ..storage.batch import SeriesSet
-from ..storage.recent import RecentView
+from ..storage.read.recent import RecentView
 from . import read_codec
 from .read_codec import ReadQuery
 from .write_handler import read_bounded

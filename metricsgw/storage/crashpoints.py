@@ -14,7 +14,7 @@ import signal
 ENV = "METRICSGW_CRASH_AT"
 POINTS = ("flush.cut", "flush.files", "flush.marker", "compaction.merged", "compaction.swapped",
           "retention.removed")
-# Steps of the one-time migration of an old data directory (storage/migrate.py): reached only at a start
+# Steps of the one-time migration of an old data directory (storage/files/migrate.py): reached only at a start
 # that finds the old layout, so kept apart from the points a running server passes again and again.
 MIGRATION_POINTS = ("migrate.linked", "migrate.committed", "migrate.moved")
 

@@ -1,13 +1,14 @@
 """Storage's share for native histograms and exemplars: head, flush, reads, retention.
 
-Mixed into ``Storage`` beside the float path, which it follows step for step (same lock, same
+Mixed into ``Storage`` beside the float path, which it follows step for step (same file set, same
 WAL record, same flush transaction, same pins) without changing it:
-  append     ``_apply_native`` under the swap lock, before the float samples (a series dropped by
+  append     ``_apply_native`` inside ``files.atomically()``, before the float samples (a series dropped by
              retention meanwhile refuses the whole write, 503, before anything is applied)
-  flush      ``_cut_native`` at the WAL cut, ``_write_native`` inside the flush's transaction
-             (histograms and exemplars files, one per partition, and a spans file for the histograms' series)
-  read       ``read_histograms`` / ``read_exemplars``: pinned files + flushing heads + head, first
-             written wins; samples charged to the query as they load
+  flush      the file set's cut takes the native heads with the float ones; ``_write_native`` inside the
+             flush's transaction (histograms and exemplars files, one per partition, and a spans file for
+             the histograms' series)
+  read       ``read_histograms`` / ``read_exemplars``: pinned files + flushing heads + head (the file set's
+             view), first written wins; samples charged to the query as they load
   retention  ``expired_native_files``: files of the partitions retention drops (a flush writes one
              file per partition and kind)
   compaction ``compact_native``: a closed partition's files of one kind merged into one
@@ -23,9 +24,9 @@ import numpy as np
 from .. import npsort
 from ..errors import Unavailable
 from ..limits.context import QueryContext
-from . import native_files, parquet_io
 from .batch import AppendBatch, ExemplarBlock, HistogramBlock
-from .native_head import NativeHead, merge_exemplars, merge_histograms, take
+from .files import native_files, parquet_io
+from .memory.native_head import NativeHead, merge_exemplars, merge_histograms, take
 
 # What a histogram sample costs a query's memory budget: its decoded buckets dominate (a
 # typical exponential histogram has 10-40 buckets of 16 bytes plus spans); an exemplar is small.
@@ -47,8 +48,6 @@ _EXEMPLARS = _Kind("exemplars", native_files.read_exemplars, merge_exemplars, EX
 
 class NativeStore:
     def _init_native(self) -> None:
-        self.native_head = NativeHead()
-        self.native_flushing: list[NativeHead] = []
         # Metric names that have histograms: of the files (their footers), and of the sids appended
         # since (resolved to names when asked, so appends do no label work).
         self._head_metrics: set[str] = set()
@@ -65,14 +64,14 @@ class NativeStore:
         if (len(g) and g.min() < 0) or (len(ge) and ge.min() < 0):
             raise Unavailable("a series of this write was dropped by retention while the write was on its way; "
                               "retry", retry_after_s=1)
-        self.native_head.append(nat)
+        self.files.append_native(nat)
         if len(g):
             self.catalog.touch_dense(g, nat.hist_t)
             self._unnamed_sids.append(nat.hist_sid)
 
     def replay_native(self, nat) -> None:
         """A WAL record's histograms and exemplars back into the head (start-up; series are known later)."""
-        self.native_head.append(nat)
+        self.files.append_native(nat)
         if nat.histograms:
             self._unnamed_sids.append(nat.hist_sid)
 
@@ -86,7 +85,7 @@ class NativeStore:
 
     def histogram_metrics(self) -> frozenset[str]:
         """Names of the metrics that hold native histograms (PromQL looks for histograms only there)."""
-        with self._swap_lock:
+        with self.files.atomically():
             if self._unnamed_sids:
                 self._head_metrics |= self._metric_names(np.concatenate(self._unnamed_sids))
                 self._unnamed_sids = []
@@ -95,16 +94,6 @@ class NativeStore:
         if self._file_metrics[0] != snap.version:
             self._file_metrics = (snap.version, frozenset().union(*map(native_files.metrics_of, snap.histograms)))
         return head | self._file_metrics[1]
-
-    def _native_pending(self) -> bool:
-        return bool(len(self.native_head) or self.native_flushing)
-
-    def _cut_native(self) -> list[NativeHead]:
-        """At the WAL cut (swap lock held): the heads the flush writes, in write order."""
-        if len(self.native_head):
-            self.native_flushing.append(self.native_head)
-            self.native_head = NativeHead()
-        return list(self.native_flushing)
 
     def _write_native(self, tx, heads: list[NativeHead]) -> None:
         """One histograms file and one exemplars file per partition the heads' rows fall in, so
@@ -115,7 +104,7 @@ class NativeStore:
         hist = merge_histograms([m[0] for m in merged])
         for part in self._by_partition(hist):
             path, _ = tx.new_path("histograms", self._partition_start(part))
-            with self._swap_lock:
+            with self.files.atomically():  # the catalog, which appends add to
                 metrics = self._metric_names(part.sid)
             native_files.write_histograms(path, part, metrics)
             tx.add_side("histograms", path)
@@ -140,26 +129,7 @@ class NativeStore:
             return [block]
         return [take(block, np.flatnonzero(part == p)) for p in npsort.unique(part)]
 
-    def _native_committed(self, heads: list[NativeHead]) -> None:
-        """After the commit (swap lock held): the written heads leave memory."""
-        self.native_flushing = [h for h in self.native_flushing if h not in heads]
-
-    def native_min_t(self) -> int:
-        """The oldest histogram or exemplar held in memory (int64 max when none)."""
-        return min([h.min_t for h in self.native_flushing] + [self.native_head.min_t])
-
-    def native_holding(self, ids_sorted: np.ndarray) -> np.ndarray:
-        held = np.zeros(len(ids_sorted), bool)
-        for h in self.native_flushing + [self.native_head]:
-            if len(h):
-                held |= h.holding(ids_sorted)
-        return held
-
     # ---------------------------------------------------------------- read side
-    def _native_view(self):
-        with self._swap_lock:  # a consistent view: files + heads being flushed + head
-            return self.table.pin(), list(self.native_flushing) + [self.native_head]
-
     def read_histograms(self, ids: np.ndarray, start_ms: int, end_ms: int, ctx: QueryContext) -> HistogramBlock:
         """Histogram samples of these series in [start_ms, end_ms], sorted by (sid, t), bit-exact blobs."""
         return self._read_native(_HISTOGRAMS, ids, start_ms, end_ms, ctx)
@@ -171,9 +141,10 @@ class NativeStore:
     def _read_native(self, kind: "_Kind", ids: np.ndarray, start_ms: int, end_ms: int, ctx: QueryContext):
         ids_sorted = npsort.unique(np.asarray(ids, np.int64))
         stage = f"reading {kind.name}"
-        pin, heads = self._native_view()
+        with self.files.atomically():
+            view = self.files.view()
         parts = []
-        with pin as snap:
+        with view.pin as snap:
             for path in getattr(snap, kind.name):
                 lo, hi = native_files.t_range(path)
                 if hi < start_ms or lo > end_ms:
@@ -181,7 +152,7 @@ class NativeStore:
                 ctx.check(stage)
                 parts.append(kind.read_file(path, ids_sorted, start_ms, end_ms))
                 ctx.charge_loaded(len(parts[-1]), stage, kind.bytes_each)
-        for h in heads:
+        for h in view.native_heads:
             parts.append(getattr(h, kind.name)(ids_sorted, start_ms, end_ms))
             ctx.charge_loaded(len(parts[-1]), stage, kind.bytes_each)
         return kind.merge(parts)

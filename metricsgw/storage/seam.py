@@ -6,7 +6,7 @@ structural: an implementation does not inherit from them, it has the methods wit
 
 - ``storage/store.py`` Storage (the table through DuckDB, plus this process's heads);
 - ``cluster/source.py`` ClusterSource (a Storage plus what every peer, shard or gateway, holds in memory);
-- ``storage/recent.py`` RecentView (a process's heads only: what a head read answers a peer from);
+- ``storage/read/recent.py`` RecentView (a process's heads only: what a head read answers a peer from);
 - ``promql/batching.py`` FixedSelection (a source whose selection is one batch of series, already charged);
 - ``promql/memsource.py`` MemSource (the in-memory double of the tests and the golden scripts).
 

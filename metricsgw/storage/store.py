@@ -6,8 +6,8 @@ So every record in a WAL segment <= the cut is in the flushed snapshot, and a se
 deleted only after the commit of the snapshot's Parquet files, which carries the cut as this
 writer's Delta app transaction (what ``flushed.json`` was), is in the table's log.
 
-Files other than the WAL belong to ``self.table`` (storage/table.py, Delta Lake): a flush commits its
-files there; compaction and retention (storage/maintenance.py) go through it too. This process is
+Files other than the WAL belong to ``self.table`` (storage/files/table.py, Delta Lake): a flush commits its
+files there; compaction and retention (storage/upkeep/maintenance.py) go through it too. This process is
 writer ``writer_id``: its WAL, lock, metadata and series checkpoint live in ``<path>/wal/<writer id>/``.
 Other writers' commits (ingest shards, other gateways on the same directory) join reads at ``follow()``.
 """
@@ -26,29 +26,26 @@ from .. import npsort
 from ..errors import Unavailable
 from ..malloc import release_free_memory
 from ..model import series_keys
-from . import (
-    catalog_checkpoint,
-    crashpoints,
-    metadata_file,
-    migrate,
-    parquet_io,
-    startup,
-)
+from . import crashpoints
 from .batch import AppendBatch, MetricMetadata
-from .catalog import Catalog
-from .head import Head
-from .maintenance import Maintenance
-from .memory_span import MemorySpan
+from .catalog import catalog_checkpoint
+from .catalog.catalog import Catalog
+from .files import metadata_file, migrate, parquet_io
+from .files.table import Snapshot, Table, Transaction
+from .files.table import file_writer as table_writer
+from .files.writer_lock import WriterLock
+from .fileset import FileSet
+from .memory import startup
+from .memory.head import Head
+from .memory.memory_span import MemorySpan
+from .memory.pending_series import PendingSeries
 from .native_store import NativeStore
-from .native_wal import NativeSegmentEncoder
-from .pending_series import PendingSeries
-from .querier import StorageReader
-from .retention_share import RetentionShare
-from .table import Snapshot, Table, Transaction
-from .table import file_writer as table_writer
-from .undurable import UndurableSeries
-from .wal import WAL
-from .writer_lock import WriterLock
+from .read.querier import StorageReader
+from .upkeep.maintenance import Maintenance
+from .upkeep.retention_share import RetentionShare
+from .wal.native_wal import NativeSegmentEncoder
+from .wal.undurable import UndurableSeries
+from .wal.wal import WAL
 
 log = logging.getLogger(__name__)
 
@@ -81,10 +78,9 @@ class Storage(RetentionShare, NativeStore, MemorySpan, StorageReader):
         self.telemetry = telemetry
         self.clock = clock  # seconds since the epoch: retention and "active" follow it (tests move it)
         self.catalog = Catalog()
-        self.head = Head()
-        self.flushing: list[Head] = []
-        self._init_native()
         self.table = Table(self.path, writer_id, vacuum_delay_s)
+        self.files = FileSet(self.table)  # the heads and the table's snapshot, and the lock that keeps them one
+        self._init_native()
         self._lock_file = WriterLock(os.path.join(self.writer_dir, "lock"), writer_id)
         self._followed: set[str] = set()  # other writers' side files already in the catalog
         self._last_follow = 0.0
@@ -98,7 +94,6 @@ class Storage(RetentionShare, NativeStore, MemorySpan, StorageReader):
         self.ready = False
         self.open_error: BaseException | None = None
         self.wal: WAL | None = None
-        self._swap_lock = threading.Lock()
         self._flush_lock = threading.Lock()
         self.pending_series = PendingSeries()  # new since the last flush: written by the next one
         self._committing_series = PendingSeries()  # taken by the flush in progress, until its commit is seen
@@ -121,7 +116,7 @@ class Storage(RetentionShare, NativeStore, MemorySpan, StorageReader):
         removed = self.table.open()
         if removed:
             log.warning("removed %d half-written file(s) left by a crash", removed)
-        startup.load_series(self)
+        self._checkpointed_series = startup.load_series(self)
         files = self.table.current
         if self.follow_others:
             self._follow_catalog(files)
@@ -132,7 +127,7 @@ class Storage(RetentionShare, NativeStore, MemorySpan, StorageReader):
         committed = self.table.committed_wal_segment()
         replayed = startup.replay_wal(self, wal_dir, committed)
         if self.telemetry:
-            self.telemetry.head_samples.set(len(self.head))
+            self.telemetry.head_samples.set(self.files.head_samples())
         self.wal = WAL(wal_dir, self.wal_segment_size, NativeSegmentEncoder, on_fsync=self._observe_fsync,
                        on_health=self._observe_wal_health, after_segment=committed)
         self._observe_wal_health(self.wal.error, write=False)
@@ -140,8 +135,8 @@ class Storage(RetentionShare, NativeStore, MemorySpan, StorageReader):
         if self.telemetry:
             self.telemetry.replay_duration.set(elapsed)
         log.info("storage open: %d series, %d partition files, %d WAL records replayed (%d head samples) in %.2fs",
-                 len(self.catalog), len(files.samples), replayed, len(self.head), elapsed)
-        with self._swap_lock:
+                 len(self.catalog), len(files.samples), replayed, self.files.head_samples(), elapsed)
+        with self.files.atomically():
             self.ready = True
             self._publish_span()
 
@@ -231,7 +226,7 @@ class Storage(RetentionShare, NativeStore, MemorySpan, StorageReader):
             return
         sids, keys = parquet_io.read_series(series)
         span_cols = [parquet_io.read_spans(p) for p in spans]
-        with self._swap_lock:  # appends register series under it
+        with self.files.atomically():  # appends register series under it
             cat = self.catalog
             cat.add_keys(sids, keys)
             for sid, min_t, max_t in span_cols:
@@ -268,7 +263,7 @@ class Storage(RetentionShare, NativeStore, MemorySpan, StorageReader):
 
     def dropped_since(self, epoch: int) -> np.ndarray | None:
         """Sids dropped by retention after ``epoch``; None if that is too long ago to say."""
-        with self._swap_lock:
+        with self.files.atomically():
             if epoch == self._series_epoch:
                 return np.empty(0, np.int64)
             if not self._dropped or self._dropped[0][0] > epoch + 1:
@@ -281,7 +276,7 @@ class Storage(RetentionShare, NativeStore, MemorySpan, StorageReader):
             raise Unavailable("storage is not ready (WAL replay in progress)")
         if self.wal.error is not None:  # refuse before touching the head; the WAL probes the disk meanwhile
             raise Unavailable(f"the WAL cannot be written: {self.wal.error}", retry_after_s=5)
-        if self._held_in_memory() > 4 * self.flush_max_samples:
+        if self.files.held() > 4 * self.flush_max_samples:
             raise Unavailable("head is full: flushing to Parquet is behind; retry later", retry_after_s=5)
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
@@ -292,7 +287,7 @@ class Storage(RetentionShare, NativeStore, MemorySpan, StorageReader):
                     fut.set_result(err)
             loop.call_soon_threadsafe(settle)
 
-        with self._swap_lock:
+        with self.files.atomically():
             self.undurable.carry(batch)
             self._apply(batch)
             self.wal.submit(batch, done)
@@ -300,11 +295,6 @@ class Storage(RetentionShare, NativeStore, MemorySpan, StorageReader):
         if err is not None:
             raise Unavailable(f"WAL write failed: {err}")
         self.undurable.written(batch)
-
-    def _held_in_memory(self) -> int:
-        """Samples, histograms and exemplars not yet in a committed file (what ``append`` bounds)."""
-        return (len(self.head) + sum(len(h) for h in self.flushing) + len(self.native_head)
-                + sum(len(h) for h in self.native_flushing))
 
     def _apply(self, batch: AppendBatch) -> None:
         if batch.new_series:
@@ -320,14 +310,14 @@ class Storage(RetentionShare, NativeStore, MemorySpan, StorageReader):
                                   "retry", retry_after_s=1)
         self._apply_native(batch)  # refuses (like the check above) before anything is applied
         if len(batch.sid):
-            self.head.append(batch.sid, batch.t, batch.v)
+            self.files.append(batch.sid, batch.t, batch.v)
             self.catalog.touch_dense(g, batch.t)
             batch.rows, batch.rows_epoch = g, self._series_epoch  # the WAL encoder's shortcut (walcodec.py)
         for m in batch.metadata:
             self.metadata_by_metric.setdefault(m.metric, {})[m] = None
         self._publish_span()
         if self.telemetry:
-            self.telemetry.head_samples.set(len(self.head))
+            self.telemetry.head_samples.set(self.files.head_samples())
 
     @staticmethod
     def _keys_of(batch: AppendBatch, fresh: list) -> list[bytes]:
@@ -369,7 +359,7 @@ class Storage(RetentionShare, NativeStore, MemorySpan, StorageReader):
 
     def _flush_due(self) -> bool:
         return (time.monotonic() - self._last_flush >= self.flush_interval_s
-                or len(self.head) + len(self.native_head) >= self.flush_max_samples)
+                or self.files.in_head() >= self.flush_max_samples)
 
     def _flush_now(self) -> None:
         if self._flush_step():
@@ -410,24 +400,19 @@ class Storage(RetentionShare, NativeStore, MemorySpan, StorageReader):
         samples held in memory (head and failed snapshots) are bounded: ``append`` refuses past the limit."""
         with self._flush_lock:
             t0 = time.perf_counter()
-            with self._swap_lock:
-                if not len(self.head) and not len(self.pending_series) and not self.flushing \
-                        and not self._native_pending():
+            with self.files.atomically():
+                if not self.files.pending() and not len(self.pending_series):
                     return
                 cut = self.wal.cut()
                 crashpoints.reached("flush.cut")
-                if len(self.head):
-                    self.flushing.append(self.head)
-                    self.head = Head()
-                snaps = list(self.flushing)  # older ones are flushes that failed: in write order
-                native_snaps = self._cut_native()
+                snaps = self.files.cut()
                 new_series = self._committing_series = self.pending_series.take()
                 meta = {k: list(v) for k, v in self.metadata_by_metric.items()}
             try:
                 with self.table.transaction() as tx:
-                    for snap in snaps:
+                    for snap in snaps.heads:  # older ones are flushes that failed: in write order
                         self._write_snapshot(tx, snap)
-                    self._write_native(tx, native_snaps)
+                    self._write_native(tx, snaps.native_heads)
                     if len(new_series):
                         path, _ = tx.new_path("series")
                         parquet_io.write_series(path, new_series.columns())
@@ -435,13 +420,12 @@ class Storage(RetentionShare, NativeStore, MemorySpan, StorageReader):
                     crashpoints.reached("flush.files")
                     metadata_file.write(self.writer_dir, meta)
                     tx.commit(wal_cut=cut)  # the cut rides in the samples commit: the WAL marker
-                    with self._swap_lock:
-                        self.flushing = [h for h in self.flushing if h not in snaps]
+                    with self.files.atomically():
+                        self.files.committed(snaps)
                         self._committing_series = PendingSeries()
-                        self._native_committed(native_snaps)
                         self._publish_span()
             except BaseException:
-                with self._swap_lock:
+                with self.files.atomically():
                     self.pending_series.put_back(new_series)
                     self._committing_series = PendingSeries()
                 raise
@@ -451,7 +435,7 @@ class Storage(RetentionShare, NativeStore, MemorySpan, StorageReader):
             release_free_memory()
             if self.telemetry:
                 self.telemetry.flush_duration.observe(time.perf_counter() - t0)
-                self.telemetry.head_samples.set(len(self.head))
+                self.telemetry.head_samples.set(self.files.head_samples())
 
     def _checkpoint_catalog(self) -> None:
         """Save the series table as arrays once it grew by a tenth since the last save, so a restart
@@ -459,7 +443,7 @@ class Storage(RetentionShare, NativeStore, MemorySpan, StorageReader):
         files hold everything, the next start-up is just slower."""
         if len(self.catalog) - self._checkpointed_series < max(1, len(self.catalog) // 10):
             return
-        with self._swap_lock:  # no series is added meanwhile (append registers them under it)
+        with self.files.atomically():  # no series is added meanwhile (append registers them under it)
             snap = catalog_checkpoint.snapshot(self.catalog)
         # Called in the flusher (the only thread of this process that commits) after a commit: this
         # writer's side files listed now are exactly those whose series and spans the snapshot holds.

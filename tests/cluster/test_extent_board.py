@@ -1,5 +1,5 @@
 """The extent board (cluster/extent_board.py): the record a shard writes in place and its query processes read, and
-the span the storage publishes to it (storage/memory_span.py): wide enough before a write is acknowledged, narrowed
+the span the storage publishes to it (storage/memory/memory_span.py): wide enough before a write is acknowledged, narrowed
 only with the version of the flush that committed what left memory."""
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from metricsgw.model import STALE_NAN, Matcher, series_key
 from metricsgw.remote import codec
 from metricsgw.storage import store as store_module
 from metricsgw.storage.batch import HistogramBlock, SampleBlock
-from metricsgw.storage.recent import RecentView
+from metricsgw.storage.read.recent import RecentView
 from tests.remote.read_client import HEADERS, build_request
 from tests.storage.test_storage import batch, opened, run
 from tests.web.harness import WRITE_HEADERS, fetch, serving

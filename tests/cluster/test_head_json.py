@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from metricsgw.cluster.head_json import merge_exemplars, merge_metadata
-from metricsgw.storage import stats
+from metricsgw.storage.catalog import stats
 
 
 def _ex(trace: str, t, v="1"):

@@ -1,4 +1,4 @@
-"""Several writer processes on one table (storage/table.py, docs/cluster.md): concurrent commits, kill -9
+"""Several writer processes on one table (storage/files/table.py, docs/cluster.md): concurrent commits, kill -9
 of one mid-flush, a follower reading consistent snapshots while writers commit and compact, plain Delta
 readers, and one live process per writer id."""
 

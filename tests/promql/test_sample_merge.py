@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from metricsgw.storage.batch import SampleBlock
-from metricsgw.storage.head import select_sorted
-from metricsgw.storage.merge import is_sorted_strict, merge_parts
-from metricsgw.storage.sample_cache import CachedSamples, SampleCache
+from metricsgw.storage.memory.head import select_sorted
+from metricsgw.storage.read.merge import is_sorted_strict, merge_parts
+from metricsgw.storage.read.sample_cache import CachedSamples, SampleCache
 
 
 def _reference(parts: list[SampleBlock]) -> SampleBlock:

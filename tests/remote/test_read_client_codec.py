@@ -16,7 +16,7 @@ from metricsgw.model import STALE_NAN, Matcher, series_id
 from metricsgw.remote import read_client_codec, read_codec
 from metricsgw.remote.proto import remote_read_pb2 as pb
 from metricsgw.storage.batch import SampleBlock
-from metricsgw.storage.merge import sort_block
+from metricsgw.storage.read.merge import sort_block
 
 T0 = 1_700_000_000_000
 

@@ -15,7 +15,7 @@ from metricsgw.limits.context import QueryContext
 from metricsgw.model import Matcher
 from metricsgw.remote import codec
 from metricsgw.remote.proto import remote_read_pb2 as pb
-from metricsgw.storage.recent import RecentView
+from metricsgw.storage.read.recent import RecentView
 from tests.remote.read_client import HEADERS, build_request, decode_samples, decode_streamed
 from tests.storage.test_storage import batch, opened, run
 

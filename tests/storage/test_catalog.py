@@ -3,7 +3,7 @@
 import numpy as np
 
 from metricsgw.model import canonical, series_id
-from metricsgw.storage.catalog import Catalog
+from metricsgw.storage.catalog.catalog import Catalog
 
 
 def test_labels_many_equals_the_input():

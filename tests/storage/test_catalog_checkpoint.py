@@ -10,8 +10,8 @@ import random
 import numpy as np
 
 from metricsgw.model import Matcher
-from metricsgw.storage import catalog_checkpoint
-from metricsgw.storage.catalog import Catalog
+from metricsgw.storage.catalog import catalog_checkpoint
+from metricsgw.storage.catalog.catalog import Catalog
 from metricsgw.storage.store import Storage
 from tests.ingest.test_bulk_new_series import _mixed_series
 from tests.storage.test_storage import NOW, batch, read_all

@@ -144,7 +144,7 @@ def test_a_dropped_series_that_comes_back_is_stored_again(tmp_path):
     # A write resolved before the drop reaches storage after it: refused (503, retried), nothing stored.
     with pytest.raises(Unavailable, match="dropped by retention"):
         asyncio.run(st.append(stale))
-    assert len(st.head) == 0
+    assert st.files.head_samples() == 0
     t_back = int(now[0] * 1000)
     batch = write(t_back)  # the retry: the pipeline has forgotten the series and sends its labels again
     assert [s for s, _ in batch.new_series] == [sid]

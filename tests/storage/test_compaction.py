@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 from metricsgw.limits.context import QueryContext
 from metricsgw.model import STALE_NAN_BITS, Matcher, canonical, series_id
 from metricsgw.storage.batch import AppendBatch, SampleBlock
-from metricsgw.storage.compact import MAX_FILES_OPEN_PARTITION, TIER, compact_partitions
+from metricsgw.storage.upkeep.compact import MAX_FILES_OPEN_PARTITION, TIER, compact_partitions
 from metricsgw.storage.store import Storage
 
 HOUR = 3600_000
@@ -275,7 +275,7 @@ def test_merge_streams_a_metric_in_bounded_chunks_and_equals_the_whole_merge(tmp
             w.add("alpha", range(i, i + 1), range(start, start + int(rng.integers(1, 25))))
         st.flush()
     paths = [f.path for f in sorted(st.table.current.samples, key=lambda f: f.seq)]
-    from metricsgw.storage import compact
+    from metricsgw.storage.upkeep import compact
 
     # Rewrite every flushed file in tiny row groups, so that cursors cross row groups all the time.
     small = []
@@ -307,7 +307,7 @@ def test_a_long_merge_lets_a_due_flush_run_and_write_order_holds(tmp_path):
     w.add("alpha", range(2), range(0, 1), base=current)  # a replay of the first file, other values: must lose
     st._flusher = threading.current_thread()  # as in the flusher: compaction's flush_if_due may flush
     assert compact_partitions(st, row_group_rows=1) == 1
-    assert len(st.head) == 0  # flushed during the merge
+    assert st.files.head_samples() == 0  # flushed during the merge
     st.table.collect()
     merged, flushed = sorted(st.table.current.samples, key=lambda f: f.seq)
     assert (merged.min_t, merged.max_t) == (current, current + 1000 * (TIER - 1))

@@ -1,4 +1,4 @@
-"""The head's shortcuts for head reads (storage/head.py): the series it holds and a count of a selection,
+"""The head's shortcuts for head reads (storage/memory/head.py): the series it holds and a count of a selection,
 checked against the plain computation over random appends, windows and selections."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from metricsgw.storage.head import Head
+from metricsgw.storage.memory.head import Head
 
 
 def _filled(rng: np.random.Generator, chunks: int) -> tuple[Head, np.ndarray, np.ndarray]:

@@ -5,7 +5,7 @@ import numpy as np
 
 from metricsgw.model import STALE_NAN
 from metricsgw.storage.batch import SampleBlock
-from metricsgw.storage.merge import interleave, merge_parts
+from metricsgw.storage.read.merge import interleave, merge_parts
 
 
 def _block(rows):

@@ -70,13 +70,13 @@ def test_migration_keeps_every_sample_series_and_metadata_once(tmp_path):
         assert old_names_left(root) == []
         assert (root / "wal" / "gw0" / "00000004.wal").exists(), "the unflushed segment moved with its writer"
         assert st.table.committed_wal_segment() == 3, "flushed.json's segment is the writer's app transaction"
-        assert len(st.head) == 15 * 3, "only the segment after flushed.json's is replayed"
+        assert st.files.head_samples() == 15 * 3, "only the segment after flushed.json's is replayed"
         st.flush()
     finally:
         st.close()
     st = opened(root)  # the flushed WAL is gone: everything from the table now
     try:
-        assert len(st.head) == 0 and stored(st) == want
+        assert st.files.head_samples() == 0 and stored(st) == want
     finally:
         st.close(flush=False)
 

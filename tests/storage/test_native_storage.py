@@ -14,10 +14,10 @@ import pytest
 from metricsgw.limits.context import QueryContext
 from metricsgw.model import STALE_NAN, canonical, series_id, series_key
 from metricsgw.storage.batch import AppendBatch, NativeSamples
-from metricsgw.storage.native_wal import MAGIC as NATIVE_MAGIC
+from metricsgw.storage.wal.native_wal import MAGIC as NATIVE_MAGIC
 from metricsgw.storage.store import Storage
-from metricsgw.storage.walcodec import MAGIC as FLOAT_MAGIC
-from metricsgw.storage.wal import list_segments, read_segment, segment_name
+from metricsgw.storage.wal.walcodec import MAGIC as FLOAT_MAGIC
+from metricsgw.storage.wal.wal import list_segments, read_segment, segment_name
 from tests.native_requests import float_histogram, histogram_bytes, int_histogram
 
 NOW = int(time.time() * 1000) // 1000 * 1000
@@ -88,7 +88,7 @@ def test_histograms_and_exemplars_are_bit_exact_through_head_wal_and_parquet(tmp
     st = _opened(tmp_path)
     try:
         assert _read(st) == head, "read back from Parquet only"
-        assert not list_segments(st.writer_dir) or not st._native_pending()
+        assert not list_segments(st.writer_dir) or not st.files.pending()
     finally:
         st.close(flush=False)
 

@@ -13,7 +13,8 @@ import zlib
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from metricsgw.storage import compact, records
+from metricsgw.storage.upkeep import compact
+from metricsgw.storage.wal import records
 from metricsgw.storage.store import Storage
 from tests.storage.test_storage import NOW, batch, read_all
 

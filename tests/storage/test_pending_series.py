@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from metricsgw.storage.pending_series import PendingSeries
+from metricsgw.storage.memory.pending_series import PendingSeries
 
 
 def test_columns_give_back_every_key_in_order_across_take_and_put_back():

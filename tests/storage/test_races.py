@@ -15,8 +15,8 @@ import pytest
 from metricsgw.errors import Unavailable
 from metricsgw.limits.guard import QueryGuard
 from metricsgw.model import canonical, series_id
-from metricsgw.storage.catalog import Catalog
-from metricsgw.storage.head import Head
+from metricsgw.storage.catalog.catalog import Catalog
+from metricsgw.storage.memory.head import Head
 
 
 def pods(batch: int, n: int = 64) -> list:

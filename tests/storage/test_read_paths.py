@@ -73,7 +73,7 @@ def test_whole_metric_window_scan_is_charged_and_stoppable(tmp_path):
 def test_first_read_leaves_the_files_merged(tmp_path, monkeypatch):
     """The read that fills a metric's files into the sample cache merges them too (cached as well): the next
     read of it, a dashboard's first refresh, selects from the merged block instead of merging."""
-    from metricsgw.storage import querier
+    from metricsgw.storage.read import querier
 
     st, truth, base = _load(tmp_path)
     merges: list[int] = []

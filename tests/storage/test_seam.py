@@ -12,7 +12,7 @@ from metricsgw.cluster.source import ClusterSource
 from metricsgw.promql.batching import FixedSelection
 from metricsgw.promql.memsource import MemSource
 from metricsgw.storage import seam
-from metricsgw.storage.recent import RecentView
+from metricsgw.storage.read.recent import RecentView
 from metricsgw.storage.store import Storage
 
 IMPLEMENTS = {

@@ -13,7 +13,7 @@ from metricsgw.limits.context import QueryContext
 from metricsgw.model import STALE_NAN, Matcher, canonical, series_id
 from metricsgw.storage.batch import AppendBatch, MetricMetadata
 from metricsgw.storage.store import Storage
-from metricsgw.storage.wal import list_segments, segment_name
+from metricsgw.storage.wal.wal import list_segments, segment_name
 
 NOW = int(time.time() * 1000) // 1000 * 1000
 
@@ -159,7 +159,7 @@ def test_query_budget_fires_while_loading(tmp_path):
 
 
 def test_compaction_merges_partition_files_and_keeps_every_sample_once(tmp_path):
-    from metricsgw.storage.compact import compact_partitions
+    from metricsgw.storage.upkeep.compact import compact_partitions
 
     st = opened(tmp_path)
     st.partition_ms = 3600_000
@@ -203,7 +203,7 @@ def test_series_table_holds_each_new_series_key_once(tmp_path, given_keys):
     # them, built from the labels otherwise), once per series, also when a batch repeats a series
     # or names one storage already has.
     from metricsgw.model import series_key
-    from metricsgw.storage.parquet_io import read_series
+    from metricsgw.storage.files.parquet_io import read_series
 
     def with_keys(b):
         if given_keys:

@@ -1,4 +1,4 @@
-"""The table (storage/table.py) on real files: this writer's file sequence restarts above its files, files
+"""The table (storage/files/table.py) on real files: this writer's file sequence restarts above its files, files
 removed by compaction and retention are deleted only once no running query holds them and the vacuum
 delay has passed, failures of compaction, retention and side-table merges leave no partial file and are
 retried, a follower catches up to a table version, and the Delta log is checkpointed."""
@@ -17,9 +17,9 @@ import pytest
 from metricsgw.limits.context import QueryContext
 from metricsgw.model import Matcher, canonical, series_id
 from metricsgw.storage.batch import AppendBatch
-from metricsgw.storage.compact import MAX_SIDE_FILES, compact_partitions, compact_side_tables
-from metricsgw.storage.table import Table
-from metricsgw.storage.parquet_io import read_series, write_series
+from metricsgw.storage.upkeep.compact import MAX_SIDE_FILES, compact_partitions, compact_side_tables
+from metricsgw.storage.files.table import Table
+from metricsgw.storage.files.parquet_io import read_series, write_series
 from metricsgw.storage.store import Storage
 from metricsgw.telemetry import Telemetry
 
@@ -286,10 +286,10 @@ def test_a_failed_flush_leaves_no_file_and_the_next_flush_writes_its_samples(tmp
     append(st, second, NOW - 60_000, 2.0)
     blocker.unlink()  # the cause goes away
     st.flush()
-    assert st.flushing == [] and len(st.head) == 0
+    assert st.files.flushing() == 0 and st.files.head_samples() == 0
     st.close(flush=False)
     st = opened(tmp_path)  # from the files alone: the WAL segments of both flushes are gone
-    assert len(st.head) == 0
+    assert st.files.head_samples() == 0
     assert sorted(read_all(st, 0, NOW)[2]) == [1.0, 1.0, 2.0, 2.0]
     assert set(st.select_series([Matcher("__name__", "=~", ".+")], None, None).labels) == {
         lb for _, lb in first + second}

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from metricsgw.model import STALE_NAN, series_id
-from metricsgw.storage import records
+from metricsgw.storage.wal import records
 from metricsgw.storage.batch import AppendBatch, MetricMetadata
-from metricsgw.storage.walcodec import RefTable, SegmentDecoder, SegmentEncoder
+from metricsgw.storage.wal.walcodec import RefTable, SegmentDecoder, SegmentEncoder
 
 
 def _labels(i: int):

@@ -95,7 +95,7 @@ def test_failed_flush_leaves_no_partial_file_and_retries_whole(disk):
         assert len(read_all(st)) == 600  # the snapshot that failed to flush is still read from memory
         filler.unlink()
         st.flush()  # retries the snapshot left over
-        assert not st.flushing and len(read_all(st)) == 600
+        assert not st.files.flushing() and len(read_all(st)) == 600
     finally:
         st.close()
         loop.close()

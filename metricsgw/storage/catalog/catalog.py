@@ -1,0 +1,288 @@
+"""The series table in memory: every known series, its labels and its time span.
+
+Labels are dictionary-encoded per metric: for each (metric, label name) an int32 code column
+over a small list of distinct values (code 0 = label absent = ""). A matcher is evaluated once
+per distinct value and broadcast to all rows through the codes, so selecting series costs
+numpy work per row, never Python work per row. This also keeps memory near 40-60 bytes per
+series instead of Python tuples of strings (kilobytes).
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from typing import Iterator
+
+import numpy as np
+
+from ... import npsort
+from ...model import METRIC_NAME, Labels, Matcher
+from .catalog_bulk import add_keys
+from .metric_table import Column, Grow, MetricTable
+from .sorted_search import search_sorted
+
+class Catalog:
+    """sid -> dense index -> (metric table, row); time span per series for windowed metadata calls."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.by_sid: dict[int, int] = {}
+        self.sids = Grow(np.int64)
+        self.first_ms = Grow(np.int64, np.iinfo(np.int64).max)
+        self.last_ms = Grow(np.int64, np.iinfo(np.int64).min)
+        self.metric_idx = Grow(np.int32)  # dense index -> index into self.tables
+        self.tables: list[MetricTable] = []
+        self.metrics: dict[str, MetricTable] = {}
+        # A sorted copy of sids -> dense index for vectorised lookups, covering the first dense indexes;
+        # series added since are found through the dict (one C-level pass) until they are a few percent,
+        # then merged in (``_extend_index``: a linear merge, where sorting every sid again made a first
+        # scrape of 200k new series re-sort them all every second request).
+        # One tuple, replaced whole: query threads, the event loop and the flusher all read it, and a
+        # reader must never pair the sids of one build with the indexes of another.
+        self._index: tuple[np.ndarray, np.ndarray] = (np.empty(0, np.int64), np.empty(0, np.int64))
+        # Caches the reader fills, tied to this catalog's dense indexes (a rebuilt catalog starts empty):
+        self.labels_of: dict[int, Labels] = {}  # dense index -> Labels (series labels never change)
+        self.label_ranks: dict[str, np.ndarray] = {}  # metric -> label rank of each table row
+        self._source: tuple[int, np.ndarray] | None = None  # made by without(): (rows read, their old indexes)
+
+    def __len__(self) -> int:
+        return self.sids.n
+
+    def __contains__(self, sid: int) -> bool:
+        return sid in self.by_sid
+
+    def add(self, sid: int, labels: Labels) -> bool:
+        """Register a series; False if it was known already."""
+        with self._lock:
+            if sid in self.by_sid:
+                return False
+            g = self.sids.n
+            self.by_sid[sid] = g
+            self.sids.append(sid)
+            self.first_ms.append(np.iinfo(np.int64).max, np.iinfo(np.int64).max)
+            self.last_ms.append(np.iinfo(np.int64).min, np.iinfo(np.int64).min)
+            name = dict(labels).get(METRIC_NAME, "")
+            table = self.metrics.get(name)
+            if table is None:
+                table = self.metrics[name] = MetricTable(name, len(self.tables))
+                self.tables.append(table)
+            table.add(g, labels)
+            self.metric_idx.append(table.index)
+            return True
+
+    def add_many(self, series: list[tuple[int, Labels]]) -> list[tuple[int, Labels]]:
+        """Register many series at once; returns the ones that were not known (first occurrence)."""
+        with self._lock:
+            by_sid = self.by_sid
+            fresh = list({sid: (sid, labels) for sid, labels in series if sid not in by_sid}.values())
+            n = len(fresh)
+            if not n:
+                return fresh
+            g0 = self.sids.n
+            sids = np.fromiter((sid for sid, _ in fresh), np.int64, n)
+            groups: dict[str, list[int]] = {}
+            for k, (_, labels) in enumerate(fresh):
+                name = labels[0][1] if labels and labels[0][0] == METRIC_NAME else dict(labels).get(METRIC_NAME, "")
+                groups.setdefault(name, []).append(k)
+            table_of = np.empty(n, np.int32)
+            for name, ks in groups.items():
+                table = self.metrics.get(name)
+                if table is None:
+                    table = self.metrics[name] = MetricTable(name, len(self.tables))
+                    self.tables.append(table)
+                table_of[ks] = table.index
+            # Same order as add(): span columns and the dict, then the tables, then metric_idx.
+            self.sids.extend(sids)
+            self.first_ms.extend(np.full(n, np.iinfo(np.int64).max, np.int64))
+            self.last_ms.extend(np.full(n, np.iinfo(np.int64).min, np.int64))
+            by_sid.update(zip(sids.tolist(), range(g0, g0 + n)))
+            for name, ks in groups.items():
+                self.metrics[name].add_many(np.asarray(ks, np.int64) + g0, [fresh[k][1] for k in ks])
+            self.metric_idx.extend(table_of)
+            return fresh
+
+    def add_keys(self, sids: np.ndarray, keys: list[bytes]) -> np.ndarray:
+        """Register many series given as ``model.series_key`` bytes, with no Python work per series
+        (start-up: the series table and the WAL's new series, a million at once). Same result as
+        ``add_many``; returns the positions (into ``sids``) of the series that were not known."""
+        with self._lock:
+            return add_keys(self, np.asarray(sids, np.int64), keys)
+
+    def known(self, sids: np.ndarray) -> np.ndarray:
+        """Which of these sids are registered (dict lookups in C: numpy's isin hashes both sides)."""
+        return np.fromiter(map(self.by_sid.__contains__, sids.tolist()), bool, len(sids))
+
+    def dense(self, sids: np.ndarray) -> np.ndarray:
+        """Dense indexes of known sids (vectorised); KeyError for an unknown one."""
+        g = self.lookup(sids)
+        if len(g) and g.min() < 0:
+            raise KeyError(int(np.asarray(sids)[np.flatnonzero(g < 0)[0]]))
+        return g
+
+    def lookup(self, sids: np.ndarray) -> np.ndarray:
+        """Dense indexes of sids, -1 for a sid this catalog does not hold (vectorised; series added since
+        the sorted index was built are looked up in the dict, in one C-level pass)."""
+        sids = np.asarray(sids, np.int64)
+        idx_sids, idx_g = self._index
+        n = self.sids.n
+        if n - len(idx_sids) > max(1024, n // 32):
+            idx_sids, idx_g = self._index = self._extend_index(idx_sids, idx_g, n)
+        if len(idx_sids):
+            pos = search_sorted(idx_sids, sids)
+            found = idx_sids[pos] == sids
+            g = np.where(found, idx_g[pos], -1)
+        else:
+            found, g = np.zeros(len(sids), bool), np.full(len(sids), -1, np.int64)
+        if not found.all():
+            miss = np.flatnonzero(~found)
+            g[miss] = np.fromiter(map(self.by_sid.get, sids[miss].tolist(), itertools.repeat(-1)), np.int64, len(miss))
+        return g
+
+    def _extend_index(self, idx_sids: np.ndarray, idx_g: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """The index with dense indexes len(idx_sids)..n-1 merged in: the new ones sorted, then the two
+        sorted runs merged (a stable sort finds both runs and merges them in one linear pass)."""
+        m = len(idx_sids)
+        added = self.sids.a[m:n]
+        order = np.argsort(added)
+        sids = np.concatenate([idx_sids, added[order]])
+        g = np.concatenate([idx_g, order.astype(np.int64) + m])
+        merged = np.argsort(sids, kind="stable")
+        return sids[merged], g[merged]
+
+    def touch(self, sids: np.ndarray, t: np.ndarray) -> None:
+        """Extend each series' time span to cover these samples."""
+        if len(sids):
+            self.touch_dense(self.dense(sids), t)
+
+    def touch_dense(self, g: np.ndarray, t: np.ndarray) -> None:
+        np.minimum.at(self.first_ms.a, g, t)
+        np.maximum.at(self.last_ms.a, g, t)
+
+    def labels(self, sid: int) -> Labels:
+        g = self.by_sid[sid]
+        table = self.tables[self.metric_idx.a[g]]
+        row = int(np.searchsorted(table.gidx.view, g))
+        return table.labels_many(np.array([row]))[0]
+
+    def metric_tables(self, matchers: list[Matcher]) -> Iterator[MetricTable]:
+        names = [m for m in matchers if m.name == METRIC_NAME]
+        if names and names[0].op == "=" and len(names) == 1:
+            t = self.metrics.get(names[0].value)
+            if t is not None:
+                yield t
+            return
+        for name, table in list(self.metrics.items()):
+            if all(m.matches(name) for m in names):
+                yield table
+
+    def select(self, matchers: list[Matcher], start_ms: int | None = None, end_ms: int | None = None,
+               check=None) -> Iterator[tuple[MetricTable, np.ndarray]]:
+        """Yield (table, rows) of series matching all matchers and overlapping [start, end]."""
+        for table in self.metric_tables(matchers):
+            if check is not None:
+                check("series selection")
+            n = len(table)
+            mask = table.mask(matchers)
+            if start_ms is not None and end_ms is not None:
+                g = table.gidx.view[:n]
+                mask &= (self.last_ms.a[g] >= start_ms) & (self.first_ms.a[g] <= end_ms)
+            rows = np.flatnonzero(mask)
+            if len(rows):
+                yield table, rows
+
+    def metric_rank_codes(self, g: np.ndarray) -> tuple[np.ndarray, list[str]]:
+        """Per dense index, the rank of its metric name among all names (int32), and the sorted names:
+        sorting by the code sorts by metric name, and (codes, names) is an Arrow dictionary array."""
+        names = [t.name for t in self.tables]
+        order = sorted(range(len(names)), key=names.__getitem__)
+        rank = np.empty(len(names), np.int32)
+        rank[order] = np.arange(len(names), dtype=np.int32)
+        return rank[self.metric_idx.a[g]], [names[i] for i in order]
+
+    def active_count(self, since_ms: int, table: MetricTable | None = None) -> int:
+        if table is None:
+            return int(np.count_nonzero(self.last_ms.view >= since_ms))
+        return int(np.count_nonzero(self.last_ms.a[table.gidx.view] >= since_ms))
+
+    def without(self, drop: np.ndarray) -> "Catalog":
+        """A new catalog of the series not in ``drop`` (a mask over the first ``len(drop)`` dense
+        indexes), in the same order, with each label column's values cut to those still used: memory
+        follows the series kept (pods that are gone take their label values with them). Numpy work
+        per series, and safe while appends go on: it reads only those first rows. Series added and
+        spans moved meanwhile are brought over by ``catch_up``, under the writers' lock."""
+        n = len(drop)
+        keep = ~np.asarray(drop, bool)
+        src = np.flatnonzero(keep)  # old dense index of each new one
+        new = Catalog()
+        new._source = (n, src)
+        remap = np.full(n, -1, np.int64)
+        remap[src] = np.arange(len(src))
+        new.sids.extend(self.sids.a[src])
+        new.first_ms.extend(self.first_ms.a[src])
+        new.last_ms.extend(self.last_ms.a[src])
+        new.by_sid = dict(zip(new.sids.view.tolist(), range(new.sids.n)))
+        table_remap = np.full(max(len(self.tables), 1), -1, np.int32)
+        for table in list(self.tables):
+            g = table.gidx.view
+            g = g[: int(np.searchsorted(g, n))]  # its rows among the first n series (gidx ascends)
+            rows = np.flatnonzero(keep[g])
+            if not len(rows):
+                continue
+            kept = new.metrics[table.name] = MetricTable(table.name, len(new.tables))
+            new.tables.append(kept)
+            table_remap[table.index] = kept.index
+            for name, col in list(table.columns.items()):
+                _keep_column(kept, name, col, rows, len(g))
+            kept.gidx.extend(remap[g[rows]])
+            rank = self.label_ranks.get(table.name)
+            if rank is not None and len(rank) == len(g):  # label order of the rows kept is unchanged
+                new.label_ranks[table.name] = np.argsort(np.argsort(rank[rows], kind="stable")).astype(np.int64)
+        new.metric_idx.extend(table_remap[self.metric_idx.a[src]])
+        new.labels_of = {int(remap[g]): lb for g, lb in list(self.labels_of.items()) if g < n and remap[g] >= 0}
+        return new
+
+    def catch_up(self, new: "Catalog") -> None:
+        """Bring ``new`` (made by ``without`` while appends went on) up to date; call it under the lock
+        appends take, then swap. Series added since are added, every span copied again."""
+        n, src = new._source
+        late = self.sids.n
+        if late > n:
+            new.add_many([(int(self.sids.a[g]), lb) for g, lb in zip(range(n, late), self.labels_at(range(n, late)))])
+        src = np.concatenate([src, np.arange(n, late)])
+        new.first_ms.a[: len(src)] = self.first_ms.a[src]
+        new.last_ms.a[: len(src)] = self.last_ms.a[src]
+
+    def labels_at(self, gs) -> list[Labels]:
+        """The label sets of these dense indexes."""
+        gs = np.asarray(list(gs), np.int64)
+        out: list = [None] * len(gs)
+        tidx = self.metric_idx.a[gs]
+        for ti in npsort.unique(tidx).tolist():
+            at = np.flatnonzero(tidx == ti)
+            table = self.tables[ti]
+            for i, lb in zip(at.tolist(), table.labels_many(np.searchsorted(table.gidx.view, gs[at]))):
+                out[i] = lb
+        return out
+
+
+def _keep_column(kept: MetricTable, name: str, col: Column, rows: np.ndarray, n_rows: int) -> None:
+    """The codes of ``rows`` of a column, into a column of ``kept`` holding only the values they use."""
+    codes = np.zeros(n_rows, np.int32)
+    have = min(col.codes.n, n_rows)
+    codes[:have] = col.codes.a[:have]
+    codes = codes[rows]
+    present = np.zeros(len(col.values), bool)
+    present[codes] = True
+    present[0] = False
+    used = np.flatnonzero(present)
+    if not len(used):
+        return  # no series kept has this label
+    if len(used) == len(col.values) - 1:  # every value still used: share them (both only ever append)
+        kept.columns[name] = Column(col.values, col.index)
+        kept.columns[name].codes.extend(codes)
+        return
+    values = [""] + list(map(col.values.__getitem__, used.tolist()))
+    fresh = kept.columns[name] = Column(values, dict(zip(values, range(len(values)))))
+    to_new = np.zeros(len(col.values), np.int32)
+    to_new[used] = np.arange(1, len(used) + 1, dtype=np.int32)
+    fresh.codes.extend(to_new[codes])

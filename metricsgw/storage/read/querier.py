@@ -1,0 +1,457 @@
+"""Read side of the storage: series from the series table, samples from Parquet (DuckDB) + head.
+
+Every call takes the query's ``QueryContext``: a DuckDB query registers its connection's
+``interrupt`` with it, so a deadline or a client disconnect stops the scan within milliseconds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from ... import npsort
+from ...limits.context import QueryContext
+from ...model import METRIC_NAME, Matcher
+from ..batch import SampleBlock, SeriesSet
+from ..catalog import stats
+from ..memory.head import select_sorted
+from .merge import merge_blocks, merge_parts, sort_block
+from .sample_cache import CACHED_SAMPLE_BYTES, CachedSamples, SampleCache
+
+# Selective reads: only the wanted series (a join with the unique wanted sids, faster here
+# than the equivalent IN-subquery), metric names bound one per parameter so the Parquet scan
+# can prune row groups by the metric column's statistics.
+SELECT_SAMPLES = """
+SELECT p.sid, p.t, p.v, p.file_index
+FROM read_parquet($files) AS p
+JOIN wanted_ids AS w ON p.sid = w.sid
+WHERE p.metric IN ({metric_params})
+  AND p.t BETWEEN $start_ms AND $end_ms
+  AND p.sid BETWEEN $sid_lo AND $sid_hi
+"""
+
+# Reads for the per-file sample cache: all of a file's samples of one metric (or of the
+# wanted series of it), whatever the query window.
+SELECT_METRIC = """
+SELECT sid, t, v, file_index
+FROM read_parquet($files)
+WHERE metric = $metric
+"""
+# A metric too big for the cache, wanted (nearly) whole: its rows in the window, no join. Each
+# file's rows come back in file order, i.e. already sorted by (sid, t).
+SELECT_METRIC_WINDOW = """
+SELECT sid, t, v, file_index
+FROM read_parquet($files)
+WHERE metric = $metric AND t BETWEEN $start_ms AND $end_ms
+"""
+SELECT_METRIC_SERIES = """
+SELECT p.sid, p.t, p.v, p.file_index
+FROM read_parquet($files) AS p
+JOIN wanted_ids AS w ON p.sid = w.sid
+WHERE p.metric = $metric
+"""
+
+# A query that wants at least this share of a metric's series, or any part of a metric small
+# enough (1/16 of the cache), caches the whole metric per file; otherwise it caches just
+# the series it wants (a dashboard panel asks for the same ones on every refresh).
+WHOLE_METRIC_SHARE = 0.5
+# Filling the cache reads whole files; worth it (and fair to the sample budget) only when the
+# query window covers at least this share of them, or everything is cached already.
+MIN_WINDOW_SHARE = 0.25
+
+
+def _metric_sql(metrics: list[str]) -> tuple[str, dict]:
+    params = {f"m{i}": m for i, m in enumerate(metrics)}
+    return SELECT_SAMPLES.format(metric_params=", ".join(f"$m{i}" for i in range(len(metrics)))), params
+
+
+class StorageReader:
+    """Mixed into ``Storage``; uses its catalog and its file set (storage/fileset.py).
+
+    Each call reads ``self.catalog`` once: retention may replace it with a smaller one while a
+    query runs, and a query must not mix the dense indexes of two catalogs. Sample reads pin the
+    table snapshot they read, so compaction and retention delete none of its files meanwhile."""
+
+    def _init_reader(self, memory_limit: int, cache_bytes: int, threads: int) -> None:
+        self._db = duckdb.connect(config={
+            "memory_limit": f"{max(memory_limit // (1 << 20), 64)}MiB",
+            "threads": threads,
+            "allocator_background_threads": True,  # return memory to the OS after big or interrupted queries
+            # DuckDB's allocator keeps freed memory per thread up to these before returning it;
+            # its defaults (128 MiB, 512 MiB) would sit on a good part of its --query.max-memory share
+            "allocator_flush_threshold": "32MiB",
+            "allocator_bulk_deallocation_flush_threshold": "64MiB",
+            "temp_directory": os.path.join(self.path, "duckdb_tmp"),
+        })
+        self._db.execute("SET parquet_metadata_cache = true")  # files are immutable: parse footers once
+        # Decoded samples of recently read (file, metric) pairs: dashboards re-read the same
+        # metrics every refresh, and a cached read is a binary search instead of a Parquet scan.
+        self._sample_cache = SampleCache(cache_bytes)
+        self._cache_version = 0  # the newest table snapshot generation the sample cache was trimmed to
+
+    def _close_reader(self) -> None:
+        self._db.close()
+
+    def duckdb_cursor(self) -> duckdb.DuckDBPyConnection:
+        """A cursor of the storage's DuckDB (its memory limit and threads), for side-table merges."""
+        return self._db.cursor()
+
+    def sample_cache_stats(self) -> tuple[int, int, set[str]]:
+        """(entries, bytes, files they come from) of the sample cache."""
+        return self._sample_cache.stats()
+
+    # ------------------------------------------------------------------ series
+    def select_series(self, matchers: list[Matcher], start_ms: int | None, end_ms: int | None,
+                      ctx: QueryContext | None = None, limit: int | None = None,
+                      among: np.ndarray | None = None) -> SeriesSet:
+        """``among`` (sorted sids): only these are selected, charged and given labels (a head read: the
+        series held in memory, out of a catalog that may hold many more)."""
+        ids: list[np.ndarray] = []
+        labels: list = []
+        total = 0
+        check = ctx.check if ctx else None
+        cat = self.catalog
+        selected = cat.select(matchers, start_ms, end_ms, check)
+        if limit is not None:  # the first ``limit`` in label order (as Prometheus cuts): metrics by name
+            selected = sorted(selected, key=lambda table_rows: table_rows[0].name)
+        for table, rows in selected:
+            if among is not None:
+                rows = rows[npsort.members(cat.sids.a[table.gidx.view[rows]], among)]
+                if not len(rows):
+                    continue
+            rows = rows[np.argsort(self._label_rank(cat, table)[rows], kind="stable")]  # label order
+            if limit is not None and total + len(rows) > limit:
+                rows = rows[: limit - total]
+            if ctx is not None:
+                ctx.charge_series(len(rows), "series selection")
+            g = table.gidx.view[rows]
+            ids.append(cat.sids.a[g])
+            labels.extend(self._labels(cat, table, rows, g))
+            total += len(rows)
+            if limit is not None and total >= limit:
+                break
+        return SeriesSet(np.concatenate(ids) if ids else np.empty(0, np.int64), labels)
+
+    def labels_of_ids(self, ids: np.ndarray) -> list:
+        """The label set of each series id, None for an id the series table does not hold (a peer's columnar
+        head answer names the series this process knows by id only: cluster/head_columns.py)."""
+        cat = self.catalog
+        g = cat.lookup(np.asarray(ids, np.int64))
+        out: list = [None] * len(g)
+        known = np.flatnonzero(g >= 0)
+        for i, lb in zip(known.tolist(), cat.labels_at(g[known]) if len(known) else []):
+            out[i] = lb
+        return out
+
+    def metric_series(self, name: str) -> int:
+        """Series of metric ``name`` this process knows (0 for a metric it does not)."""
+        table = self.catalog.metrics.get(name)
+        return 0 if table is None else len(table)
+
+    def holds_ids(self, ids: np.ndarray) -> bool:
+        """Whether the series table holds every one of these series ids."""
+        return bool((self.catalog.lookup(np.asarray(ids, np.int64)) >= 0).all()) if len(ids) else True
+
+    def select_ids(self, matchers: list[Matcher], start_ms: int | None, end_ms: int | None,
+                   ctx: QueryContext | None = None, among: np.ndarray | None = None) -> np.ndarray:
+        """The ids ``select_series`` selects (charged the same), sorted by id, without their label sets."""
+        ids: list[np.ndarray] = []
+        cat = self.catalog
+        for table, rows in cat.select(matchers, start_ms, end_ms, ctx.check if ctx else None):
+            g = table.gidx.view[rows]
+            if among is not None:
+                g = g[npsort.members(cat.sids.a[g], among)]
+            if ctx is not None:
+                ctx.charge_series(len(g), "series selection")
+            ids.append(cat.sids.a[g])
+        return np.sort(np.concatenate(ids)) if ids else np.empty(0, np.int64)
+
+    @staticmethod
+    def _labels(cat, table, rows: np.ndarray, g: np.ndarray) -> list:
+        known = cat.labels_of
+        out = list(map(known.get, g.tolist()))
+        missing = [i for i, lb in enumerate(out) if lb is None]
+        if missing:
+            for i, lb in zip(missing, table.labels_many(rows[missing])):
+                out[i] = known[int(g[i])] = lb
+        return out
+
+    def _label_rank(self, cat, table) -> np.ndarray:
+        """Each row's position in its table in label order, recomputed only when the table grew:
+        selections come out label-sorted per metric, so the engine's sort is nearly free."""
+        n = len(table)
+        got = cat.label_ranks.get(table.name)
+        if got is not None and len(got) == n:
+            return got
+        rows = np.arange(n)
+        lbls = self._labels(cat, table, rows, table.gidx.view[:n])
+        rank = np.empty(n, np.int64)
+        rank[np.array(sorted(range(n), key=lbls.__getitem__), dtype=np.int64)] = rows
+        cat.label_ranks[table.name] = rank
+        return rank
+
+    def estimate_samples(self, series: SeriesSet, start_ms: int, end_ms: int) -> int:
+        """Samples a read of these series over the window would load (from time spans and the scrape interval)."""
+        if not len(series):
+            return 0
+        cat = self.catalog
+        g = cat.lookup(series.ids)
+        g = g[g >= 0]  # a series retention dropped since it was selected has nothing left to read
+        lo = np.maximum(cat.first_ms.a[g], start_ms)
+        hi = np.minimum(cat.last_ms.a[g], end_ms)
+        span = np.clip(hi - lo, 0, None)
+        present = hi >= lo
+        return int(np.sum(span / self._interval_ms) + np.count_nonzero(present))
+
+    def label_names(self, matchers: list[Matcher], start_ms: int | None, end_ms: int | None,
+                    ctx: QueryContext | None = None, limit: int | None = None) -> list[str]:
+        names: set[str] = set()
+        check = ctx.check if ctx else None
+        for table, rows in self.catalog.select(matchers, start_ms, end_ms, check):
+            names.add(METRIC_NAME)
+            for n, col in table.columns.items():
+                if n in names:
+                    continue
+                codes = col.codes.view
+                r = rows[rows < len(codes)]
+                if len(r) and codes[r].any():
+                    names.add(n)
+        return sorted(names)[:limit] if limit else sorted(names)
+
+    def label_values(self, name: str, matchers: list[Matcher], start_ms: int | None, end_ms: int | None,
+                     ctx: QueryContext | None = None, limit: int | None = None) -> list[str]:
+        values: set[str] = set()
+        check = ctx.check if ctx else None
+        if name == METRIC_NAME:
+            for table, _ in self.catalog.select(matchers, start_ms, end_ms, check):
+                values.add(table.name)
+        else:
+            for table, rows in self.catalog.select(matchers, start_ms, end_ms, check):
+                col = table.columns.get(name)
+                if col is None:
+                    continue
+                codes = col.codes.view
+                r = rows[rows < len(codes)]
+                for c in npsort.unique(codes[r]):
+                    if c:
+                        values.add(col.values[c])
+        out = sorted(values)
+        return out[:limit] if limit else out
+
+    def tsdb_status(self, limit: int) -> dict:
+        """Prometheus's /api/v1/status/tsdb over every stored series."""
+        return stats.render([self.tsdb_counts()], limit)
+
+    def tsdb_counts(self) -> dict:
+        """The figures of tsdb_status, whole, for adding up with other processes' (stats.counts)."""
+        cat = self.catalog
+        known = len(cat)
+        min_t = int(cat.first_ms.view.min()) if known else None
+        max_t = int(cat.last_ms.view.max()) if known else None
+        return stats.counts(cat, min_t, max_t)
+
+    def metadata(self, metric: str | None = None, limit: int | None = None) -> dict[str, list[dict]]:
+        out: dict[str, list[dict]] = {}
+        for name in sorted(self.metadata_by_metric):
+            if metric is not None and name != metric:
+                continue
+            if limit is not None and limit > 0 and len(out) >= limit:
+                break
+            out[name] = [{"type": m.type, "help": m.help, "unit": m.unit} for m in self.metadata_by_metric[name]]
+        return out
+
+    # ------------------------------------------------------------------ samples
+    def recent_heads(self) -> tuple[list, list, int, np.ndarray]:
+        """(the float heads holding samples not yet committed, oldest first; the native heads (histograms and
+        exemplars) likewise; the file set version they are not in: the samples table version this writer has
+        seen; the sorted ids of this writer's series not committed in that version (new since the last flush,
+        or in the flush committing now): every other series it holds is in the table's series at that
+        version): taken together in the file set's ``atomically()``, as a flush commits (storage/read/recent.py)."""
+        with self.files.atomically():
+            heads = (*self.files.heads(), self.files.version())
+            uncommitted = np.concatenate([self.pending_series.sids(), self._committing_series.sids()])
+        return (*heads, npsort.unique(uncommitted))
+
+    def read_samples(self, ids: np.ndarray, start_ms: int, end_ms: int, ctx: QueryContext) -> SampleBlock:
+        """Samples of these series in [start_ms, end_ms], sorted by (sid, t), one per (sid, t).
+
+        Charges ``ctx`` for every sample as it is loaded (callers must not charge them again)."""
+        ids_sorted = npsort.unique(np.asarray(ids, np.int64))
+        if not len(ids_sorted):
+            return SampleBlock.empty()
+        parts: list[SampleBlock] = []  # in write order, so the first-written duplicate wins
+        with self.files.atomically():  # a consistent view: files + snapshots being flushed + head
+            view = self.files.view()
+            cat = self.catalog
+        with view.pin as snap:
+            g = cat.lookup(ids_sorted)
+            ids_known = ids_sorted[g >= 0]  # retention may have dropped a series since it was selected
+            files = sorted((f for f in snap.samples if f.max_t >= start_ms and f.min_t <= end_ms), key=lambda f: f.seq)
+            if files and len(ids_known):
+                if snap.version > self._cache_version:  # entries of retired files go
+                    self._cache_version = snap.version
+                    self._sample_cache.retain({f.path for f in snap.samples})
+                parts.extend(self._read_files(cat, files, ids_known, start_ms, end_ms, ctx))
+        for h in view.heads:
+            for block in h.select(ids_sorted, start_ms, end_ms):
+                ctx.charge_loaded(len(block), "head read")
+                parts.append(block)
+        ctx.check("sample merge")
+        return merge_parts(ids_sorted, [p for p in parts if len(p)], start_ms, end_ms)
+
+    def _read_files(self, cat, files: list, ids_sorted: np.ndarray, start_ms: int, end_ms: int,
+                    ctx: QueryContext) -> list[SampleBlock]:
+        """Blocks, each sorted by (sid, t), in write order for any one series: a block of the
+        metrics served merged across the files, then one block per file (in ``files`` order)."""
+        paths = [f.path for f in files]
+        g = cat.dense(ids_sorted)
+        tidx = cat.metric_idx.a[g]
+        # Samples per series in each file (from its time span) size a cache fill; a fill that
+        # could not stay in the cache is never made, so big selections read only their window.
+        spans = [(f.max_t - f.min_t) / self._interval_ms + 1 for f in files]
+        file_ms = sum(f.max_t - f.min_t + 1 for f in files)
+        wide = (end_ms - start_ms + 1) >= MIN_WINDOW_SHARE * file_ms
+        cap = self._sample_cache.max_bytes
+        per_file: list[list[SampleBlock]] = [[] for _ in paths]
+        all_files: list[SampleBlock] = []  # metrics served merged across the files
+        selective: list[np.ndarray] = []
+        for ti in npsort.unique(tidx).tolist():
+            ctx.check("parquet read")  # a read served from the cache has no DuckDB call to interrupt
+            table = cat.tables[ti]
+            ids_m = ids_sorted[tidx == ti]
+            most = len(ids_m) >= WHOLE_METRIC_SHARE * len(table)
+            whole = most or CACHED_SAMPLE_BYTES * len(table) * sum(spans) <= cap // 16
+            key = "*" if whole else hashlib.blake2b(ids_m.tobytes(), digest_size=16).hexdigest()
+            rows = len(table) if whole else len(ids_m)
+            cached = all(self._sample_cache.get((p, table.name, key)) is not None for p in paths)
+            # A fill holds the whole of it for a moment: only when the query's budgets allow
+            # (a query evaluated in series batches asks for a small part of a big metric).
+            affordable = ctx.can_hold(int(rows * sum(spans)))
+            if not cached and not (wide and affordable and CACHED_SAMPLE_BYTES * rows * max(spans) <= cap // 4):
+                if most:
+                    self._read_metric_window(paths, table.name, ids_m, start_ms, end_ms, ctx, per_file)
+                else:
+                    selective.append(ids_m)
+                continue
+            mark = ctx.mark()
+            blocks, fresh = self._metric_blocks(paths, table.name, key, None if whole else ids_m, ctx)
+            if fresh:  # fresh files were charged row by row as DuckDB returned them; what they read
+                # now belongs to the cache (its own share of --query.max-memory), and the query
+                # holds only what it selects from them
+                ctx.release_to(mark)
+            # The files' blocks merged once and cached too (until the snapshot changes), so a
+            # dashboard refresh is one binary search, not a merge. Merged on the read that fills
+            # the files' blocks, not on the next one: that read pays for the Parquet scan anyway,
+            # and the first refresh is then as fast as the others (bench.queries took the median
+            # of five runs of a heavy panel from the second or third run while it was not).
+            sel = self._merged_block(paths, table.name, key, blocks).select(ids_m, start_ms, end_ms)
+            ctx.charge_loaded(len(sel), "parquet read (cached)")
+            all_files.append(sel)
+        if selective:
+            wanted = np.sort(np.concatenate(selective))
+            metrics = sorted({cat.tables[int(ti)].name for ti in npsort.unique(cat.metric_idx.a[cat.dense(wanted)])})
+            block, file_index = self._read_parquet(paths, metrics, wanted, start_ms, end_ms, ctx)
+            for i, b in enumerate(_split_by_file(block, file_index, len(paths))):
+                per_file[i].append(b)
+        out = []
+        # Blocks of different metrics hold different series, so where they go in the write order
+        # does not matter; a metric's blocks of each file stay in file order.
+        for bs in [all_files] + per_file:
+            bs = [b for b in bs if len(b)]
+            if len(bs) == 1:
+                out.append(bs[0])
+            elif bs:  # several metrics in one file: different sids, so a sort restores (sid, t)
+                out.append(sort_block(SampleBlock(*(np.concatenate(c) for c in zip(*((b.sid, b.t, b.v) for b in bs))))))
+        return out
+
+    def _read_metric_window(self, paths: list[str], metric: str, ids_m: np.ndarray, start_ms: int, end_ms: int,
+                            ctx: QueryContext, per_file: list[list[SampleBlock]]) -> None:
+        """All of a metric's rows in the window (a scan with no join), then the wanted series of them."""
+        tb = self._query(SELECT_METRIC_WINDOW, {"files": paths, "metric": metric, "start_ms": start_ms,
+                                                 "end_ms": end_ms}, ctx)
+        block, file_index = _block_of(tb)
+        for i, b in enumerate(_split_by_file(block, file_index, len(paths))):
+            b = sort_block(b)  # a no-op check: DuckDB keeps each file's row order
+            per_file[i].append(select_sorted(b.sid, b.t, b.v, ids_m, start_ms, end_ms))
+
+    def _merged_block(self, paths: list[str], metric: str, key: str, blocks: list[CachedSamples]) -> CachedSamples:
+        if len(blocks) == 1:
+            return blocks[0]
+        mkey = (tuple(paths), metric, key)
+        b = self._sample_cache.get(mkey)
+        if b is None:
+            b = CachedSamples.of(merge_blocks([c.block() for c in blocks]))
+            self._sample_cache.put(mkey, b)
+        return b
+
+    def _metric_blocks(self, paths: list[str], metric: str, key: str, ids: np.ndarray | None,
+                       ctx: QueryContext) -> tuple[list[CachedSamples], set[int]]:
+        """Samples of ``metric`` (all series, or just ``ids``) in each file, from the cache or
+        read (and cached) now; plus the positions of the files read now."""
+        blocks: list[CachedSamples | None] = [self._sample_cache.get((p, metric, key)) for p in paths]
+        missing = [i for i, b in enumerate(blocks) if b is None]
+        if missing:
+            params = {"files": [paths[i] for i in missing], "metric": metric}
+            if ids is None:
+                tb = self._query(SELECT_METRIC, params, ctx)
+            else:
+                tb = self._query(SELECT_METRIC_SERIES, params, ctx, pa.table({"sid": ids}))
+            block, file_index = _block_of(tb)
+            for j, b in enumerate(_split_by_file(block, file_index, len(missing))):
+                c = CachedSamples.of(sort_block(b))
+                self._sample_cache.put((paths[missing[j]], metric, key), c)
+                blocks[missing[j]] = c
+        return blocks, set(missing)  # type: ignore[return-value]
+
+    def _read_parquet(self, files: list[str], metrics: list[str], ids_sorted: np.ndarray, start_ms: int,
+                      end_ms: int, ctx: QueryContext) -> tuple[SampleBlock, np.ndarray]:
+        sql, params = _metric_sql(metrics)
+        params |= {"files": files, "start_ms": start_ms, "end_ms": end_ms,
+                   "sid_lo": int(ids_sorted[0]), "sid_hi": int(ids_sorted[-1])}
+        tb = self._query(sql, params, ctx, pa.table({"sid": ids_sorted}))
+        return _block_of(tb)
+
+    def _query(self, sql: str, params: dict, ctx: QueryContext, wanted: pa.Table | None = None) -> pa.Table | None:
+        """Run one read on its own cursor (so ``interrupt`` stops only it), charging rows as they arrive."""
+        ctx.check("parquet read")
+        con = self._db.cursor()
+        ctx.add_interrupter(con.interrupt)
+        try:
+            if wanted is not None:
+                con.register("wanted_ids", wanted)
+            chunks = []
+            for rb in con.sql(sql, params=params).to_arrow_reader(1 << 20):
+                ctx.charge_loaded(rb.num_rows, "parquet read")
+                chunks.append(rb)
+            ctx.check("parquet read")
+        except (duckdb.InterruptException, OSError):
+            # An interrupt (deadline or client gone) surfaces as InterruptException, or as
+            # pyarrow's OSError("INTERRUPT Error") when it lands while batches are streamed.
+            ctx.check("parquet read")
+            raise
+        finally:
+            ctx.remove_interrupter(con.interrupt)
+            con.close()
+        return pa.Table.from_batches(chunks) if chunks else None
+
+
+def _block_of(tb: pa.Table | None) -> tuple[SampleBlock, np.ndarray]:
+    if tb is None or tb.num_rows == 0:
+        return SampleBlock.empty(), np.empty(0, np.int64)
+    return (SampleBlock(tb.column("sid").to_numpy(), tb.column("t").to_numpy(), tb.column("v").to_numpy()),
+            tb.column("file_index").to_numpy().astype(np.int64))
+
+
+def _split_by_file(block: SampleBlock, file_index: np.ndarray, n_files: int) -> list[SampleBlock]:
+    """Per file_index 0..n_files-1, its rows (DuckDB keeps each file's rows together and in order)."""
+    if not len(block):
+        return [SampleBlock.empty() for _ in range(n_files)]
+    if len(file_index) > 1 and not (np.diff(file_index) >= 0).all():
+        perm = np.argsort(file_index, kind="stable")
+        block, file_index = SampleBlock(block.sid[perm], block.t[perm], block.v[perm]), file_index[perm]
+    bounds = np.searchsorted(file_index, np.arange(n_files + 1))
+    return [SampleBlock(block.sid[a:b], block.t[a:b], block.v[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]

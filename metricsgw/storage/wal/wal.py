@@ -1,0 +1,271 @@
+"""Write-ahead log: append + fsync before a write is acknowledged; group commit; fast replay.
+
+A segment is a file of records ``[u32 length][u32 crc32][payload]``. Concurrent appends wait on
+one writer thread that writes everything pending and fsyncs once (group commit), so N concurrent
+requests cost one fsync. A record torn by a crash fails its CRC; replay stops there and the
+segment is truncated (such a record was never acknowledged: the ack comes after fsync).
+Records are encoded on the writer thread by a per-segment encoder (walcodec.py), so a segment
+replays on its own; a write that fails abandons its segment (see ``WAL``).
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import struct
+import threading
+import time
+import zlib
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+from ..files.fsync import fsync_dir
+
+log = logging.getLogger(__name__)
+
+_HEADER = struct.Struct("<II")
+_SEGMENT_SUFFIX = ".wal"
+_PROBE_NAME = "probe.tmp"
+_PROBE_BYTES = 64 * 1024
+
+
+def segment_name(seq: int) -> str:
+    return f"{seq:08d}{_SEGMENT_SUFFIX}"
+
+
+def list_segments(wal_dir: str) -> list[int]:
+    out = []
+    for name in os.listdir(wal_dir):
+        if name.endswith(_SEGMENT_SUFFIX) and name[: -len(_SEGMENT_SUFFIX)].isdigit():
+            out.append(int(name[: -len(_SEGMENT_SUFFIX)]))
+    return sorted(out)
+
+
+def read_segment(path: str) -> Iterator[bytes]:
+    """Yield intact records; truncate the file at the first torn or corrupt one."""
+    with open(path, "rb") as fh:
+        data = fh.read()
+    pos, end = 0, len(data)
+    while pos + _HEADER.size <= end:
+        length, crc = _HEADER.unpack_from(data, pos)
+        start = pos + _HEADER.size
+        if start + length > end or zlib.crc32(data[start:start + length]) != crc:
+            break
+        yield data[start:start + length]
+        pos = start + length
+    if pos != end:
+        log.warning("WAL segment %s: torn record at byte %d of %d, truncating (it was never acknowledged)",
+                    path, pos, end)
+        with open(path, "r+b") as fh:
+            fh.truncate(pos)
+            os.fsync(fh.fileno())
+
+
+def _write_all(fh, buf: bytes | bytearray) -> None:
+    """An unbuffered write may write only part of ``buf`` (a disk with less space left than
+    ``buf`` takes what fits and returns the count; the next call raises ENOSPC): loop until all
+    of it is written or an error says why not. Acknowledging after a short write would ack a torn record."""
+    view = memoryview(buf)
+    while len(view):
+        n = fh.write(view)
+        if not n:
+            raise OSError(errno.EIO, "write wrote nothing")
+        view = view[n:]
+
+
+@dataclass
+class _Pending:
+    record: object
+    done: Callable[[BaseException | None], None]
+
+
+class WAL:
+    """One writer thread owns the open segment; callers ``submit`` records and are told when
+    they are on disk (fsync'd) or failed. ``new_encoder()`` gives the encoder of a new segment
+    (its ``encode(record) -> bytes`` runs on the writer thread, in write order).
+
+    Failures have one defined state, never a dead thread: a write, fsync or segment open that
+    fails answers its records with the error, abandons the segment (truncated back to its last
+    good record where possible; nothing is appended after a record that may be torn), and marks
+    the WAL unwritable (``error``). While unwritable the writer probes the disk every
+    ``probe_interval_s`` (a new segment must open and a test write must fsync); the first
+    success, by a probe or a write, makes it writable again. Segments are opened lazily, so a
+    cut never does I/O that could fail and never leaves its caller waiting.
+    """
+
+    def __init__(self, wal_dir: str, segment_size: int, new_encoder: Callable[[], object],
+                 on_fsync: Callable[[float, int], None] | None = None,
+                 on_health: Callable[[BaseException | None, bool], None] | None = None,
+                 probe_interval_s: float = 1.0, after_segment: int = 0):
+        """``after_segment``: the highest segment number ever cut (the table's committed cut): new segments
+        are numbered above it even when a clean shutdown left the directory empty, or a commit covering
+        that number would also cover them and a restart after kill -9 would delete them unreplayed."""
+        self.dir = wal_dir
+        os.makedirs(wal_dir, exist_ok=True)
+        self.segment_size = segment_size
+        self._on_fsync = on_fsync
+        self._on_health = on_health
+        self._new_encoder = new_encoder
+        self._probe_interval_s = probe_interval_s
+        self._cond = threading.Condition()
+        self._pending: list[_Pending] = []
+        self._closed = False
+        self.error: BaseException | None = None  # why the WAL cannot be written now; None = writable
+        segs = list_segments(wal_dir)
+        self._seq = max(segs[-1] if segs else 0, after_segment) + 1  # the segment the next record goes to
+        self._fh = None  # opened at the first write
+        self._encoder = None
+        self._cut_requested = False
+        self._cut_done = threading.Event()
+        self._probe()  # know at once (for /-/ready) whether a restart found the disk full
+        self._thread = threading.Thread(target=self._run, name="wal-writer", daemon=True)
+        self._thread.start()
+
+    @property
+    def current_segment(self) -> int:
+        return self._seq
+
+    def _open_segment(self) -> None:
+        self._fh = open(os.path.join(self.dir, segment_name(self._seq)), "ab", buffering=0)
+        self._encoder = self._new_encoder()
+        fsync_dir(self.dir)
+
+    def submit(self, record, done: Callable[[BaseException | None], None]) -> None:
+        with self._cond:
+            if self._closed:
+                raise OSError("WAL is closed")
+            self._pending.append(_Pending(record, done))
+            self._cond.notify()
+
+    def cut(self) -> int:
+        """Start a new segment; returns the number of the last closed one. Records appended before
+        this call are in segments <= the returned number."""
+        with self._cond:
+            if self._closed:
+                raise OSError("WAL is closed")
+            self._cut_done.clear()
+            self._cut_requested = True
+            self._cond.notify()
+        while not self._cut_done.wait(1.0):
+            if not self._thread.is_alive():
+                raise OSError("WAL writer thread is gone")
+        if self._closed and self._cut_requested:
+            raise OSError("WAL closed before the cut")
+        return self._seq - 1
+
+    def remove_upto(self, seq: int) -> None:
+        for s in list_segments(self.dir):
+            if s <= seq and s != self._seq:
+                os.remove(os.path.join(self.dir, segment_name(s)))
+        fsync_dir(self.dir)
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                while not self._pending and not self._cut_requested and not self._closed:
+                    if self.error is None:
+                        self._cond.wait()
+                    elif not self._cond.wait(self._probe_interval_s):
+                        break  # idle while unwritable: probe
+                batch, self._pending = self._pending, []
+                cut, self._cut_requested = self._cut_requested, False
+                closing = self._closed
+            try:
+                if batch:
+                    self._write(batch)
+                elif self.error is not None and not closing:
+                    self._probe()
+                if cut or (self._fh is not None and self._fh.tell() >= self.segment_size and not closing):
+                    self._close_segment()
+                    self._seq += 1
+            except Exception:  # a bug, not I/O (handled in _write/_probe): log it, keep the writer alive
+                log.exception("WAL writer: unexpected error")
+            finally:
+                if cut:
+                    self._cut_done.set()
+            if closing and not batch:
+                self._close_segment()
+                self._cut_done.set()  # wake a cut() that raced with close()
+                return
+
+    def _write(self, batch: list[_Pending]) -> None:
+        t0 = time.perf_counter()
+        err: BaseException | None = None
+        start = None
+        try:
+            if self._fh is None:
+                self._open_segment()
+            start = self._fh.tell()
+            buf = bytearray()
+            for p in batch:
+                payload = self._encoder.encode(p.record)
+                buf += _HEADER.pack(len(payload), zlib.crc32(payload))
+                buf += payload
+            _write_all(self._fh, buf)
+            os.fsync(self._fh.fileno())
+        except Exception as e:  # disk full, I/O error: the senders get a 5xx and retry
+            err = e
+            self._abandon_segment(start)
+        self._set_health(err, write=True)
+        if self._on_fsync and err is None:
+            self._on_fsync(time.perf_counter() - t0, len(batch))
+        for p in batch:
+            p.done(err)
+
+    def _abandon_segment(self, good_size: int | None) -> None:
+        """After a failed write: cut the segment back to its last good record if we can, and
+        never append to it again (its tail may be torn; the encoder state counted the failed
+        records). The next write opens a new segment."""
+        if self._fh is None:
+            return
+        if good_size is not None:
+            try:
+                self._fh.truncate(good_size)
+            except OSError:
+                pass  # replay stops at the torn record, the end of this segment: nothing follows it
+        self._close_segment()
+        self._seq += 1
+
+    def _close_segment(self) -> None:
+        fh, self._fh, self._encoder = self._fh, None, None
+        if fh is not None:
+            try:
+                fh.close()
+            except OSError:
+                pass
+
+    def _probe(self) -> None:
+        """Can the WAL be written again? A segment must open and a test write must reach the disk."""
+        err: BaseException | None = None
+        probe = os.path.join(self.dir, _PROBE_NAME)
+        try:
+            if self._fh is None:
+                self._open_segment()
+            with open(probe, "wb", buffering=0) as fh:
+                _write_all(fh, bytes(_PROBE_BYTES))
+                os.fsync(fh.fileno())
+        except OSError as e:
+            err = e
+        finally:
+            try:
+                os.remove(probe)
+            except OSError:
+                pass
+        self._set_health(err, write=False)
+
+    def _set_health(self, err: BaseException | None, write: bool) -> None:
+        was = self.error
+        self.error = err
+        if err is not None and was is None:
+            log.error("WAL cannot be written, writes answer 503 until it can: %s", err)
+        elif err is None and was is not None:
+            log.warning("WAL writable again (it failed with: %s)", was)
+        if self._on_health:
+            self._on_health(err, write)
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._cond.notify()
+        self._thread.join(timeout=10)
