@@ -21,7 +21,6 @@ write that raced with the drop is refused by storage (503) and its retry resolve
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
