@@ -18,10 +18,11 @@ import time
 
 import numpy as np
 
-from metricsgw.cluster import head_columns
+from metricsgw.api import remote_read
+from metricsgw.cluster import head_columns, read_client_codec
 from metricsgw.limits.context import QueryContext
 from metricsgw.model import Matcher, canonical, series_id
-from metricsgw.remote import read_client_codec, read_codec, read_handler
+from metricsgw.remote import read_codec
 from metricsgw.storage.batch import AppendBatch
 from metricsgw.storage.read.recent import RecentView
 from metricsgw.storage.store import Storage
@@ -69,9 +70,9 @@ def _row(st: Storage, q: read_codec.ReadQuery, repeat: int) -> None:
     cols: dict[str, list[float]] = {k: [] for k in ("pb", "col", "pb_dec", "col_dec")}
     for _ in range(repeat):
         ms, pb = _cpu_ms(lambda: read_codec.encode_samples_response(
-            [read_handler._sampled(RecentView(st), q, QueryContext(), 0)]))
+            [remote_read._sampled(RecentView(st), q, QueryContext(), 0)]))
         cols["pb"].append(ms)
-        ms, col = _cpu_ms(lambda: head_columns.encode_response([read_handler._columns(RecentView(st), q,
+        ms, col = _cpu_ms(lambda: head_columns.encode_response([remote_read._columns(RecentView(st), q,
                                                                                       QueryContext(), 0)]))
         cols["col"].append(ms)
         ms, got = _cpu_ms(lambda pb=pb: read_client_codec.decode_response(pb, 1 << 31))

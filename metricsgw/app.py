@@ -15,6 +15,8 @@ from . import appkeys as K
 from .api import exemplars, metadata, query, rules as rules_api
 from .api.compression import compress_api_answers
 from .api.middleware import prometheus_errors
+from .api.remote_read import handle_read, read_gate
+from .api.remote_write import handle_write
 from .cluster.peers import SHARD_SOCKETS, PeerFanout
 from .config import Config
 from .ingest.pipeline import IngestPipeline
@@ -26,8 +28,6 @@ from .limits.memory import MemoryShares, pool_for
 from .limits.query_text import QueryTextLimits, ensure_recursion_headroom
 from .promql.engine import Engine
 from .promql.parallel import Parts
-from .remote.read_handler import handle_read, read_gate
-from .remote.write_handler import handle_write
 from .ruler.client import RulerClient
 from .rules.loader import RuleHolder
 from .storage.store import Storage

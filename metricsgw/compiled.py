@@ -16,7 +16,7 @@ _starting = threading.Lock()
 
 def start_loading() -> None:
     """Load them in a background thread, once a process: at a writer's start, or at the first write that
-    would use them (remote/codec.py, in a process that did not load them at start)."""
+    comes (api/remote_write.py, in a process that did not load them at start)."""
     global _started
     with _starting:
         if _started:

@@ -159,3 +159,25 @@ def _compile_anchored(pattern: str) -> "re2._Regexp":
 def labels_match(labels: Labels, matchers: Iterable[Matcher]) -> bool:
     d = dict(labels)
     return all(m.matches(d.get(m.name, "")) for m in matchers)
+
+
+RELABEL_DROP = "relabel_drop"
+# Drops the operator configured: the series was accepted and discarded on purpose, so the write
+# is a success (2xx) and its samples count as written. Everything else not stored is refused
+# (400): the sender must be told. relabel_invalid stays a refusal: the rules did not ask for it.
+CONFIGURED_DROPS = frozenset({RELABEL_DROP})
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """A series of a write that is not stored, and why. Here rather than in ingest/ because the ingest
+    limits (limits/ingest.py, a floor below ingest/) make them too."""
+
+    reason: str  # e.g. invalid_labels, duplicate_label_names, relabel_drop, a limit name
+    message: str  # names the series and the problem (and the setting, for limits)
+    samples: int  # samples of this request not stored because of it
+
+    @property
+    def configured(self) -> bool:
+        """Dropped by the operator's rules (a success for the sender), not refused."""
+        return self.reason in CONFIGURED_DROPS

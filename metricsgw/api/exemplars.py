@@ -18,13 +18,13 @@ from ..appkeys import CONFIG, MEMORY, STORAGE
 from ..cluster import head_json
 from ..cluster import head_protocol
 from ..errors import BadData
+from ..http.params import MAX_TIME_S, MIN_TIME_S, parse_time, read_params
+from ..http.response import success
 from ..model import labels_from_key
 from ..promql import parser
 from ..promql.format import format_json
 from ..storage.read.recent import RecentView
-from .params import MAX_TIME_S, MIN_TIME_S, parse_time, read_params
 from .query import query_context, query_text
-from .response import success
 from .running import guarded, run_guarded
 from .sources import peers_head_json
 

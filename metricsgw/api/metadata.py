@@ -18,12 +18,12 @@ from ..appkeys import CONFIG, STORAGE
 from ..cluster import head_json
 from ..cluster import head_protocol
 from ..errors import BadData
+from ..http.params import now_s, parse_limit, parse_time, read_params
+from ..http.response import success
 from ..limits.query_text import QueryTextLimits
 from ..model import Matcher, is_label_name
 from ..promql import parser
-from .params import now_s, parse_limit, parse_time, read_params
 from .query import query_context
-from .response import success
 from .running import guarded, run_guarded
 from .sources import peers_head_json, read_source
 

@@ -9,12 +9,12 @@ from aiohttp import web
 from .. import testhooks
 from ..appkeys import BLOCKED, CONFIG, ENGINE, MEMORY, TELEMETRY
 from ..errors import BadData
+from ..http.params import now_s, parse_step, parse_time, parse_timeout, read_params
+from ..http.response import success, success_json
 from ..limits.context import QueryContext
 from ..limits.query_text import QueryTextLimits
 from ..promql import parser
 from ..promql.render import point_count, render_json
-from .params import now_s, parse_step, parse_time, parse_timeout, read_params
-from .response import success, success_json
 from .running import run_guarded
 from .sources import read_source
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 from aiohttp import web
 
 from ..appkeys import RULER
+from ..http.params import read_params
+from ..http.response import success
 from ..ruler.shape import active_alerts, parse_filter, select
 from .metadata import parse_match
-from .params import read_params
-from .response import success
 
 
 async def rules(request: web.Request) -> web.Response:

@@ -33,7 +33,7 @@ async def guarded(request: web.Request, kind: str, ctx: QueryContext, slot: bool
     """One guard slot and one deadline for a query that runs several steps in the query pool
     (a streamed remote read): ``await run(fn)`` runs each step there, stoppable like run_guarded.
     ``slot=False``: the deadline, budgets and cancellation without a query slot (a peer's read of
-    our head, which the peer's own query waits for: see read_handler.py). Such a read is part of the
+    our head, which the peer's own query waits for: see remote_read.py). Such a read is part of the
     asking query, which counts its rejection (a timeout or limit) itself: it is not counted here as well,
     so a gateway's ``metricsgw_guard_rejections_total`` counts each refused query once."""
     guard = request.app[GUARD]

@@ -9,10 +9,10 @@ from aiohttp import web
 from ..appkeys import CONFIG, PEERS, STORAGE
 from ..cluster.policy import PeerFailure, warning
 from ..cluster.source import ClusterSource
+from ..http.params import parse_partial_response
 from ..limits.context import QueryContext
 from ..storage.seam import MetadataReader, SampleReader
 from ..storage.store import Storage
-from .params import parse_partial_response
 
 
 def partial_response(request: web.Request, params) -> bool:

@@ -27,12 +27,12 @@ from typing import Awaitable, Callable, Protocol, TypeVar
 import aiohttp
 from aiohttp import web
 
-from ..api.params import parse_limit, read_params
-from ..api.response import success
 from ..errors import BadData, PayloadTooLarge, Unavailable
+from ..http.body import read_bounded
+from ..http.params import parse_limit, read_params
+from ..http.response import success
 from ..remote import read_codec
 from ..remote.codec import decompress
-from ..remote.write_handler import read_bounded
 from ..storage.catalog import stats
 from . import head_json, head_protocol
 from .failures import CALL_ERRORS, Failure, Refused, classify

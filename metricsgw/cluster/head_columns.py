@@ -27,8 +27,8 @@ import pyarrow as pa
 
 from ..errors import BadData
 from ..model import labels_from_key
-from ..remote.read_client_codec import PeerSeries
 from ..storage.batch import HistogramBlock, SampleBlock
+from .read_client_codec import PeerSeries
 
 CONTENT_TYPE = "application/x-metricsgw-head-columns"
 FORMAT = "columns"  # the request's ?format=

@@ -35,12 +35,11 @@ import aiohttp
 from ..errors import BadData, LimitExceeded, PayloadTooLarge
 from ..limits.context import SAMPLE_BYTES, SERIES_BYTES, QueryContext
 from ..model import Matcher
-from ..remote import read_client_codec
-from ..remote.read_client_codec import PeerSeries
 from ..storage.native_store import HISTOGRAM_BYTES
-from . import extent_board, head_columns, head_protocol, unix_http
+from . import extent_board, head_columns, head_protocol, read_client_codec, unix_http
 from .failures import CALL_ERRORS, REFUSAL_BYTES, Refused, classify
 from .policy import PeerFailure, policy
+from .read_client_codec import PeerSeries
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Validate the label sets of many new series at once.
 
-``validate_labels`` (remote/validate.py) is exact but costs Python work per label. Senders
+``validate_labels`` (validate.py) is exact but costs Python work per label. Senders
 (Prometheus, agents, exporters) almost always send label sets that are already sorted, unique,
 non-empty and valid, so here every check runs once over the whole request with numpy, and once
 per *distinct* label name or metric name (a few hundred) instead of once per label (millions).

@@ -21,42 +21,22 @@ write that raced with the drop is refused by storage (503) and its retry resolve
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from ..errors import BadData
-from ..model import Labels, series_keys_and_ids
+from ..model import RELABEL_DROP, Labels, Rejection, series_keys_and_ids
 from ..remote.decoded import DecodedWrite
 from ..remote.series_keys import cache_keys
-from ..remote.validate import LabelProblem, validate_labels
-from ..remote.native import INVALID_HISTOGRAM
 from ..storage.batch import AppendBatch, NativeSamples
 from .bulk import validate_many, validate_records
-from .series_cache import DROPPED, RELABEL_DROP, Admit, Refuse, SeriesCache
+from .series_cache import DROPPED, Admit, Refuse, SeriesCache
 from .time_window import SampleTimeWindow
+from .validate import INVALID_HISTOGRAM, LabelProblem, validate_labels
 
 RELABEL_INVALID = "relabel_invalid"
-# Drops the operator configured: the series was accepted and discarded on purpose, so the write
-# is a success (2xx) and its samples count as written. Everything else not stored is refused
-# (400): the sender must be told. relabel_invalid stays a refusal: the rules did not ask for it.
-CONFIGURED_DROPS = frozenset({RELABEL_DROP})
 UNDECODABLE_LABELS = "invalid_labels"
-
-
-@dataclass(frozen=True)
-class Rejection:
-    """A series of the request that is not stored, and why."""
-
-    reason: str  # e.g. invalid_labels, duplicate_label_names, relabel_drop, a limit name
-    message: str  # names the series and the problem (and the setting, for limits)
-    samples: int  # samples of this request not stored because of it
-
-    @property
-    def configured(self) -> bool:
-        """Dropped by the operator's rules (a success for the sender), not refused."""
-        return self.reason in CONFIGURED_DROPS
 
 
 def _drop_rejection(series: int, samples: int) -> Rejection:

@@ -23,13 +23,10 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..model import Labels
+from ..model import RELABEL_DROP, Labels
 from ..remote.series_keys import halves
 from . import known_series
 from .known_series import KnownSeries
-
-RELABEL_DROP = "relabel_drop"
-
 
 class Admit(NamedTuple):  # made once per new series: a frozen dataclass's __init__ cost twice as much
     labels: Labels

@@ -22,7 +22,7 @@ import numpy as np
 from .. import npsort
 from ..config import format_duration
 from ..remote.decoded import DecodedWrite
-from ..remote.validate import render
+from .validate import render
 
 TOO_FAR_IN_FUTURE = "too_far_in_future"
 TOO_OLD = "too_old"

@@ -16,12 +16,11 @@ that never reached storage (a failed append) expire after ``pending_ttl_s``.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
-from ..model import METRIC_NAME, Labels, series_id
+from ..model import METRIC_NAME, Labels, Rejection, series_id
 
 REASONS = ("max_series", "max_series_per_metric", "max_label_names_per_series",
            "label_name_too_long", "label_value_too_long")
@@ -31,22 +30,6 @@ class SeriesCounts(Protocol):
     def has_series(self, sid: int) -> bool: ...
     def active_series(self) -> int: ...
     def active_series_for_metric(self, name: str) -> int: ...
-
-
-def _rejection(reason: str, message: str, samples: int) -> Any:
-    # Imported late: ingest.pipeline imports this module, so a top-level import would be circular.
-    try:
-        from ..ingest.pipeline import Rejection
-    except ImportError:  # pipeline not there (yet): an equivalent record
-        Rejection = _Rejection
-    return Rejection(reason=reason, message=message, samples=samples)
-
-
-@dataclass(frozen=True)
-class _Rejection:
-    reason: str
-    message: str
-    samples: int = 0
 
 
 def describe_series(labels: Labels, limit: int = 300) -> str:
@@ -111,27 +94,27 @@ class IngestLimits:
         self._per_metric: dict[str, _PendingCount] = {}
 
     def check(self, labels: Labels, is_new: bool, storage: SeriesCounts, *,
-              sid: int | None = None, samples: int = 0) -> Any:
+              sid: int | None = None, samples: int = 0) -> Rejection | None:
         """None to admit; else a Rejection. An admitted NEW series is counted at once."""
         bad = self._check_shape(labels)
         if bad is not None:
-            return _rejection(bad[0], bad[1], samples)
+            return Rejection(bad[0], bad[1], samples)
         if not is_new or (self.max_series == 0 and self.max_series_per_metric == 0):
             return None
         return self._admit_new(labels, storage, series_id(labels) if sid is None else sid, samples)
 
     def check_many(self, labels_list: list[Labels], is_new: list[bool], storage: SeriesCounts,
-                   sids: list[int], samples: list[int]) -> list[Any]:
+                   sids: list[int], samples: list[int]) -> list[Rejection | None]:
         """``check`` for many series in order (same answers, same counting): the label-shape
         limits are pre-screened with numpy, so only series that might break one pay per-label work."""
         suspect = self._shape_suspects(labels_list)
         cardinality = bool(self.max_series or self.max_series_per_metric)
-        out: list[Any] = []
+        out: list[Rejection | None] = []
         for k, labels in enumerate(labels_list):
             if suspect[k]:
                 bad = self._check_shape(labels)
                 if bad is not None:
-                    out.append(_rejection(bad[0], bad[1], samples[k]))
+                    out.append(Rejection(bad[0], bad[1], samples[k]))
                     continue
             if cardinality and is_new[k]:
                 out.append(self._admit_new(labels, storage, sids[k], samples[k]))
@@ -195,13 +178,13 @@ class IngestLimits:
         return None
 
     # -- cardinality ------------------------------------------------------------------------------
-    def _admit_new(self, labels: Labels, storage: SeriesCounts, sid: int, samples: int) -> Any:
+    def _admit_new(self, labels: Labels, storage: SeriesCounts, sid: int, samples: int) -> Rejection | None:
         now = time.monotonic()
         if self.max_series:
             if sid not in self._total.pending:
                 total = self._total.value(now, self.refresh_s, self.pending_ttl_s, storage, storage.active_series)
                 if total >= self.max_series:
-                    return _rejection(
+                    return Rejection(
                         "max_series",
                         f"active series limit reached ({total} series, limit --ingest.max-series="
                         f"{self.max_series}); new series are dropped, existing ones keep ingesting "
@@ -221,7 +204,7 @@ class IngestLimits:
                 count = per.value(now, self.refresh_s, self.pending_ttl_s, storage,
                                   lambda: storage.active_series_for_metric(name))
                 if count >= self.max_series_per_metric:
-                    return _rejection(
+                    return Rejection(
                         "max_series_per_metric",
                         f"series limit per metric reached for {name!r} ({count} series, limit "
                         f"--ingest.max-series-per-metric={self.max_series_per_metric}); new series "

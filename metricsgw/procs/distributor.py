@@ -20,8 +20,9 @@ import snappy
 from aiohttp import web
 
 from ..errors import ForwardedError, GatewayError
+from ..http.body import read_bounded
 from ..remote import codec, split
-from ..remote.write_handler import H_EXEMPLARS, H_HISTOGRAMS, H_SAMPLES, read_bounded
+from ..remote.written import H_EXEMPLARS, H_HISTOGRAMS, H_SAMPLES
 from .clients import ChildClient
 from .readiness import wait_started
 from .unavailable import part, refusal_text, why

@@ -15,7 +15,7 @@ import aiohttp
 from aiohttp import web
 from yarl import URL
 
-from ..remote.write_handler import read_bounded
+from ..http.body import read_bounded
 from .clients import ChildClient, least_busy
 from .unavailable import refusal, why
 

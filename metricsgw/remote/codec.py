@@ -15,7 +15,6 @@ import numpy as np
 import snappy
 from google.protobuf.message import DecodeError
 
-from .. import compiled
 from ..errors import BadData, PayloadTooLarge, UnsupportedMediaType
 from ..storage.batch import MetricMetadata
 from . import native, scrape_scan
@@ -190,11 +189,8 @@ def _v1_metadata(items) -> list[MetricMetadata]:
 
 
 def _scan(raw: bytes) -> scrape_scan.ScrapeScan | None:
-    """The request read in the compiled pass; None if it is not scrape-shaped, or while the kernels load: a
-    process that did not load them at its start (compiled.py) starts at its first write that would use them."""
-    if not scrape_scan.loaded():
-        compiled.start_loading()
-        return None
+    """The request read in the compiled pass; None if it is not scrape-shaped, or while the kernel loads
+    (compiled.py: at a writer's start, or at its first write)."""
     return scrape_scan.scan(raw, SEED)
 
 

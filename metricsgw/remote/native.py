@@ -26,9 +26,6 @@ from ..model import canonical, series_key
 from .proto import remote_v1_pb2 as v1pb
 from .proto import remote_v2_pb2 as v2pb
 
-INVALID_HISTOGRAM = "invalid_histogram"
-INVALID_EXEMPLAR = "invalid_exemplar"
-
 
 @dataclass
 class NativeParts:

@@ -14,7 +14,7 @@ series' labels: the caller takes a series only if its key hashes to one the full
 The hash is python-xxhash's own XXH3 (the symbol in its extension module, called from the kernel), so a key
 is bit for bit what ``xxhash.xxh3_128_digest`` gives. numba is imported and the kernel loaded (from numba's
 on-disk cache after the first compile) in a background thread (compiled.py) at a writer's start, or at
-the codec's first use; until it is ready, and on a machine where it cannot load, callers get None and take
+its first write (api/remote_write.py); until it is ready, and on a machine where it cannot load, callers get None and take
 the numpy path. This module never starts that load itself: compiled.py imports it to load it.
 """
 

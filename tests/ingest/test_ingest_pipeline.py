@@ -9,9 +9,9 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from metricsgw.ingest.pipeline import IngestPipeline, Rejection
+from metricsgw.ingest.pipeline import IngestPipeline
 from metricsgw.remote.series_keys import cache_keys
-from metricsgw.model import STALE_NAN_BITS, series_id
+from metricsgw.model import STALE_NAN_BITS, Rejection, series_id
 from metricsgw.remote import codec
 from metricsgw.remote.proto import remote_v1_pb2 as v1pb
 from metricsgw.telemetry import Telemetry

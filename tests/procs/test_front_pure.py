@@ -16,7 +16,7 @@ from metricsgw.procs.distributor import PartAnswer, combine
 from metricsgw.procs.exposition import merge
 from metricsgw.procs.layout import Child, Layout, child_config, resolve
 from metricsgw.procs.unavailable import refusal, why
-from metricsgw.remote.write_handler import H_SAMPLES
+from metricsgw.remote.written import H_SAMPLES
 
 
 def _a(shard: str, status: int, text: str = "", **headers) -> PartAnswer:

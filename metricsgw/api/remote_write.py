@@ -1,15 +1,10 @@
 """POST /api/v1/write: bound the body, decode, run the ingest pipeline, append, answer.
 
-Orchestration only: codec.py decodes, ingest/pipeline.py decides what is stored, storage
+Orchestration only: remote/codec.py decodes, ingest/pipeline.py decides what is stored, storage
 makes it durable. Status codes follow the sender's retry logic (design.md 3): 204 all
 stored or dropped by the operator's relabel rules; 400 some series refused (invalid data or
 an ingest limit; the rest *was* stored; no retry); 413/415 for a body we will not read; 503
-only when storage fails (the sender retries).
-
-Remote-Write 2.0's written counts: the spec defines "written" as accepted rather than refused
-with an error, and forbids a 2xx unless everything sent was written; Prometheus's sender also
-treats a 2xx that reports 0 written as a failure. So samples dropped by configured rules count
-as written (accepted, then discarded on purpose); refused ones do not.
+only when storage fails (the sender retries). Remote-Write 2.0's written counts: remote/written.py.
 """
 
 from __future__ import annotations
@@ -19,40 +14,16 @@ import logging
 
 from aiohttp import web
 
+from .. import compiled
 from ..appkeys import CONFIG, PIPELINE, STORAGE, TELEMETRY
-from ..errors import GatewayError, IngestRejected, PayloadTooLarge, Unavailable
-from . import codec
+from ..errors import GatewayError, IngestRejected, Unavailable
+from ..http.body import read_bounded
+from ..remote import codec
+from ..remote.written import written_headers
 
 log = logging.getLogger(__name__)
 
 MAX_LISTED_REJECTIONS = 10
-_CHUNK = 256 * 1024
-
-H_SAMPLES = "X-Prometheus-Remote-Write-Samples-Written"
-H_HISTOGRAMS = "X-Prometheus-Remote-Write-Histograms-Written"
-H_EXEMPLARS = "X-Prometheus-Remote-Write-Exemplars-Written"
-
-
-async def read_bounded(request: web.Request, limit: int, what: str = "remote-write body",
-                       setting: str = "--remote-write.max-body-size") -> bytes:
-    """The request body, refusing (413) as soon as it is known to exceed ``limit`` bytes."""
-    too_large = PayloadTooLarge(f"{what} over {limit} bytes ({setting})")
-    if request.content_length is not None and request.content_length > limit:
-        raise too_large
-    chunks, total = [], 0
-    async for chunk in request.content.iter_chunked(_CHUNK):
-        total += len(chunk)
-        if total > limit:  # chunked or lying Content-Length: stop reading right here
-            raise too_large
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def written_headers(version: int, samples: int, histograms: int = 0, exemplars: int = 0) -> dict[str, str]:
-    """Remote-Write 2.0 'written' headers (each: stored + dropped by configured rules)."""
-    if version != 2:
-        return {}
-    return {H_SAMPLES: str(samples), H_HISTOGRAMS: str(histograms), H_EXEMPLARS: str(exemplars)}
 
 
 def rejection_text(rejections: list, stored_samples: int, dropped_samples: int = 0) -> str:
@@ -76,6 +47,9 @@ async def handle_write(request: web.Request) -> web.Response:
         proto = codec.negotiate(ctype, cenc)  # 415 before reading anything
         version = str(proto)
         body = await read_bounded(request, cfg.remote_write_max_body_size)
+        # An app that did not load the write path's kernels at its start (one built in a test) loads them now;
+        # until they are in, the codec reads a known scrape in numpy.
+        compiled.start_loading()
         pipeline = app[PIPELINE]
         # Decoded and processed back to back on the loop: the ids known_sids finds are the ones process uses.
         decoded = codec.decode_request(body, ctype, cenc, cfg.remote_write_max_decoded_size, known=pipeline.known_sids)

@@ -131,24 +131,24 @@ def test_a_view_taken_before_a_flush_still_reads_what_the_flush_committed(tmp_pa
 
 def test_a_small_columnar_head_read_of_one_metric_is_answered_on_the_loop_and_the_same_as_in_a_thread(
         tmp_path, monkeypatch):
-    """read_handler.INLINE_HEAD_SAMPLES: a read that names its metric and is small skips the thread hop once the head
+    """remote_read.INLINE_HEAD_SAMPLES: a read that names its metric and is small skips the thread hop once the head
     needs no sort (a read consolidated it); a larger one, or one whose matchers would scan the catalog, or one that
     would sort what was written since the last read, goes to a query thread. The answer is the same bytes."""
     import threading
 
     from metricsgw.cluster import head_columns
-    from metricsgw.remote import read_handler
+    from metricsgw.api import remote_read
 
     threads = []
-    columns = read_handler._columns
-    monkeypatch.setattr(read_handler, "_columns",
+    columns = remote_read._columns
+    monkeypatch.setattr(remote_read, "_columns",
                         lambda *a, **kw: threads.append(threading.current_thread()) or columns(*a, **kw))
     path = f"/api/v1/read?scope=head&format={head_columns.FORMAT}"
     named = build_request([{"matchers": [("__name__", "=", "sh")], **WINDOW}])
     regex = build_request([{"matchers": [("job", "=~", "b.*")], **WINDOW}])
     # the first read finds the writes unsorted (a thread sorts them), the regex one a thread too, the third the loop
     results, _ = asyncio.run(_reads(tmp_path, [(path, named), (path, regex), (path, named)]))
-    monkeypatch.setattr(read_handler, "INLINE_HEAD_SAMPLES", 0)
+    monkeypatch.setattr(remote_read, "INLINE_HEAD_SAMPLES", 0)
     threads_inline, threads[:] = list(threads), []
     again, _ = asyncio.run(_reads(tmp_path / "again", [(path, named), (path, named)]))
     (s1, _, sorted_body), (s2, _, regex_body), (s3, _, inline_body) = results

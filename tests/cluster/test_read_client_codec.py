@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 import snappy
 
+from metricsgw.cluster import read_client_codec
 from metricsgw.errors import BadData, PayloadTooLarge
 from metricsgw.model import STALE_NAN, Matcher, series_id
-from metricsgw.remote import read_client_codec, read_codec
+from metricsgw.remote import read_codec
 from metricsgw.remote.proto import remote_read_pb2 as pb
 from metricsgw.storage.batch import SampleBlock
 from metricsgw.storage.read.merge import sort_block
@@ -26,7 +27,7 @@ def _bits(v: np.ndarray) -> list[int]:
 
 
 def _encoded(series: dict) -> bytes:
-    """A SAMPLES response as read_handler encodes it: {labels: (t list, v list)}."""
+    """A SAMPLES response as api/remote_read.py encodes it: {labels: (t list, v list)}."""
     labels = sorted(series)
     ids = np.array([series_id(lb) for lb in labels], np.int64)
     sid = np.concatenate([np.full(len(series[lb][0]), i, np.int64) for lb, i in zip(labels, ids)])

@@ -1,4 +1,4 @@
-"""Remote-write 1.0 validation of one series' label set.
+"""Ingest's rules for a series' label set, and the names of the reasons a series is refused for.
 
 Input is the raw (name, value) bytes in sender order; output is canonical ``Labels`` or
 a message that names the series and the problem. UTF-8 is decoded strictly here, so bad
@@ -6,7 +6,6 @@ bytes reject one series rather than the whole request.
 """
 
 from __future__ import annotations
-
 
 from ..model import METRIC_NAME, Labels, is_label_name, is_metric_name
 
@@ -18,6 +17,7 @@ MISSING_METRIC_NAME = "missing_metric_name"
 INVALID_METRIC_NAME = "invalid_metric_name"
 INVALID_UTF8 = "invalid_utf8"
 EMPTY_LABELS = "empty_labels"
+INVALID_HISTOGRAM = "invalid_histogram"  # remote/native.py names what is wrong with it
 
 
 class LabelProblem(Exception):

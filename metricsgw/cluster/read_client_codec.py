@@ -1,9 +1,10 @@
 """The client side of remote read (SAMPLES): queries -> request bytes, response bytes -> series. Pure.
 
-What a querier sends its peers (cluster/peers.py). The samples of a ``ReadTimeSeries`` are decoded
+What a querier sends its peers (peers.py), and how it reads their answers. It lives in cluster/, not
+remote/, because it builds storage's blocks with storage's merge (remote/ stays below storage). The samples of a ``ReadTimeSeries`` are decoded
 with numpy, not one protobuf object per sample: each series' ``samples`` fields are cut into
 records of one length (a run of timestamps of the same varint width) and checked byte by byte
-against the layout ``read_codec.sample_records`` writes (tag, length, value fixed64, timestamp
+against the layout ``remote/read_codec.sample_records`` writes (tag, length, value fixed64, timestamp
 varint). Any series not laid out that way (another writer may omit zero fields or order them
 differently) is decoded by the generated protobuf code instead, so every valid response decodes.
 """
@@ -20,11 +21,11 @@ from google.protobuf.message import DecodeError
 from .. import npsort
 from ..errors import BadData
 from ..model import Labels, Matcher, series_keys_and_ids
+from ..remote.codec import decompress
+from ..remote.proto import remote_read_pb2 as pb
 from ..storage.batch import HistogramBlock, SampleBlock
 from ..storage.read.merge import is_sorted_strict, sort_block
 from ..storage.memory.native_head import empty_histograms, merge_histograms
-from .codec import decompress
-from .proto import remote_read_pb2 as pb
 
 _TYPES = {"=": pb.LabelMatcher.EQ, "!=": pb.LabelMatcher.NEQ, "=~": pb.LabelMatcher.RE, "!~": pb.LabelMatcher.NRE}
 _TAG_SERIES, _TAG_LABEL, _TAG_SAMPLE = 0x0A, 0x0A, 0x12  # QueryResult.timeseries, .labels, .samples

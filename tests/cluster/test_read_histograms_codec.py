@@ -8,8 +8,9 @@ import numpy as np
 import pyarrow as pa
 import snappy
 
+from metricsgw.cluster import read_client_codec
 from metricsgw.model import series_keys_and_ids
-from metricsgw.remote import read_client_codec, read_codec
+from metricsgw.remote import read_codec
 from metricsgw.storage.batch import HistogramBlock, SampleBlock
 from tests.native_requests import float_histogram, histogram_bytes, int_histogram
 

@@ -1,10 +1,10 @@
-"""validate.py: each remote-write 1.0 label problem, with a message naming the series."""
+"""ingest/validate.py: each remote-write 1.0 label problem, with a message naming the series."""
 
 from __future__ import annotations
 
 import pytest
 
-from metricsgw.remote.validate import LabelProblem, render, validate_labels
+from metricsgw.ingest.validate import LabelProblem, render, validate_labels
 
 
 def test_valid_labels_are_canonicalised():

@@ -1,6 +1,6 @@
 """POST /api/v1/read: Prometheus remote read, sampled or streamed, behind the query guard.
 
-Orchestration only: read_codec.py decodes the request and encodes the answer, storage selects
+Orchestration only: remote/read_codec.py decodes the request and encodes the answer, storage selects
 series (``select_series``) and reads samples (``read_samples``) through its one read seam. A
 read holds a remote-read slot (--storage.remote.read-concurrent-limit) and a query slot, has the
 query deadline, the query's sample and series budgets, and stops when the client goes away.
@@ -22,19 +22,19 @@ import numpy as np
 from aiohttp import web
 
 from .. import npsort
-from ..api.running import guarded
-from ..api.sources import read_source
 from ..appkeys import CONFIG, MEMORY, READ_GATE, STORAGE
 from ..cluster import head_columns, head_protocol
 from ..errors import BadData, GatewayError, LimitExceeded, Unavailable
+from ..http.body import read_bounded
 from ..limits.context import QueryContext
 from ..limits.guard import QueryGuard
 from ..model import METRIC_NAME, series_keys
+from ..remote import read_codec
+from ..remote.read_codec import ReadQuery
 from ..storage.batch import SeriesSet
 from ..storage.read.recent import RecentView
-from . import read_codec
-from .read_codec import ReadQuery
-from .write_handler import read_bounded
+from .running import guarded
+from .sources import read_source
 
 log = logging.getLogger(__name__)
 
