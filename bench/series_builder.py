@@ -7,8 +7,7 @@ import math
 
 import numpy as np
 
-from metricsgw.model import Labels, canonical
-from metricsgw.storage.batch import MetricMetadata
+from metricsgw.model import Labels, MetricMetadata, canonical
 
 GAUGE, COUNTER, MIRROR = 0, 1, 2  # a series' kind: its value model (workload.py's docstring)
 

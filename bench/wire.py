@@ -13,8 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import snappy
 
-from metricsgw.model import Labels
-from metricsgw.storage.batch import MetricMetadata
+from metricsgw.model import Labels, MetricMetadata
 
 _TYPES = ("unknown", "counter", "gauge", "histogram", "gaugehistogram", "summary", "info", "stateset")
 

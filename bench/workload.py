@@ -23,8 +23,7 @@ import numpy as np
 
 from bench import workload_catalog
 from bench.series_builder import COUNTER, GAUGE, MIRROR, SeriesBuilder
-from metricsgw.model import Labels
-from metricsgw.storage.batch import MetricMetadata
+from metricsgw.model import Labels, MetricMetadata
 
 _WOBBLE_W = 2 * math.pi / 600.0  # counters speed up and slow down over a 10-minute cycle
 _EVENT_WINDOW_MS = 600_000

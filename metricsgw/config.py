@@ -13,6 +13,8 @@ from typing import Any, Callable
 
 import yaml
 
+from .model import check_writer_id
+
 _DURATION_RE = re.compile(r"^((\d+)y)?((\d+)w)?((\d+)d)?((\d+)h)?((\d+)m)?((\d+)s)?((\d+)ms)?$")
 _DURATION_UNITS = (365 * 86400, 7 * 86400, 86400, 3600, 60, 1, 0.001)
 
@@ -100,8 +102,6 @@ def _http_url(text: str) -> str:
 
 
 def _writer_id(text: str) -> str:
-    from .storage.files.table import check_writer_id
-
     return check_writer_id(str(text))
 
 

@@ -136,6 +136,16 @@ def is_metric_name(name: str) -> bool:
     return _METRIC_NAME.fullmatch(name) is not None
 
 
+_WRITER_ID = re2.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]{0,63}")
+
+
+def check_writer_id(writer_id: str) -> str:
+    """--storage.writer-id names the table's files (storage/files/table.py), so it is a name rule too."""
+    if _WRITER_ID.fullmatch(writer_id) is None:
+        raise ValueError(f"--storage.writer-id {writer_id!r}: letters, digits, '_' and '-' only (at most 64)")
+    return writer_id
+
+
 def selector_text(matchers: list[Matcher]) -> str:
     """A series selector matching what ``matchers`` match, as PromQL reads it back (values quoted and escaped)."""
     return "{" + ", ".join(f"{m.name}{m.op}{json.dumps(m.value, ensure_ascii=False)}" for m in matchers) + "}"
@@ -181,3 +191,28 @@ class Rejection:
     def configured(self) -> bool:
         """Dropped by the operator's rules (a success for the sender), not refused."""
         return self.reason in CONFIGURED_DROPS
+
+
+# Value types that cross layers: the wire decodes into them, storage keeps them, the engine reads them.
+@dataclass(frozen=True)
+class MetricMetadata:
+    metric: str
+    type: str  # counter, gauge, histogram, gaugehistogram, summary, info, stateset, unknown
+    help: str = ""
+    unit: str = ""
+
+
+@dataclass
+class SampleBlock:
+    """Samples sorted by (sid, t), one per (sid, t); t in ms; v bit-exact."""
+
+    sid: np.ndarray
+    t: np.ndarray
+    v: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.sid)
+
+    @classmethod
+    def empty(cls) -> "SampleBlock":
+        return cls(np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float64))

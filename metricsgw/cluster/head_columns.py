@@ -26,8 +26,8 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import BadData
-from ..model import labels_from_key
-from ..storage.batch import HistogramBlock, SampleBlock
+from ..model import SampleBlock, labels_from_key
+from ..storage.batch import HistogramBlock
 from .read_client_codec import PeerSeries
 
 CONTENT_TYPE = "application/x-metricsgw-head-columns"

@@ -20,10 +20,10 @@ from google.protobuf.message import DecodeError
 
 from .. import npsort
 from ..errors import BadData
-from ..model import Labels, Matcher, series_keys_and_ids
+from ..model import Labels, Matcher, SampleBlock, series_keys_and_ids
 from ..remote.codec import decompress
 from ..remote.proto import remote_read_pb2 as pb
-from ..storage.batch import HistogramBlock, SampleBlock
+from ..storage.batch import HistogramBlock
 from ..storage.read.merge import is_sorted_strict, sort_block
 from ..storage.memory.native_head import empty_histograms, merge_histograms
 

@@ -24,9 +24,9 @@ import numpy as np
 from .. import npsort
 from ..errors import Unavailable
 from ..limits.context import QueryContext
-from ..model import METRIC_NAME, Matcher, selector_text
+from ..model import METRIC_NAME, Matcher, SampleBlock, selector_text
 from ..storage.memory import native_head
-from ..storage.batch import HistogramBlock, SampleBlock, SeriesSet
+from ..storage.batch import HistogramBlock, SeriesSet
 from ..storage.memory.head import select_sorted
 from ..storage.read.merge import merge_parts
 from .peers import PeerFanout

@@ -25,8 +25,8 @@ import numpy as np
 import promql_parser as pp
 
 from ..limits.context import SAMPLE_BYTES, QueryContext
-from ..model import METRIC_NAME, Labels, Matcher
-from ..storage.batch import SampleBlock, SeriesSet
+from ..model import METRIC_NAME, Labels, Matcher, SampleBlock
+from ..storage.batch import SeriesSet
 from ..storage.seam import SampleReader
 from . import held, parser
 from .aggregations import aggregate, group_ids, group_sum

@@ -10,8 +10,8 @@ import numpy as np
 
 from .. import npsort
 from ..limits.context import QueryContext
-from ..model import Labels, Matcher, canonical, labels_match, series_id
-from ..storage.batch import SampleBlock, SeriesSet
+from ..model import Labels, Matcher, SampleBlock, canonical, labels_match, series_id
+from ..storage.batch import SeriesSet
 
 
 class MemSource:

@@ -16,7 +16,7 @@ import snappy
 from google.protobuf.message import DecodeError
 
 from ..errors import BadData, PayloadTooLarge, UnsupportedMediaType
-from ..storage.batch import MetricMetadata
+from ..model import MetricMetadata
 from . import native, scrape_scan
 from .decoded import DecodedWrite, RawPairs
 from .fastscan import Flat, decode_sample_blobs, flatten, guess_label_ends, last_samples, scan_flat

@@ -7,7 +7,7 @@ import sys
 import numpy as np
 from google.protobuf.message import DecodeError
 
-from ..storage.batch import MetricMetadata
+from ..model import MetricMetadata
 from . import native
 from .fastscan import label_strings
 from .label_records import LabelRecords, distinct_label_records

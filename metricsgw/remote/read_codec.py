@@ -21,8 +21,7 @@ import snappy
 from google.protobuf.message import DecodeError
 
 from ..errors import BadData
-from ..model import Labels, Matcher
-from ..storage.batch import SampleBlock
+from ..model import Labels, Matcher, SampleBlock
 from . import xor
 from .codec import decompress, uvarint
 from .proto import remote_read_pb2 as pb

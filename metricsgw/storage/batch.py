@@ -9,14 +9,6 @@ import numpy as np
 from ..model import Labels
 
 
-@dataclass(frozen=True)
-class MetricMetadata:
-    metric: str
-    type: str  # counter, gauge, histogram, gaugehistogram, summary, info, stateset, unknown
-    help: str = ""
-    unit: str = ""
-
-
 def _empty_i64() -> np.ndarray:
     return np.empty(0, np.int64)
 
@@ -107,19 +99,3 @@ class SeriesSet:
 
     def __len__(self) -> int:
         return len(self.ids)
-
-
-@dataclass
-class SampleBlock:
-    """Samples sorted by (sid, t), one per (sid, t); t in ms; v bit-exact."""
-
-    sid: np.ndarray
-    t: np.ndarray
-    v: np.ndarray
-
-    def __len__(self) -> int:
-        return len(self.sid)
-
-    @classmethod
-    def empty(cls) -> "SampleBlock":
-        return cls(np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.float64))

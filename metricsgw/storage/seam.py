@@ -35,8 +35,8 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from ..limits.context import QueryContext
-from ..model import Matcher
-from .batch import HistogramBlock, SampleBlock, SeriesSet
+from ..model import Matcher, SampleBlock
+from .batch import HistogramBlock, SeriesSet
 
 
 @runtime_checkable

@@ -25,9 +25,9 @@ import numpy as np
 from .. import npsort
 from ..errors import Unavailable
 from ..malloc import release_free_memory
-from ..model import series_keys
+from ..model import MetricMetadata, series_keys
 from . import crashpoints
-from .batch import AppendBatch, MetricMetadata
+from .batch import AppendBatch
 from .catalog import catalog_checkpoint
 from .catalog.catalog import Catalog
 from .files import metadata_file, migrate, parquet_io

@@ -21,10 +21,10 @@ from metricsgw.cluster import head_columns
 from metricsgw.config import load
 from metricsgw.errors import BadData
 from metricsgw.limits.context import QueryContext
-from metricsgw.model import STALE_NAN, Matcher, series_key
+from metricsgw.model import STALE_NAN, Matcher, SampleBlock, series_key
 from metricsgw.remote import codec
 from metricsgw.storage import store as store_module
-from metricsgw.storage.batch import HistogramBlock, SampleBlock
+from metricsgw.storage.batch import HistogramBlock
 from metricsgw.storage.read.recent import RecentView
 from tests.remote.read_client import HEADERS, build_request
 from tests.storage.test_storage import batch, opened, run

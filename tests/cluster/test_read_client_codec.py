@@ -13,10 +13,9 @@ import snappy
 
 from metricsgw.cluster import read_client_codec
 from metricsgw.errors import BadData, PayloadTooLarge
-from metricsgw.model import STALE_NAN, Matcher, series_id
+from metricsgw.model import STALE_NAN, Matcher, SampleBlock, series_id
 from metricsgw.remote import read_codec
 from metricsgw.remote.proto import remote_read_pb2 as pb
-from metricsgw.storage.batch import SampleBlock
 from metricsgw.storage.read.merge import sort_block
 
 T0 = 1_700_000_000_000

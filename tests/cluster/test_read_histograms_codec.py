@@ -9,9 +9,9 @@ import pyarrow as pa
 import snappy
 
 from metricsgw.cluster import read_client_codec
-from metricsgw.model import series_keys_and_ids
+from metricsgw.model import SampleBlock, series_keys_and_ids
 from metricsgw.remote import read_codec
-from metricsgw.storage.batch import HistogramBlock, SampleBlock
+from metricsgw.storage.batch import HistogramBlock
 from tests.native_requests import float_histogram, histogram_bytes, int_histogram
 
 A = (("__name__", "nh"), ("k", "a"))

@@ -10,7 +10,7 @@ import pytest
 
 from bench.procs import start_metricsgw
 from metricsgw.remote.codec import encode_v1
-from metricsgw.storage.batch import MetricMetadata
+from metricsgw.model import MetricMetadata
 from tests.dashboards.loading import INTERVAL_MS, aligned_now_ms
 from tests.e2e.client import api, remote_write
 from tests.e2e.compare import diff

@@ -17,10 +17,11 @@ import pytest
 
 from metricsgw.ingest.bulk import validate_many
 from metricsgw.limits.ingest import IngestLimits
-from metricsgw.model import Matcher, labels_from_key, series_id, series_key, series_keys, series_keys_and_ids
+from metricsgw.model import (Matcher, MetricMetadata, labels_from_key, series_id, series_key, series_keys,
+                             series_keys_and_ids)
 from metricsgw.ingest.validate import LabelProblem, validate_labels
 from metricsgw.storage.wal import records
-from metricsgw.storage.batch import AppendBatch, MetricMetadata
+from metricsgw.storage.batch import AppendBatch
 from metricsgw.storage.catalog.catalog import Catalog
 
 NAMES = ["__name__", "a", "b", "gpu", "Zeta", "_x", "1bad", "", "host"]

@@ -10,7 +10,7 @@ import pytest
 
 from metricsgw.remote import codec, split
 from metricsgw.remote.proto import remote_v1_pb2 as v1pb
-from metricsgw.storage.batch import MetricMetadata
+from metricsgw.model import MetricMetadata
 
 MD = MetricMetadata("m", "gauge", "help text", "")
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from metricsgw.storage.batch import SampleBlock
+from metricsgw.model import SampleBlock
 from metricsgw.storage.memory.head import select_sorted
 from metricsgw.storage.read.merge import is_sorted_strict, merge_parts
 from metricsgw.storage.read.sample_cache import CachedSamples, SampleCache

@@ -10,10 +10,9 @@ import pytest
 import snappy
 
 from metricsgw.errors import BadData
-from metricsgw.model import STALE_NAN, Matcher
+from metricsgw.model import STALE_NAN, Matcher, SampleBlock
 from metricsgw.remote import read_codec
 from metricsgw.remote.proto import remote_read_pb2 as pb
-from metricsgw.storage.batch import SampleBlock
 from tests.remote.read_client import build_request
 
 

@@ -12,12 +12,11 @@ import pytest
 import snappy
 
 from metricsgw.errors import BadData, PayloadTooLarge, UnsupportedMediaType
-from metricsgw.model import STALE_NAN_BITS, labels_from_key
+from metricsgw.model import STALE_NAN_BITS, MetricMetadata, labels_from_key
 from metricsgw.remote import codec
 from metricsgw.remote.fastscan import scan_series
 from metricsgw.remote.proto import remote_v1_pb2 as v1pb
 from metricsgw.remote.proto import remote_v2_pb2 as v2pb
-from metricsgw.storage.batch import MetricMetadata
 
 STALE = struct.unpack("<d", struct.pack("<Q", STALE_NAN_BITS))[0]
 OTHER_NAN = struct.unpack("<d", struct.pack("<Q", 0x7FF8000000000001))[0]

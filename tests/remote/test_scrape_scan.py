@@ -52,7 +52,7 @@ def test_keys_are_the_seeded_xxh3_128_of_the_label_records_as_cache_keys_makes_t
 
 
 def test_metadata_is_flagged_and_read_apart():
-    from metricsgw.storage.batch import MetricMetadata
+    from metricsgw.model import MetricMetadata
 
     body = codec.encode_v1(series(3), [MetricMetadata("gpu_util", "gauge", "GPU use.", "")], compress=False)
     scanned = scrape_scan.scan(body, SEED)

@@ -16,9 +16,9 @@ from metricsgw.errors import Unavailable
 from metricsgw.ingest.pipeline import IngestPipeline
 from metricsgw.limits.context import QueryContext
 from metricsgw.limits.ingest import IngestLimits
-from metricsgw.model import Matcher, canonical, series_id
+from metricsgw.model import Matcher, MetricMetadata, canonical, series_id
 from metricsgw.remote import codec
-from metricsgw.storage.batch import AppendBatch, MetricMetadata
+from metricsgw.storage.batch import AppendBatch
 from metricsgw.storage.store import Storage
 from metricsgw.telemetry import Telemetry
 

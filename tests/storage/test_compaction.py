@@ -13,8 +13,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from metricsgw.limits.context import QueryContext
-from metricsgw.model import STALE_NAN_BITS, Matcher, canonical, series_id
-from metricsgw.storage.batch import AppendBatch, SampleBlock
+from metricsgw.model import STALE_NAN_BITS, Matcher, SampleBlock, canonical, series_id
+from metricsgw.storage.batch import AppendBatch
 from metricsgw.storage.upkeep.compact import MAX_FILES_OPEN_PARTITION, TIER, compact_partitions
 from metricsgw.storage.store import Storage
 

@@ -3,8 +3,7 @@ for parts that follow each other per series, the sorting path otherwise, same an
 
 import numpy as np
 
-from metricsgw.model import STALE_NAN
-from metricsgw.storage.batch import SampleBlock
+from metricsgw.model import STALE_NAN, SampleBlock
 from metricsgw.storage.read.merge import interleave, merge_parts
 
 

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from metricsgw.limits.context import QueryContext
-from metricsgw.model import STALE_NAN, Matcher, canonical, series_id
-from metricsgw.storage.batch import AppendBatch, MetricMetadata
+from metricsgw.model import STALE_NAN, Matcher, MetricMetadata, canonical, series_id
+from metricsgw.storage.batch import AppendBatch
 from metricsgw.storage.store import Storage
 from metricsgw.storage.wal.wal import list_segments, segment_name
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from metricsgw.model import STALE_NAN, series_id
+from metricsgw.model import STALE_NAN, MetricMetadata, series_id
 from metricsgw.storage.wal import records
-from metricsgw.storage.batch import AppendBatch, MetricMetadata
+from metricsgw.storage.batch import AppendBatch
 from metricsgw.storage.wal.walcodec import RefTable, SegmentDecoder, SegmentEncoder
 
 

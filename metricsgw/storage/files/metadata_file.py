@@ -7,7 +7,7 @@ import contextlib
 import json
 import os
 
-from ..batch import MetricMetadata
+from ...model import MetricMetadata
 from .fsync import fsync_dir
 
 NAME = "metadata.json"

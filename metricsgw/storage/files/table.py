@@ -46,12 +46,12 @@ from deltalake.exceptions import CommitFailedError
 from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Transaction as AppTransaction
 
 from ...errors import Unavailable
+from ...model import check_writer_id
 from .fsync import fsync_dir
 from .parquet_io import SampleFile
 
 log = logging.getLogger(__name__)
 
-WRITER_ID_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_-]{0,63}$")
 COMMIT_ATTEMPTS = 20  # a commit that loses the race for the next log entry is retried this often
 # Delta writes a checkpoint every this many versions, so opening a table reads one checkpoint and fewer
 # than this many JSON entries; log entries older than the retention are deleted at checkpoints.
@@ -96,12 +96,6 @@ def file_seq(path: str) -> int:
 def file_writer(path: str) -> str:
     parsed = parse_name(path)
     return parsed[1] if parsed else ""
-
-
-def check_writer_id(writer_id: str) -> str:
-    if not WRITER_ID_RE.match(writer_id):
-        raise ValueError(f"--storage.writer-id {writer_id!r}: letters, digits, '_' and '-' only (at most 64)")
-    return writer_id
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import threading
 import numpy as np
 
 from ... import npsort
-from ..batch import SampleBlock
+from ...model import SampleBlock
 
 
 class HeadBlock:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from ... import npsort
-from ..batch import SampleBlock
+from ...model import SampleBlock
 
 
 def is_sorted_strict(sid: np.ndarray, t: np.ndarray) -> bool:

@@ -15,8 +15,8 @@ import pyarrow as pa
 
 from ... import npsort
 from ...limits.context import QueryContext
-from ...model import METRIC_NAME, Matcher
-from ..batch import SampleBlock, SeriesSet
+from ...model import METRIC_NAME, Matcher, SampleBlock
+from ..batch import SeriesSet
 from ..catalog import stats
 from ..memory.head import select_sorted
 from .merge import merge_blocks, merge_parts, sort_block

@@ -15,8 +15,8 @@ import numpy as np
 
 from ... import npsort
 from ...limits.context import QueryContext
-from ...model import Matcher
-from ..batch import SampleBlock, SeriesSet
+from ...model import Matcher, SampleBlock
+from ..batch import SeriesSet
 from ..memory.native_head import merge_exemplars, merge_histograms
 from ..native_store import EXEMPLAR_BYTES, HISTOGRAM_BYTES
 from .merge import merge_parts

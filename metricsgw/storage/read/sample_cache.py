@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..batch import SampleBlock
+from ...model import SampleBlock
 
 # What a cached sample costs (t as int32 + v), for sizing fills before they are made.
 CACHED_SAMPLE_BYTES = 12

@@ -35,7 +35,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .. import crashpoints
-from ..batch import SampleBlock
+from ...model import SampleBlock
 from ..files import parquet_io
 from ..files.fsync import fsync_dir
 from ..read.merge import merge_blocks

@@ -14,8 +14,8 @@ import struct
 
 import numpy as np
 
-from ...model import labels_from_key, series_keys
-from ..batch import AppendBatch, MetricMetadata
+from ...model import MetricMetadata, labels_from_key, series_keys
+from ..batch import AppendBatch
 
 _MAGIC_V1 = b"A1"
 _MAGIC = b"A2"

@@ -26,8 +26,8 @@ import numpy as np
 import zstandard
 
 from ... import npsort
-from ...model import labels_from_key, series_keys
-from ..batch import AppendBatch, MetricMetadata
+from ...model import MetricMetadata, labels_from_key, series_keys
+from ..batch import AppendBatch
 from ..catalog.sorted_search import search_sorted
 from . import records
 
