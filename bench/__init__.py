@@ -1,1 +1,1 @@
-"""Benchmark kit: workload generator, remote-write load driver, side-by-side runs against Prometheus."""
+"""Benchmarks: side-by-side runs against Prometheus and VictoriaMetrics, on the test harness (testkit/)."""

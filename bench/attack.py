@@ -3,7 +3,7 @@
     python -m bench.attack --nodes 300 [--scrapes 4] [--timeout 120s] [--metricsgw-flag=--query.timeout=30s]
     python -m bench.attack --url http://127.0.0.1:9201 --pid 1234   # an already running server
 
-With --nodes, the same GPU-cluster workload (bench/workload.py) is remote-written, with the
+With --nodes, the same GPU-cluster workload (testkit/workload.py) is remote-written, with the
 same pre-encoded requests, into metricsgw and into real Prometheus (each in a fresh data dir,
 loopback only), and every request below is sent to each server in turn: Grafana's `{le!=""}`
 series call with no time range (plain, and from clients that hang up after 1 s), label calls
@@ -33,9 +33,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 
-from bench import procs
-from bench.load import Plan, check_loopback, prepare, send_all
 from metricsgw.config import parse_duration
+from testkit import procs
+from testkit.load import Plan, check_loopback, prepare, send_all
 
 RESULTS = Path(__file__).resolve().parent / "results"
 MiB = 1 << 20

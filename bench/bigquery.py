@@ -21,12 +21,12 @@ from pathlib import Path
 
 import numpy as np
 
-from bench import procs
 from bench.attack import Attack, send
-from bench.load import send_all
-from bench.wire import build_requests, metadata_request
-from bench.workload import Workload
 from metricsgw.config import parse_duration
+from testkit import procs
+from testkit.load import send_all
+from testkit.wire import build_requests, metadata_request
+from testkit.workload import Workload
 
 RESULTS = Path(__file__).resolve().parent / "results"
 MiB = 1 << 20

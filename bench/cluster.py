@@ -24,12 +24,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.load import send_all
-from bench.procs import free_port, start_metricsgw
-from bench.queries import DASHBOARD_QUERIES, latest_timestamp, run
-from bench.wire import build_requests, metadata_request
-from bench.workload import Workload
+from bench.queries import latest_timestamp, run
 from metricsgw.config import parse_duration
+from testkit.load import send_all
+from testkit.procs import free_port, start_metricsgw
+from testkit.panels import DASHBOARD_QUERIES
+from testkit.wire import build_requests, metadata_request
+from testkit.workload import Workload
 
 INTERVAL_MS = 15_000
 HEAD_ONLY = ["--storage.flush-interval=24h", "--storage.flush-max-samples=200000000"]

@@ -28,10 +28,10 @@ from pathlib import Path
 import pyarrow as pa
 from deltalake import DeltaTable
 
-from bench import procs
-from bench.load import send_all
-from bench.wire import build_requests, metadata_request
 from metricsgw.config import parse_duration
+from testkit import procs
+from testkit.load import send_all
+from testkit.wire import build_requests, metadata_request
 
 
 @dataclass(frozen=True)
@@ -117,7 +117,7 @@ def _settle(servers: Servers, ready: dict[str, float], end_ms: int) -> dict[str,
 
 
 def _load(plan: DatasetPlan, end_ms: int, servers: Servers) -> tuple[int, dict[str, float]]:
-    from bench.workload import Workload
+    from testkit.workload import Workload
 
     workload = Workload(plan.nodes, plan.seed)
     interval_ms = int(plan.interval_s * 1000)

@@ -23,7 +23,6 @@ import statistics
 import time
 from pathlib import Path
 
-from bench.queries import DASHBOARD_QUERIES
 from metricsgw import gcpolicy, malloc
 from metricsgw.api.query import render_charged
 from metricsgw.config import load as load_config
@@ -31,6 +30,7 @@ from metricsgw.limits.context import QueryContext
 from metricsgw.limits.memory import MemoryShares, pool_for
 from metricsgw.promql.engine import Engine
 from metricsgw.storage.store import Storage
+from testkit.panels import DASHBOARD_QUERIES
 
 
 def measure(data_dir: Path, end_s: float, repeat: int, window_s: float = 3600.0, step_s: float = 30.0) -> dict:

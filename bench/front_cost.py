@@ -28,10 +28,10 @@ from pathlib import Path
 
 import psutil
 
-from bench import procs
-from bench.load import send_all
-from bench.wire import build_requests, metadata_request
-from bench.workload import Workload
+from testkit import procs
+from testkit.load import send_all
+from testkit.wire import build_requests, metadata_request
+from testkit.workload import Workload
 
 RESULTS = Path(__file__).resolve().parent / "results"
 INTERVAL_MS = 15_000

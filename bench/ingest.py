@@ -33,9 +33,9 @@ from pathlib import Path
 
 import psutil
 
-from bench import procs
-from bench.load import LoadResult, Plan, prepare, send_all
 from metricsgw.config import parse_duration
+from testkit import procs
+from testkit.load import LoadResult, Plan, prepare, send_all
 
 RESULTS = Path(__file__).resolve().parent / "results"
 STARTERS = procs.STARTERS

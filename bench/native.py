@@ -25,8 +25,8 @@ from pathlib import Path
 import psutil
 import snappy
 
-from bench import procs
 from metricsgw.remote.proto import remote_v1_pb2 as v1pb
+from testkit import procs
 
 INTERVAL_MS = 15_000
 QUERIES = ["histogram_quantile(0.99, sum(rate(nh_bench[5m])))", "sum by (pod) (rate(nh_bench[5m]))",

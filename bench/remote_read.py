@@ -18,9 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from bench.procs import start_metricsgw, start_prometheus
 from metricsgw.remote import codec
 from metricsgw.remote.proto import remote_read_pb2 as pb
+from testkit.procs import start_metricsgw, start_prometheus
 from tests.e2e.client import remote_write
 from tests.remote.read_client import build_request, post
 

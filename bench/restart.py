@@ -27,8 +27,8 @@ import urllib.parse
 from pathlib import Path
 
 
-from bench import procs
-from bench.load import Plan, prepare, send_all
+from testkit import procs
+from testkit.load import Plan, prepare, send_all
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PROBE_METRIC = "DCGM_FI_DEV_GPU_UTIL"

@@ -19,7 +19,7 @@ followed by the measured --duration window, each reported by itself, minute by m
 acknowledged, write p50/p99/max, failures, retries, behind, RSS of every gateway process (front and
 children), CPU of the gateway and of this driver, flush time from the gateway's /metrics, the
 1-minute load average (other work on the machine shows there), and the dashboard panels that a
-separate process asks every 30 s (bench.queries' DASHBOARD_QUERIES, ranges of 15-60 min).
+separate process asks every 30 s (testkit/panels.py's DASHBOARD_QUERIES, ranges of 15-60 min).
 Results: bench/results/scale-<target>-<time>.json. Loopback only.
 """
 
@@ -38,14 +38,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench import procs
-from bench.load import check_loopback
 from bench.scale_report import Recorder, markdown
 from bench.scale_send import Sender
 from bench.scale_wire import Template
-from bench.wire import encode_labels, metadata_request
-from bench.workload import Workload
 from metricsgw.config import parse_duration
+from testkit import procs
+from testkit.load import check_loopback
+from testkit.wire import encode_labels, metadata_request
+from testkit.workload import Workload
 
 RESULTS = Path(__file__).resolve().parent / "results"
 CACHE = Path(os.environ.get("SCALE_CACHE", "/var/tmp/metricsgw-bench-scale"))
@@ -76,7 +76,8 @@ def load_workload(nodes: int, seed: int, per_request: int) -> tuple[Workload, Te
 def dashboard_prober(base: str, every_s: float, stop, out) -> None:
     """A process of its own (the driver's event loop must not wait on it): every every_s a few panels,
     in turn over DASHBOARD_QUERIES and PANEL_RANGES_MIN, each answer put on `out`."""
-    from bench.queries import DASHBOARD_QUERIES, post
+    from bench.queries import post
+    from testkit.panels import DASHBOARD_QUERIES
 
     k = 0
     while not stop.is_set():

@@ -10,7 +10,7 @@ import time
 import numpy as np
 import psutil
 
-from bench import procs
+from testkit import procs
 
 MiB = 1 << 20
 FLUSH_METRIC = "metricsgw_flush_duration_seconds"

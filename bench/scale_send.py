@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import aiohttp
 
-from bench.load import HEADERS, MAX_BACKOFF_S, MIN_BACKOFF_S
 from bench.scale_wire import Template
+from testkit.load import HEADERS, MAX_BACKOFF_S, MIN_BACKOFF_S
 
 ATTEMPT_TIMEOUT_S = 30.0  # Prometheus's remote_timeout
 

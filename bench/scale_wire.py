@@ -1,6 +1,6 @@
 """Remote-write requests encoded once, refilled per scrape: the 7,500-node driver's encoder.
 
-At 7,500 nodes a scrape is 2.7M samples. `bench.wire.build_requests` builds every request's bytes
+At 7,500 nodes a scrape is 2.7M samples. `testkit.wire.build_requests` builds every request's bytes
 again from Python pieces (seconds per scrape); here each request's uncompressed WriteRequest is
 laid out once with every sample at a fixed width, and a scrape only writes its values and
 timestamps into those bytes with numpy and snappy-compresses them:
@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import snappy
 
-from bench.wire import varint
+from testkit.wire import varint
 
 TS_BYTES = 6  # varint width of a millisecond timestamp between 2^35 and 2^42
 MIN_TS, MAX_TS = 1 << 35, 1 << 42

@@ -37,14 +37,14 @@ from pathlib import Path
 
 import numpy as np
 
-from bench import procs
 from bench.attack import Attack, hang_up, send
 from bench.ingest import _merge
-from bench.load import LoadResult, send_all
-from bench.queries import DASHBOARD_QUERIES
-from bench.wire import build_requests, metadata_request
-from bench.workload import Workload
 from metricsgw.config import parse_duration
+from testkit import procs
+from testkit.load import LoadResult, send_all
+from testkit.panels import DASHBOARD_QUERIES
+from testkit.wire import build_requests, metadata_request
+from testkit.workload import Workload
 
 RESULTS = Path(__file__).resolve().parent / "results"
 MiB = 1 << 20

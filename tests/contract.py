@@ -22,12 +22,12 @@ from typing import Iterable, Iterator
 
 import yaml
 
-from bench.workload import Workload
 from metricsgw.model import Labels, Matcher, canonical
 from metricsgw.promql import parser as P
 from metricsgw.rules.loader import load_rule_files
 from metricsgw.rules.relabel import RuleSet
 from metricsgw.telemetry import Telemetry
+from testkit.workload import Workload
 from tests.dashboards.grafana import (Selection, format_value, interpolate, load_dashboards, parse_label_values,
                                       targets, variable_query, variables)
 from tests.shipped import ALERT_TEST_DIR, REPO, alert_rules

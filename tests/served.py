@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bench.procs import Server, start_metricsgw
-from bench.workload import Workload
 from metricsgw.rules.loader import load_rule_files
+from testkit.procs import Server, start_metricsgw
+from testkit.workload import Workload
 import asyncio
 
-from bench.load import send_all
-from bench.wire import build_requests, metadata_request
+from testkit.load import send_all
+from testkit.wire import build_requests, metadata_request
 from tests.dashboards.loading import INTERVAL_MS, aligned_now_ms, provoke_discard_and_guard_rejection, scrape_into
 from tests.e2e.client import api
 from tests.shipped import make_serve_rule_files

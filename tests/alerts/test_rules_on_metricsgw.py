@@ -19,8 +19,8 @@ import re
 import pytest
 import yaml
 
-from bench.procs import start_metricsgw
 from metricsgw.promql import parser as P
+from testkit.procs import start_metricsgw
 from tests.alerts.promtool_series import duration_ms, expand_values
 from tests.contract import series_labels
 from tests.dashboards.loading import aligned_now_ms, write_series

@@ -9,9 +9,11 @@ import json
 
 import pytest
 
-from bench import engine_cpu, procs
+from bench import engine_cpu
 from bench.dataset import DatasetPlan, open_dataset
-from bench.queries import DASHBOARD_QUERIES, METRICSGW, PROMETHEUS, VICTORIA_METRICS, post, run, table
+from bench.queries import METRICSGW, PROMETHEUS, VICTORIA_METRICS, post, run, table
+from testkit import procs
+from testkit.panels import DASHBOARD_QUERIES
 
 pytestmark = pytest.mark.skipif(not (procs.Path(procs.PROMETHEUS).exists()
                                      and procs.Path(procs.VICTORIA_METRICS).exists()),

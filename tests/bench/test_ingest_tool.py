@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from bench import ingest, procs
-from bench.load import Plan, prepare
+from bench import ingest
+from testkit import procs
+from testkit.load import Plan, prepare
 
 pytestmark = pytest.mark.skipif(not (procs.Path(procs.PROMETHEUS).exists()
                                      and procs.Path(procs.VICTORIA_METRICS).exists()),

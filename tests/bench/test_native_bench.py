@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from bench import procs
 from bench.native import QUERIES, _same, run_one
+from testkit import procs
 
 
 def test_native_bench_runs_and_both_servers_agree(tmp_path):

@@ -7,9 +7,9 @@ import time
 
 import pytest
 
-from bench import procs
-from bench.load import Plan, prepare
 from bench.restart import PROBE_METRIC, run_one, table
+from testkit import procs
+from testkit.load import Plan, prepare
 
 
 @pytest.mark.parametrize("kind", ["metricsgw", "prometheus", "victoria-metrics"])

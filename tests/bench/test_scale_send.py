@@ -7,10 +7,11 @@ import asyncio
 
 import snappy
 
-from bench import scale_wire, wire
+from bench import scale_wire
 from bench.scale_send import Sender
-from bench.workload import Workload
 from metricsgw.remote.proto import remote_v1_pb2 as v1pb
+from testkit import wire
+from testkit.workload import Workload
 from tests.bench.test_wire_and_load import _serve
 
 

@@ -7,10 +7,11 @@ import numpy as np
 import pytest
 import snappy
 
-from bench import scale_wire, wire
-from bench.workload import Workload
+from bench import scale_wire
 from metricsgw.remote.fastscan import scan_series
 from metricsgw.remote.proto import remote_v1_pb2 as v1pb
+from testkit import wire
+from testkit.workload import Workload
 
 T0 = 1_796_000_000_000  # December 2026
 

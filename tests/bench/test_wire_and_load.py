@@ -9,11 +9,11 @@ import pytest
 import snappy
 from aiohttp import web
 
-from bench import wire
-from bench.load import Plan, check_loopback, prepare, send_all
-from bench.workload import Workload
 from metricsgw.remote.codec import encode_v1
 from metricsgw.remote.proto import remote_v1_pb2 as v1pb
+from testkit import wire
+from testkit.load import Plan, check_loopback, prepare, send_all
+from testkit.workload import Workload
 
 T0 = 1_764_000_000_000
 

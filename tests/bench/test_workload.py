@@ -8,9 +8,9 @@ from collections import Counter, defaultdict
 import numpy as np
 import pytest
 
-from bench.workload import Workload
-from bench.workload_catalog import K8S_LATENCY_BUCKETS, FB_TOTAL_MIB
 from metricsgw.model import canonical, metric_name
+from testkit.workload import Workload
+from testkit.workload_catalog import K8S_LATENCY_BUCKETS, FB_TOTAL_MIB
 
 T0 = 1_764_000_000_000
 NAME_RE = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 
-from bench.procs import free_port, start_metricsgw
+from testkit.procs import free_port, start_metricsgw
 from tests.dashboards.loading import aligned_now_ms, write_series
 from tests.e2e.client import api
 from tests.guard.helpers import QueryHold

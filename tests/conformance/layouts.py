@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bench.procs import Server, free_port, start_metricsgw
 from metricsgw.model import series_id
 from metricsgw.remote.codec import encode_v1
+from testkit.procs import Server, free_port, start_metricsgw
 from tests.e2e.client import remote_write
 
 LAYOUTS = ["memsource", "single", "default", "cluster3"]

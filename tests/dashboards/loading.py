@@ -1,6 +1,6 @@
 """Put test data into a running server by remote write: the bench workload, extra series, a self-scrape.
 
-The bench kit does the heavy lifting (``bench.wire.build_requests`` pre-encodes, ``bench.load.send_all``
+The bench kit does the heavy lifting (``testkit.wire.build_requests`` pre-encodes, ``testkit.load.send_all``
 sends with Prometheus-style retries); series are sharded so each one's samples stay in time order
 on one connection, which is what Prometheus's head needs.
 """
@@ -13,12 +13,12 @@ import time
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.load import send_all
-from bench.procs import http_get
-from bench.wire import build_requests, metadata_request
-from bench.workload import Workload
 from metricsgw.model import canonical
 from metricsgw.remote.codec import encode_v1
+from testkit.load import send_all
+from testkit.procs import http_get
+from testkit.wire import build_requests, metadata_request
+from testkit.workload import Workload
 from tests.e2e.client import api, remote_write
 
 INTERVAL_MS = 15_000

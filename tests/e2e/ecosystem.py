@@ -1,7 +1,7 @@
 """Start the real Prometheus ecosystem around metricsgw: node-exporter, vmagent, vmalert, Alertmanager.
 
 Every helper starts one Debian binary on a free 127.0.0.1 port with its files in a directory the
-caller owns (no systemd, no /etc, no /var/lib), and returns a ``bench.procs.Server`` (stop() it).
+caller owns (no systemd, no /etc, no /var/lib), and returns a ``testkit.procs.Server`` (stop() it).
 ``urls`` are plain base URLs, so a caller can point them at TLS endpoints as well.
 Also: reading a server's own /metrics and waiting for a condition.
 """
@@ -14,7 +14,7 @@ import urllib.request
 from pathlib import Path
 from typing import Callable, TypeVar
 
-from bench.procs import Server, _spawn, free_port
+from testkit.procs import Server, _spawn, free_port
 
 NODE_EXPORTER = "/usr/bin/prometheus-node-exporter"
 VMAGENT = "/usr/bin/vmagent"

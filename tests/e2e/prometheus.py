@@ -11,8 +11,8 @@ from pathlib import Path
 
 import yaml
 
-from bench.procs import PROMETHEUS, Server, _spawn, free_port
-from bench.workload import Workload
+from testkit.procs import PROMETHEUS, Server, _spawn, free_port
+from testkit.workload import Workload
 
 
 class Exporter:

@@ -8,7 +8,7 @@ flushed here (long --storage.flush-interval), so a gateway's data is exactly its
 it serves its peers. (With one shared table, flushed data comes from the table instead; see
 docs/cluster.md.)
 
-Every query of the dashboard set -- tests/e2e/queries.py, bench/queries.py and every panel of the
+Every query of the dashboard set -- tests/e2e/queries.py, testkit/panels.py and every panel of the
 shipped dashboards -- and the metadata calls, asked of any gateway, must equal the reference's
 answer, without warnings. Then one gateway is killed with SIGKILL: the others answer 503 naming it,
 or, asked for a partial answer (partial_response=true), 200 with a warning naming it, lacking exactly
@@ -23,10 +23,10 @@ import urllib.request
 
 import pytest
 
-from bench.load import send_all
-from bench.procs import Server, free_port, start_metricsgw
-from bench.queries import DASHBOARD_QUERIES
-from bench.wire import build_requests, metadata_request
+from testkit.load import send_all
+from testkit.procs import Server, free_port, start_metricsgw
+from testkit.panels import DASHBOARD_QUERIES
+from testkit.wire import build_requests, metadata_request
 from tests.dashboards.grafana import interpolate, load_dashboards, resolve_variables, targets
 from tests.dashboards.loading import (INTERVAL_MS, SmallControlPlaneWorkload, aligned_now_ms, in_parallel,
                                       provoke_discard_and_guard_rejection, scrape_into, write_series)

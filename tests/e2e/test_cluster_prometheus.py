@@ -16,7 +16,7 @@ import time
 import pytest
 import yaml
 
-from bench.procs import REPO, free_port, start_metricsgw
+from testkit.procs import REPO, free_port, start_metricsgw
 from tests.e2e import queries
 from tests.e2e.client import api
 from tests.e2e.compare import compare_servers

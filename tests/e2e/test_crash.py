@@ -7,9 +7,9 @@ import subprocess
 import threading
 import time
 
-from bench.procs import free_port, start_metricsgw
 from metricsgw.remote.codec import encode_v1
 from metricsgw.storage import crashpoints
+from testkit.procs import free_port, start_metricsgw
 from tests.e2e.acked import AckedLoad, assert_exactly_once
 from tests.e2e.client import api, remote_write
 

@@ -16,8 +16,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bench.procs import start_metricsgw, start_prometheus
 from metricsgw.model import STALE_NAN
+from testkit.procs import start_metricsgw, start_prometheus
 from tests.dashboards.grafana import interpolate, load_dashboards, resolve_variables, targets
 from tests.dashboards.loading import (INTERVAL_MS, SmallControlPlaneWorkload, aligned_now_ms, in_parallel,
                                       provoke_discard_and_guard_rejection, scrape_into, write_series, write_workload)

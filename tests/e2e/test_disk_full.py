@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from bench.procs import http_get, start_metricsgw
+from testkit.procs import http_get, start_metricsgw
 from tests.e2e.acked import AckedLoad, assert_exactly_once
 from tests.guard.helpers import own_metrics
 from tests.storage.tmpfs import fill, small_tmpfs

@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bench.procs import Server, free_port, start_metricsgw
 from metricsgw.rules.loader import load_rule_files
+from testkit.procs import Server, free_port, start_metricsgw
 from tests.e2e.client import api
 from tests.e2e.ecosystem import (PROMTOOL, metric_sum, own_metrics, start_alertmanager, start_node_exporter,
                                  start_vmagent, start_vmalert, wait_for)

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import time
 
-from bench.procs import start_metricsgw
 from metricsgw.cluster.extent_board import BoardReader
 from metricsgw.remote.codec import encode_v1
+from testkit.procs import start_metricsgw
 from tests.e2e.client import api, remote_write
 from tests.e2e.procs_helpers import wait_for
 from tests.guard.helpers import own_metrics

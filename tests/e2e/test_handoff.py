@@ -12,11 +12,11 @@ import json
 import time
 import urllib.parse
 
-from bench.procs import start_metricsgw
+from metricsgw.remote.codec import encode_v1
+from testkit.procs import start_metricsgw
 from tests.e2e.procs_helpers import wait_for
 from tests.guard.helpers import metric
 from tests.web.certs import bcrypt_hash
-from metricsgw.remote.codec import encode_v1
 
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}
 

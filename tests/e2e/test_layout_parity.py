@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from bench.procs import start_metricsgw
 from metricsgw.remote.codec import encode_v1
 from metricsgw.model import MetricMetadata
+from testkit.procs import start_metricsgw
 from tests.dashboards.loading import INTERVAL_MS, aligned_now_ms
 from tests.e2e.client import api, remote_write
 from tests.e2e.compare import diff

@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from bench.procs import start_metricsgw
 from metricsgw.remote.codec import encode_v1
+from testkit.procs import start_metricsgw
 from tests.e2e.client import api, remote_write
 
 LIMITS = ["--query.max-samples=1000", "--query.max-series=30", "--query.max-metadata-series=5",

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.procs import start_metricsgw, start_prometheus
+from testkit.procs import start_metricsgw, start_prometheus
 from tests.dashboards.loading import aligned_now_ms, in_parallel, write_series
 from tests.e2e.client import api
 from tests.e2e.compare import compare_servers

@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-from bench.procs import start_metricsgw
 from metricsgw.promql.native import decode, to_json
 from metricsgw.storage import crashpoints
+from testkit.procs import start_metricsgw
 from tests.e2e.client import api, remote_write
 from tests.native_requests import float_histogram, histogram_bytes, int_histogram, v1_request, v2_request
 

@@ -17,8 +17,8 @@ import urllib.request
 
 import pytest
 
-from bench.procs import start_metricsgw, start_prometheus
 from metricsgw.model import STALE_NAN
+from testkit.procs import start_metricsgw, start_prometheus
 from tests.dashboards.loading import INTERVAL_MS, aligned_now_ms
 from tests.e2e.client import api, remote_write
 from tests.e2e.compare import diff

@@ -18,8 +18,10 @@ import urllib.request
 
 import psutil
 
-from bench.procs import gateway_children as children
-from bench.procs import http_get, start_metricsgw
+from metricsgw.remote.codec import encode_v1, encode_v2
+from metricsgw.cluster.head_protocol import TABLE_VERSION_HEADER
+from testkit.procs import gateway_children as children
+from testkit.procs import http_get, start_metricsgw
 from tests.e2e.acked import AckedLoad, assert_exactly_once
 from tests.e2e.client import api, remote_write
 from tests.e2e.compare import diff
@@ -27,8 +29,6 @@ from tests.e2e.procs_helpers import unix_get, unix_post, wait_for
 from tests.e2e.prometheus import Exporter, start_scraping_prometheus
 from tests.guard.helpers import QueryHold, metric, own_metrics, send_and_hang_up
 from tests.remote.read_client import HEADERS, build_request, decode_samples, post
-from metricsgw.remote.codec import encode_v1, encode_v2
-from metricsgw.cluster.head_protocol import TABLE_VERSION_HEADER
 
 
 TWO_SHARDS = ["--ingest.shards=2", "--query.processes=1"]  # the 2-core default, on a machine of any size

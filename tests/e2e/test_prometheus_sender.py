@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from bench.procs import start_metricsgw
+from testkit.procs import start_metricsgw
 from tests.e2e.client import api
 from tests.e2e.compare import diff
 from tests.e2e.prometheus import Exporter, start_scraping_prometheus

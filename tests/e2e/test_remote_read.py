@@ -26,11 +26,11 @@ import time
 import numpy as np
 import pytest
 
-from bench.procs import start_metricsgw, start_prometheus
 from metricsgw.model import STALE_NAN
 from metricsgw.remote import codec, read_codec
 from metricsgw.remote.proto import remote_read_pb2 as pb
 from metricsgw.remote.xor import encode_chunk
+from testkit.procs import start_metricsgw, start_prometheus
 from tests.e2e.client import api, remote_write
 from tests.e2e.compare import diff
 from tests.remote.read_client import build_request, decode_samples, decode_streamed, post

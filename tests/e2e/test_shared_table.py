@@ -27,9 +27,9 @@ import duckdb
 import pytest
 from deltalake import DeltaTable
 
-from bench.procs import Server, free_port, start_metricsgw
 from metricsgw.storage import crashpoints
 from metricsgw.storage.files.table import file_writer
+from testkit.procs import Server, free_port, start_metricsgw
 from tests.e2e import queries
 from tests.e2e.acked import AckedLoad, assert_exactly_once
 from tests.e2e.client import api

@@ -16,8 +16,8 @@ import time
 
 from deltalake import DeltaTable
 
-from bench.procs import start_metricsgw
 from metricsgw.remote.codec import encode_v1
+from testkit.procs import start_metricsgw
 from tests.e2e.client import api, remote_write
 from tests.e2e.test_cluster_prometheus import _wait
 from tests.remote.read_client import build_request, decode_samples, post

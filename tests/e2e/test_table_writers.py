@@ -13,9 +13,9 @@ import duckdb
 import pytest
 from deltalake import DeltaTable
 
-from bench.procs import start_metricsgw
 from metricsgw.storage import crashpoints
 from metricsgw.storage.store import Storage
+from testkit.procs import start_metricsgw
 from tests.e2e.acked import AckedLoad, assert_exactly_once
 
 FLAGS = ["--storage.flush-interval=1s", "--storage.partition-duration=10s", "--storage.vacuum-delay=0s"]

@@ -18,7 +18,7 @@ from urllib.parse import urlencode
 
 import pytest
 
-from bench.procs import start_metricsgw, start_prometheus
+from testkit.procs import start_metricsgw, start_prometheus
 from tests.dashboards.loading import SmallControlPlaneWorkload, aligned_now_ms, write_workload
 from tests.grafana.catalogue import Call, bad_calls, catalogue
 from tests.grafana.exchange import differences, send

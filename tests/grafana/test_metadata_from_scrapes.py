@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from bench.procs import start_metricsgw
+from testkit.procs import start_metricsgw
 from tests.e2e.prometheus import Exporter, start_scraping_prometheus
 from tests.grafana.catalogue import Call
 from tests.grafana.exchange import differences, send

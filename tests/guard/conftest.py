@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from bench.load import Plan, prepare, send_all
-from bench.procs import Server, start_metricsgw
-from bench.workload import Workload
-from bench.wire import build_requests
+from testkit.load import Plan, prepare, send_all
+from testkit.procs import Server, start_metricsgw
+from testkit.workload import Workload
+from testkit.wire import build_requests
 from tests.guard.helpers import QueryHold
 
 NODES = 520  # ~202k series (the GPU-cluster workload has ~390 series per node plus control plane)

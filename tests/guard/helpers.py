@@ -12,7 +12,7 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from bench.procs import ResourceSampler, http_get, tree_cpu_s, tree_rss
+from testkit.procs import ResourceSampler, http_get, tree_cpu_s, tree_rss
 from tests.e2e.client import api
 
 MiB = 1 << 20

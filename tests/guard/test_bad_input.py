@@ -14,8 +14,8 @@ import urllib.parse
 
 import pytest
 
-from bench.procs import start_metricsgw
 from metricsgw.remote.codec import encode_v1
+from testkit.procs import start_metricsgw
 from tests.e2e.client import api, remote_write
 
 DEEP_PARENS = "(" * 10_000 + "1" + ")" * 10_000  # segfaulted the parser

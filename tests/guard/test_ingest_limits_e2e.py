@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from bench.procs import start_metricsgw, start_prometheus
 from metricsgw.remote.codec import encode_v1
+from testkit.procs import start_metricsgw, start_prometheus
 from tests.e2e.client import api, remote_write
 from tests.guard.helpers import metric
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from bench.load import send_all
+from testkit.load import send_all
 from tests.guard.conftest import server_fixture
 from tests.guard.helpers import timed_api
 

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
-from bench.procs import PROMETHEUS, Server, _spawn, free_port, start_metricsgw
 from metricsgw.app import build_app
 from metricsgw.appkeys import RULER
 from metricsgw.config import load
 from metricsgw.ruler.shape import group_token
+from testkit.procs import PROMETHEUS, Server, _spawn, free_port, start_metricsgw
 from tests.e2e.client import api
 from tests.e2e.ecosystem import start_vmalert, wait_for
 

@@ -1,6 +1,6 @@
 """The shipped rule files (rules/relabel/*.yml) do what their comments say, on the bench workload's series.
 
-bench/workload.py emits realistic dcgm-exporter, iptables-exporter, node-exporter and
+testkit/workload.py emits realistic dcgm-exporter, iptables-exporter, node-exporter and
 kube-apiserver label sets; fields it does not emit (e.g. DCGM_FI_PROF_PIPE_FP64_ACTIVE,
 apiserver_watch_events_sizes_bucket, kube-proxy KUBE-SEP chains) are checked on label sets
 built here in the same shape.
@@ -17,10 +17,10 @@ from collections import Counter
 import pytest
 import yaml
 
-from bench.workload import Workload
 from metricsgw.model import canonical, metric_name
 from metricsgw.rules import check
 from metricsgw.rules.loader import load_rule_file, load_rule_files
+from testkit.workload import Workload
 
 RULES = pathlib.Path(__file__).resolve().parents[2] / "rules" / "relabel"
 FILES = sorted(str(p) for p in RULES.glob("*.yml"))

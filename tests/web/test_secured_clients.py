@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.procs import PROMETHEUS, Server, _spawn, free_port, start_metricsgw
+from testkit.procs import PROMETHEUS, Server, _spawn, free_port, start_metricsgw
 from tests.web.certs import bcrypt_hash, make_certs
 
 VMALERT = "/usr/bin/vmalert"
@@ -215,7 +215,7 @@ def _call(method: str, url: str) -> tuple[int, str]:
 
 
 def test_lifecycle_answers_as_prometheus_does_and_sighup_still_reloads(tmp_path):
-    from bench.procs import start_prometheus
+    from testkit.procs import start_prometheus
 
     rules = tmp_path / "rules.yml"
     rules.write_text("- source_labels: [__name__]\n  regex: drop_me\n  action: drop\n")

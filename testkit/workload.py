@@ -21,9 +21,9 @@ import math
 
 import numpy as np
 
-from bench import workload_catalog
-from bench.series_builder import COUNTER, GAUGE, MIRROR, SeriesBuilder
 from metricsgw.model import Labels, MetricMetadata
+from testkit import workload_catalog
+from testkit.series_builder import COUNTER, GAUGE, MIRROR, SeriesBuilder
 
 _WOBBLE_W = 2 * math.pi / 600.0  # counters speed up and slow down over a 10-minute cycle
 _EVENT_WINDOW_MS = 600_000
@@ -133,6 +133,6 @@ class Workload:
         return np.flatnonzero((self.node_of >= node_range.start) & (self.node_of < node_range.stop))
 
     def exposition(self, t_ms: int, node_range: range) -> str:
-        from bench.exposition import render
+        from testkit.exposition import render
 
         return render(self, t_ms, node_range)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from bench.series_builder import SeriesBuilder
+from testkit.series_builder import SeriesBuilder
 
 GPUS_PER_NODE = 8
 PODS_PER_NODE = 4  # each pod holds 2 GPUs
