@@ -3,7 +3,7 @@
 `metricsgw.remote.codec.encode_v1` builds protobuf objects field by field, which is right for
 tests but costs seconds per million samples. Here each series' label bytes are encoded once
 and spliced into every request, producing the same bytes upb would (fields in number order,
-proto3 zero values omitted) -- tests/bench/test_wire.py checks that byte for byte.
+proto3 zero values omitted) -- tests/testkit/test_wire_and_load.py checks that byte for byte.
 """
 
 from __future__ import annotations

@@ -25,7 +25,6 @@ E2E = {
     "bench/test_native_bench.py": "metricsgw serve and Prometheus",
     "bench/test_restart.py": "metricsgw serve, killed and restarted",
     "bench/test_soak_tools.py": "metricsgw serve under the soak, attack and big-query benches",
-    "bench/test_wire_and_load.py": "metricsgw serve as the load's target",
     "cluster/test_busy_peer.py": "metricsgw serve as a peer",
     "cluster/test_peers.py": "metricsgw serve (the shared `served` gateway)",
     "conformance/test_corpus.py": "metricsgw serve in each process layout",
@@ -39,6 +38,7 @@ E2E = {
     "rules/test_shipped_rules.py": "promtool",
     "storage/test_races.py": "metricsgw serve",
     "test_docs.py::test_bad_flag_value_stops_start_up_naming_it": "metricsgw serve (it stops at the bad flag)",
+    "testkit/test_wire_and_load.py": "metricsgw serve as the load's target",
     "web/test_secured_clients.py": "metricsgw serve with TLS, Prometheus as a client",
     "web/test_webconfig.py": "metricsgw serve on bad files, promtool",
 }

@@ -11,8 +11,8 @@ from bench import scale_wire
 from bench.scale_send import Sender
 from metricsgw.remote.proto import remote_v1_pb2 as v1pb
 from testkit import wire
+from testkit.receiver import start_receiver
 from testkit.workload import Workload
-from tests.bench.test_wire_and_load import _serve
 
 
 def test_sender_retries_5xx_and_429_fails_4xx_and_keeps_series_in_order():
@@ -22,7 +22,7 @@ def test_sender_retries_5xx_and_429_fails_4xx_and_keeps_series_in_order():
     tpl = scale_wire.Template(labels, series_per_request=3000)
 
     async def run():
-        runner, url, got = await _serve([503, 429, 400])
+        runner, url, got = await start_receiver([503, 429, 400])
         try:
             sender = Sender(url, wl, tpl, interval_s=1.0, connections=2)
             task = asyncio.create_task(sender.run())

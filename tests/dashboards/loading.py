@@ -1,6 +1,6 @@
 """Put test data into a running server by remote write: the bench workload, extra series, a self-scrape.
 
-The bench kit does the heavy lifting (``testkit.wire.build_requests`` pre-encodes, ``testkit.load.send_all``
+The test harness does the heavy lifting (``testkit.wire.build_requests`` pre-encodes, ``testkit.load.send_all``
 sends with Prometheus-style retries); series are sharded so each one's samples stay in time order
 on one connection, which is what Prometheus's head needs.
 """

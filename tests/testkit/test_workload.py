@@ -1,4 +1,4 @@
-"""The bench workload generator: deterministic, realistic shapes, valid labels."""
+"""The workload generator (testkit/workload.py): deterministic, realistic shapes, valid labels."""
 
 from __future__ import annotations
 

@@ -7,12 +7,12 @@ import asyncio
 import numpy as np
 import pytest
 import snappy
-from aiohttp import web
 
 from metricsgw.remote.codec import encode_v1
 from metricsgw.remote.proto import remote_v1_pb2 as v1pb
 from testkit import wire
 from testkit.load import Plan, check_loopback, prepare, send_all
+from testkit.receiver import start_receiver
 from testkit.workload import Workload
 
 T0 = 1_764_000_000_000
@@ -57,28 +57,9 @@ def test_requests_cover_every_sample_once_in_time_order(wl):
         assert values[wl.series()[i]] == at[i].tolist()
 
 
-async def _serve(statuses: list[int]):
-    """A receiver that answers with the given statuses in turn (then 204), recording bodies."""
-    got: list[bytes] = []
-
-    async def write(request: web.Request) -> web.Response:
-        got.append(await request.read())
-        status = statuses.pop(0) if statuses else 204
-        return web.Response(status=status, text="" if status == 204 else "nope")
-
-    app = web.Application()
-    app.router.add_post("/api/v1/write", write)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]
-    return runner, f"http://127.0.0.1:{port}/api/v1/write", got
-
-
 def test_send_retries_5xx_and_429_but_not_400(wl):
     async def run():
-        runner, url, got = await _serve([503, 429, 204, 400])
+        runner, url, got = await start_receiver([503, 429, 204, 400])
         try:
             _w, pre, shards = prepare(Plan(nodes=1, duration_s=45, interval_s=15, connections=1,
                                            end_ms=T0), workload=wl)
