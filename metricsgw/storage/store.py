@@ -24,11 +24,12 @@ import numpy as np
 
 from .. import npsort
 from ..errors import Unavailable
+from ..limits.context import QueryContext
 from ..malloc import release_free_memory
-from ..model import series_keys
+from ..model import Matcher, series_keys
 from . import crashpoints
-from .batch import AppendBatch, MetricMetadata
-from .catalog import catalog_checkpoint
+from .batch import AppendBatch, ExemplarBlock, HistogramBlock, MetricMetadata, SampleBlock, SeriesSet
+from .catalog.book import CatalogBook
 from .catalog.catalog import Catalog
 from .files import metadata_file, migrate, parquet_io
 from .files.table import Snapshot, Table, Transaction
@@ -40,7 +41,8 @@ from .memory.head import Head
 from .memory.memory_span import MemorySpan
 from .memory.pending_series import PendingSeries
 from .native_store import NativeStore
-from .read.querier import StorageReader
+from .read.querier import SampleQuerier
+from .read.series import SeriesQuerier
 from .upkeep.maintenance import Maintenance
 from .upkeep.retention_share import RetentionShare
 from .wal.native_wal import NativeSegmentEncoder
@@ -57,7 +59,12 @@ _ACTIVE_WINDOW_MS = 3600_000  # a series is active if it received a sample withi
 FLUSH_RETRY_S = 5.0  # a failed flush is retried this soon
 
 
-class Storage(RetentionShare, NativeStore, MemorySpan, StorageReader):
+class Storage:
+    """Composed of parts that share the file set (``files``, the one owner of the swap lock) and the catalog book
+    (``book``): ``retention``'s drops, ``native`` histograms and exemplars, the memory ``span`` an ingest shard
+    publishes, and the ``series`` and ``samples`` readers. Storage itself runs the lifecycle, appends, flushes and
+    following other writers, and answers the read seam (storage/seam.py) by handing each call to its part."""
+
     def __init__(self, path: str, *, flush_interval_s: float = 120.0, flush_max_samples: int = 5_000_000,
                  partition_ms: int = 3600_000, retention_ms: int = 15 * 86400_000,
                  wal_segment_size: int = 64 << 20, duckdb_memory_limit: int = 256 << 20, duckdb_threads: int = 2,
@@ -77,10 +84,19 @@ class Storage(RetentionShare, NativeStore, MemorySpan, StorageReader):
         self.wal_segment_size = wal_segment_size
         self.telemetry = telemetry
         self.clock = clock  # seconds since the epoch: retention and "active" follow it (tests move it)
-        self.catalog = Catalog()
         self.table = Table(self.path, writer_id, vacuum_delay_s)
         self.files = FileSet(self.table)  # the heads and the table's snapshot, and the lock that keeps them one
-        self._init_native()
+        self.book = CatalogBook(self.files, self.writer_dir, writer_id)
+        # Filled by appends and replay, never replaced: the parts that read or prune it hold this one.
+        self.metadata_by_metric: dict[str, dict[MetricMetadata, None]] = {}
+        self._stop = threading.Event()
+        self.retention = RetentionShare(self.files, self.book, self.metadata_by_metric)
+        self.native = NativeStore(self.files, self.book, self.table, writer_id, partition_ms,
+                                  self.retention.unflushed_min_t, self._stop)
+        self.span = MemorySpan(self.files)
+        self.series = SeriesQuerier(self.book, self.metadata_by_metric)
+        self.samples = SampleQuerier(self.path, self.files, self.book, duckdb_memory_limit, sample_cache_bytes,
+                                     duckdb_threads)
         self._lock_file = WriterLock(os.path.join(self.writer_dir, "lock"), writer_id)
         self._followed: set[str] = set()  # other writers' side files already in the catalog
         self._last_follow = 0.0
@@ -90,7 +106,6 @@ class Storage(RetentionShare, NativeStore, MemorySpan, StorageReader):
         self._follow_lock = threading.Lock()
         self._followed_version = -1
         self.maintenance = Maintenance(self)
-        self.metadata_by_metric: dict[str, dict[MetricMetadata, None]] = {}
         self.ready = False
         self.open_error: BaseException | None = None
         self.wal: WAL | None = None
@@ -98,14 +113,8 @@ class Storage(RetentionShare, NativeStore, MemorySpan, StorageReader):
         self.pending_series = PendingSeries()  # new since the last flush: written by the next one
         self._committing_series = PendingSeries()  # taken by the flush in progress, until its commit is seen
         self.undurable = UndurableSeries()  # registered, but no record defining them is on disk yet
-        self._checkpointed_series = 0  # series in the last catalog checkpoint written or loaded
-        self._interval_ms = 15_000.0
-        self._series_epoch = 0  # bumped each time retention drops series
-        self._dropped: list[tuple[int, np.ndarray]] = []  # (epoch, sids dropped then), the last few
-        self._stop = threading.Event()
         self._last_flush = time.monotonic()  # of the last flush (or failed one's retry schedule): the flusher's clock
         self._flusher: threading.Thread | None = None
-        self._init_reader(duckdb_memory_limit, sample_cache_bytes, duckdb_threads)
 
     # ---------------------------------------------------------------- lifecycle
     def open(self) -> None:
@@ -116,7 +125,7 @@ class Storage(RetentionShare, NativeStore, MemorySpan, StorageReader):
         removed = self.table.open()
         if removed:
             log.warning("removed %d half-written file(s) left by a crash", removed)
-        self._checkpointed_series = startup.load_series(self)
+        startup.load_series(self)
         files = self.table.current
         if self.follow_others:
             self._follow_catalog(files)
@@ -138,7 +147,8 @@ class Storage(RetentionShare, NativeStore, MemorySpan, StorageReader):
                  len(self.catalog), len(files.samples), replayed, self.files.head_samples(), elapsed)
         with self.files.atomically():
             self.ready = True
-            self._publish_span()
+            self.span.live = True
+            self.span.publish()
 
     def claim_writer_id(self) -> None:
         """Take this writer id's lock (once); raises WriterIdInUse while another live process holds it."""
@@ -184,7 +194,7 @@ class Storage(RetentionShare, NativeStore, MemorySpan, StorageReader):
         if self.wal:
             self.wal.close()
         self.table.close()
-        self._close_reader()
+        self.samples.close()
         self.table.collect()
         self._lock_file.release()
 
@@ -237,6 +247,11 @@ class Storage(RetentionShare, NativeStore, MemorySpan, StorageReader):
         self._followed.update(series, spans)
 
     # ---------------------------------------------------------------- write side
+    @property
+    def catalog(self) -> Catalog:
+        """The catalog in use (retention may replace it: take it once per use)."""
+        return self.book.catalog
+
     def has_series(self, sid: int) -> bool:
         return sid in self.catalog
 
@@ -259,16 +274,12 @@ class Storage(RetentionShare, NativeStore, MemorySpan, StorageReader):
     @property
     def series_epoch(self) -> int:
         """Changes each time retention drops series (callers caching series ids compare it)."""
-        return self._series_epoch
+        return self.book.epoch
 
     def dropped_since(self, epoch: int) -> np.ndarray | None:
         """Sids dropped by retention after ``epoch``; None if that is too long ago to say."""
         with self.files.atomically():
-            if epoch == self._series_epoch:
-                return np.empty(0, np.int64)
-            if not self._dropped or self._dropped[0][0] > epoch + 1:
-                return None
-            return np.concatenate([sids for e, sids in self._dropped if e > epoch])
+            return self.book.dropped_since(epoch)
 
     async def append(self, batch: AppendBatch) -> None:
         """Durable when it returns: the WAL record is fsync'd."""
@@ -308,14 +319,14 @@ class Storage(RetentionShare, NativeStore, MemorySpan, StorageReader):
             if g.min() < 0:  # the sender's series cache predates a retention pass that dropped the series
                 raise Unavailable("a series of this write was dropped by retention while the write was on its way; "
                                   "retry", retry_after_s=1)
-        self._apply_native(batch)  # refuses (like the check above) before anything is applied
+        self.native.apply(batch)  # refuses (like the check above) before anything is applied
         if len(batch.sid):
             self.files.append(batch.sid, batch.t, batch.v)
             self.catalog.touch_dense(g, batch.t)
-            batch.rows, batch.rows_epoch = g, self._series_epoch  # the WAL encoder's shortcut (walcodec.py)
+            batch.rows, batch.rows_epoch = g, self.book.epoch  # the WAL encoder's shortcut (walcodec.py)
         for m in batch.metadata:
             self.metadata_by_metric.setdefault(m.metric, {})[m] = None
-        self._publish_span()
+        self.span.publish()
         if self.telemetry:
             self.telemetry.head_samples.set(self.files.head_samples())
 
@@ -412,7 +423,7 @@ class Storage(RetentionShare, NativeStore, MemorySpan, StorageReader):
                 with self.table.transaction() as tx:
                     for snap in snaps.heads:  # older ones are flushes that failed: in write order
                         self._write_snapshot(tx, snap)
-                    self._write_native(tx, snaps.native_heads)
+                    self.native.write(tx, snaps.native_heads)
                     if len(new_series):
                         path, _ = tx.new_path("series")
                         parquet_io.write_series(path, new_series.columns())
@@ -423,7 +434,7 @@ class Storage(RetentionShare, NativeStore, MemorySpan, StorageReader):
                     with self.files.atomically():
                         self.files.committed(snaps)
                         self._committing_series = PendingSeries()
-                        self._publish_span()
+                        self.span.publish()
             except BaseException:
                 with self.files.atomically():
                     self.pending_series.put_back(new_series)
@@ -431,34 +442,17 @@ class Storage(RetentionShare, NativeStore, MemorySpan, StorageReader):
                 raise
             crashpoints.reached("flush.marker")
             self.wal.remove_upto(cut)
-            self._checkpoint_catalog()
+            self.book.checkpoint()
             release_free_memory()
             if self.telemetry:
                 self.telemetry.flush_duration.observe(time.perf_counter() - t0)
                 self.telemetry.head_samples.set(self.files.head_samples())
 
-    def _checkpoint_catalog(self) -> None:
-        """Save the series table as arrays once it grew by a tenth since the last save, so a restart
-        loads it instead of parsing every series key. Failing to is not a failed flush: the series
-        files hold everything, the next start-up is just slower."""
-        if len(self.catalog) - self._checkpointed_series < max(1, len(self.catalog) // 10):
-            return
-        with self.files.atomically():  # no series is added meanwhile (append registers them under it)
-            snap = catalog_checkpoint.snapshot(self.catalog)
-        # Called in the flusher (the only thread of this process that commits) after a commit: this
-        # writer's side files listed now are exactly those whose series and spans the snapshot holds.
-        covered = catalog_checkpoint.covered_seq(self.table.current, self.writer_id)
-        try:
-            catalog_checkpoint.save(self.writer_dir, snap, covered)
-            self._checkpointed_series = len(snap["sids"])
-        except OSError as err:
-            log.warning("series table checkpoint not written: %s", err)
-
     def _write_snapshot(self, tx: Transaction, snap: Head) -> None:
         sid, t, v = snap.columns()
         if not len(sid):
             return
-        self._estimate_interval(sid, t)
+        self.samples.learn_interval(sid, t)
         code, names = self.catalog.metric_rank_codes(self.catalog.dense(sid))
         part = t // self.partition_ms
         partitions = npsort.unique(part)
@@ -477,10 +471,77 @@ class Storage(RetentionShare, NativeStore, MemorySpan, StorageReader):
         parquet_io.write_spans(path, sid, t)
         tx.add_side("spans", path)
 
-    def _estimate_interval(self, sid: np.ndarray, t: np.ndarray) -> None:
-        """Median scrape interval, used to estimate a query's samples before reading them."""
-        same = sid[1:] == sid[:-1]
-        gaps = (t[1:] - t[:-1])[same]
-        gaps = gaps[gaps > 0]
-        if len(gaps):
-            self._interval_ms = float(np.median(gaps))
+    # ---------------------------------------------------------------- reads, each handed to its part
+    @property
+    def extent_sink(self):
+        """Where the span of what memory holds goes (memory/memory_span.py); an ingest shard sets it before open."""
+        return self.span.sink
+
+    @extent_sink.setter
+    def extent_sink(self, sink) -> None:
+        self.span.sink = sink
+
+    def recent_heads(self) -> tuple[list, list, int, np.ndarray]:
+        """(the float heads holding samples not yet committed, oldest first; the native heads (histograms and
+        exemplars) likewise; the file set version they are not in: the samples table version this writer has
+        seen; the sorted ids of this writer's series not committed in that version (new since the last flush,
+        or in the flush committing now): every other series it holds is in the table's series at that
+        version): taken together in the file set's ``atomically()``, as a flush commits (storage/read/recent.py)."""
+        with self.files.atomically():
+            heads = (*self.files.heads(), self.files.version())
+            uncommitted = np.concatenate([self.pending_series.sids(), self._committing_series.sids()])
+        return (*heads, npsort.unique(uncommitted))
+
+
+    def select_series(self, matchers: list[Matcher], start_ms: int | None, end_ms: int | None,
+                      ctx: QueryContext | None = None, limit: int | None = None,
+                      among: np.ndarray | None = None) -> SeriesSet:
+        return self.series.select_series(matchers, start_ms, end_ms, ctx, limit, among)
+
+    def select_ids(self, matchers: list[Matcher], start_ms: int | None, end_ms: int | None,
+                   ctx: QueryContext | None = None, among: np.ndarray | None = None) -> np.ndarray:
+        return self.series.select_ids(matchers, start_ms, end_ms, ctx, among)
+
+    def labels_of_ids(self, ids: np.ndarray) -> list:
+        return self.series.labels_of_ids(ids)
+
+    def metric_series(self, name: str) -> int:
+        return self.series.metric_series(name)
+
+    def holds_ids(self, ids: np.ndarray) -> bool:
+        return self.series.holds_ids(ids)
+
+    def label_names(self, matchers: list[Matcher], start_ms: int | None, end_ms: int | None,
+                    ctx: QueryContext | None = None, limit: int | None = None) -> list[str]:
+        return self.series.label_names(matchers, start_ms, end_ms, ctx, limit)
+
+    def label_values(self, name: str, matchers: list[Matcher], start_ms: int | None, end_ms: int | None,
+                     ctx: QueryContext | None = None, limit: int | None = None) -> list[str]:
+        return self.series.label_values(name, matchers, start_ms, end_ms, ctx, limit)
+
+    def tsdb_status(self, limit: int) -> dict:
+        return self.series.tsdb_status(limit)
+
+    def tsdb_counts(self) -> dict:
+        return self.series.tsdb_counts()
+
+    def metadata(self, metric: str | None = None, limit: int | None = None) -> dict[str, list[dict]]:
+        return self.series.metadata(metric, limit)
+
+    def estimate_samples(self, series: SeriesSet, start_ms: int, end_ms: int) -> int:
+        return self.samples.estimate_samples(series, start_ms, end_ms)
+
+    def read_samples(self, ids: np.ndarray, start_ms: int, end_ms: int, ctx: QueryContext) -> SampleBlock:
+        return self.samples.read_samples(ids, start_ms, end_ms, ctx)
+
+    def sample_cache_stats(self) -> tuple[int, int, set[str]]:
+        return self.samples.sample_cache_stats()
+
+    def histogram_metrics(self) -> frozenset[str]:
+        return self.native.histogram_metrics()
+
+    def read_histograms(self, ids: np.ndarray, start_ms: int, end_ms: int, ctx: QueryContext) -> HistogramBlock:
+        return self.native.read_histograms(ids, start_ms, end_ms, ctx)
+
+    def read_exemplars(self, ids: np.ndarray, start_ms: int, end_ms: int, ctx: QueryContext) -> ExemplarBlock:
+        return self.native.read_exemplars(ids, start_ms, end_ms, ctx)
