@@ -26,23 +26,24 @@ from .. import npsort
 from ..errors import Unavailable
 from ..limits.context import QueryContext
 from ..malloc import release_free_memory
-from ..model import Matcher, series_keys
+from ..model import Matcher
 from . import crashpoints
 from .batch import AppendBatch, ExemplarBlock, HistogramBlock, MetricMetadata, SampleBlock, SeriesSet
 from .catalog.book import CatalogBook
 from .catalog.catalog import Catalog
-from .files import metadata_file, migrate, parquet_io
-from .files.table import Snapshot, Table, Transaction
-from .files.table import file_writer as table_writer
+from .catalog.follow import Follower
+from .files import flush_files, metadata_file, migrate, parquet_io
+from .files.table import Table, Transaction
 from .files.writer_lock import WriterLock
 from .fileset import FileSet
 from .memory import startup
 from .memory.head import Head
 from .memory.memory_span import MemorySpan
-from .memory.pending_series import PendingSeries
+from .memory.pending_series import PendingSeries, fresh_keys
 from .native_store import NativeStore
 from .read.querier import SampleQuerier
 from .read.series import SeriesQuerier
+from .upkeep.flusher import Flusher
 from .upkeep.maintenance import Maintenance
 from .upkeep.retention_share import RetentionShare
 from .wal.native_wal import NativeSegmentEncoder
@@ -56,14 +57,14 @@ log = logging.getLogger(__name__)
 REPLAYING = "replaying the WAL"
 
 _ACTIVE_WINDOW_MS = 3600_000  # a series is active if it received a sample within the last hour
-FLUSH_RETRY_S = 5.0  # a failed flush is retried this soon
 
 
 class Storage:
     """Composed of parts that share the file set (``files``, the one owner of the swap lock) and the catalog book
     (``book``): ``retention``'s drops, ``native`` histograms and exemplars, the memory ``span`` an ingest shard
-    publishes, and the ``series`` and ``samples`` readers. Storage itself runs the lifecycle, appends, flushes and
-    following other writers, and answers the read seam (storage/seam.py) by handing each call to its part."""
+    publishes, the ``series`` and ``samples`` readers, the ``follower`` of other writers' commits and the ``flusher``
+    thread. Storage itself runs the lifecycle, appends and flushes, and answers the read seam (storage/seam.py) by
+    handing each call to its part."""
 
     def __init__(self, path: str, *, flush_interval_s: float = 120.0, flush_max_samples: int = 5_000_000,
                  partition_ms: int = 3600_000, retention_ms: int = 15 * 86400_000,
@@ -73,12 +74,6 @@ class Storage:
         self.path = os.path.abspath(path)
         self.writer_id = writer_id
         self.writer_dir = os.path.join(self.path, "wal", writer_id)  # the WAL and this writer's own state
-        # Other writers' series and spans join the catalog (a querier, a gateway sharing the table);
-        # an ingest shard holds only its own.
-        self.follow_others = follow_others
-        self.follow_interval_s = follow_interval_s  # how often the flusher loads other writers' commits
-        self.flush_interval_s = flush_interval_s
-        self.flush_max_samples = flush_max_samples
         self.partition_ms = partition_ms
         self.retention_ms = retention_ms
         self.wal_segment_size = wal_segment_size
@@ -97,15 +92,10 @@ class Storage:
         self.series = SeriesQuerier(self.book, self.metadata_by_metric)
         self.samples = SampleQuerier(self.path, self.files, self.book, duckdb_memory_limit, sample_cache_bytes,
                                      duckdb_threads)
+        self.follower = Follower(self.files, self.book, writer_id, follow_others, follow_interval_s)
         self._lock_file = WriterLock(os.path.join(self.writer_dir, "lock"), writer_id)
-        self._followed: set[str] = set()  # other writers' side files already in the catalog
-        self._last_follow = 0.0
-        # follow() swaps the table's snapshot before its series join the catalog; a reader that saw the new
-        # version mid-follow would select without them. ensure_version compares with this instead: the
-        # samples table version whose other writers' series and spans are all in the catalog.
-        self._follow_lock = threading.Lock()
-        self._followed_version = -1
         self.maintenance = Maintenance(self)
+        self.flusher = Flusher(self, flush_interval_s, flush_max_samples)
         self.ready = False
         self.open_error: BaseException | None = None
         self.wal: WAL | None = None
@@ -113,8 +103,6 @@ class Storage:
         self.pending_series = PendingSeries()  # new since the last flush: written by the next one
         self._committing_series = PendingSeries()  # taken by the flush in progress, until its commit is seen
         self.undurable = UndurableSeries()  # registered, but no record defining them is on disk yet
-        self._last_flush = time.monotonic()  # of the last flush (or failed one's retry schedule): the flusher's clock
-        self._flusher: threading.Thread | None = None
 
     # ---------------------------------------------------------------- lifecycle
     def open(self) -> None:
@@ -126,11 +114,7 @@ class Storage:
         if removed:
             log.warning("removed %d half-written file(s) left by a crash", removed)
         startup.load_series(self)
-        files = self.table.current
-        if self.follow_others:
-            self._follow_catalog(files)
-        self._followed_version = files.table_version
-        self._last_follow = time.monotonic()  # the table was just read: the next follow is an interval away
+        self.follower.start()
         self.metadata_by_metric.update(metadata_file.load(self.writer_dir))
         wal_dir = self.writer_dir
         committed = self.table.committed_wal_segment()
@@ -144,7 +128,7 @@ class Storage:
         if self.telemetry:
             self.telemetry.replay_duration.set(elapsed)
         log.info("storage open: %d series, %d partition files, %d WAL records replayed (%d head samples) in %.2fs",
-                 len(self.catalog), len(files.samples), replayed, self.files.head_samples(), elapsed)
+                 len(self.catalog), len(self.table.current.samples), replayed, self.files.head_samples(), elapsed)
         with self.files.atomically():
             self.ready = True
             self.span.live = True
@@ -167,8 +151,7 @@ class Storage:
         return None
 
     def start_background(self) -> None:
-        self._flusher = threading.Thread(target=self._flush_loop, name="flusher", daemon=True)
-        self._flusher.start()
+        self.flusher.start()
 
     @property
     def stopping(self) -> threading.Event:
@@ -181,11 +164,7 @@ class Storage:
         then reads end (no new ones; running ones finish -- the app has cancelled them already),
         then DuckDB closes and retired files go."""
         self._stop.set()
-        if self._flusher:
-            while self._flusher.is_alive():
-                self._flusher.join(timeout=30)
-                if self._flusher.is_alive():
-                    log.warning("shutdown: waiting for the flusher to finish its current step")
+        self.flusher.join()
         if flush and self.ready:
             try:
                 self.flush()
@@ -202,49 +181,11 @@ class Storage:
     def follow(self) -> int:
         """Load other writers' commits now: their sample files join reads, their series and spans join
         the catalog, their removes are honoured. Returns the samples table version now seen."""
-        with self._follow_lock:
-            moved = self.table.refresh() is not None
-            # also when only this writer's own commits moved the snapshot: one that lost a commit race
-            # took other writers' commits into it on the way
-            if self.follow_others and (moved or self.table.current.table_version != self._followed_version):
-                self._follow_catalog(self.table.current)
-            self._followed_version = self.table.current.table_version
-            self._last_follow = time.monotonic()
-            return self._followed_version
+        return self.follower.follow()
 
     def ensure_version(self, version: int) -> None:
-        """Make reads include at least samples table version ``version``, other writers' series too
-        (cheap when they already do; waits for a follow in progress rather than reading past it)."""
-        if self._followed_version < version:
-            with self._follow_lock:
-                if self._followed_version >= version:
-                    return
-            self.follow()
-
-    def _follow_step(self) -> None:
-        try:
-            self.follow()
-        except Exception:  # noqa: BLE001 - reads go on with the view loaded last; retried at the next step
-            log.exception("loading other writers' commits failed; retried in %ss", self.follow_interval_s)
-            self._last_follow = time.monotonic()
-
-    def _follow_catalog(self, now: Snapshot) -> None:
-        """Series and spans files other writers committed (not read yet) into the catalog."""
-        series = [p for p in now.series if p not in self._followed and table_writer(p) != self.writer_id]
-        spans = [p for p in now.spans if p not in self._followed and table_writer(p) != self.writer_id]
-        if not series and not spans:
-            return
-        sids, keys = parquet_io.read_series(series)
-        span_cols = [parquet_io.read_spans(p) for p in spans]
-        with self.files.atomically():  # appends register series under it
-            cat = self.catalog
-            cat.add_keys(sids, keys)
-            for sid, min_t, max_t in span_cols:
-                g = cat.lookup(sid)
-                known = g >= 0
-                cat.touch_dense(g[known], min_t[known])
-                cat.touch_dense(g[known], max_t[known])
-        self._followed.update(series, spans)
+        """Make reads include at least samples table version ``version``, other writers' series too."""
+        self.follower.ensure_version(version)
 
     # ---------------------------------------------------------------- write side
     @property
@@ -287,7 +228,7 @@ class Storage:
             raise Unavailable("storage is not ready (WAL replay in progress)")
         if self.wal.error is not None:  # refuse before touching the head; the WAL probes the disk meanwhile
             raise Unavailable(f"the WAL cannot be written: {self.wal.error}", retry_after_s=5)
-        if self.files.held() > 4 * self.flush_max_samples:
+        if self.files.held() > 4 * self.flusher.max_samples:
             raise Unavailable("head is full: flushing to Parquet is behind; retry later", retry_after_s=5)
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
@@ -311,7 +252,7 @@ class Storage:
         if batch.new_series:
             fresh = self.catalog.add_many(batch.new_series)
             if fresh:  # kept as series keys until the flush writes them to the series table
-                keys = self._keys_of(batch, fresh)
+                keys = fresh_keys(batch, fresh)
                 self.pending_series.add([sid for sid, _ in fresh], keys)
                 self.undurable.add(fresh, keys)
         if len(batch.sid):
@@ -330,18 +271,6 @@ class Storage:
         if self.telemetry:
             self.telemetry.head_samples.set(self.files.head_samples())
 
-    @staticmethod
-    def _keys_of(batch: AppendBatch, fresh: list) -> list[bytes]:
-        """The series keys of ``fresh`` (new series of ``batch`` storage did not know), reusing the ones
-        the pipeline built for hashing (``batch.series_keys``, in ``batch.new_series`` order)."""
-        keys = batch.series_keys
-        if keys is None or len(keys) != len(batch.new_series):
-            return series_keys([lb for _, lb in fresh])
-        if len(fresh) == len(keys):  # none known or repeated: the same series in the same order
-            return keys
-        by_sid = dict(zip([sid for sid, _ in batch.new_series], keys))
-        return [by_sid[sid] for sid, _ in fresh]
-
     def _observe_wal_health(self, err: BaseException | None, write: bool) -> None:
         if self.telemetry:
             self.telemetry.storage_writable.set(0 if err else 1)
@@ -354,53 +283,9 @@ class Storage:
             self.telemetry.wal_group_size.observe(records_n)
 
     # ---------------------------------------------------------------- flush
-    def _flush_loop(self) -> None:
-        self._last_flush = time.monotonic()
-        while not self._stop.wait(1.0):
-            self._observe_free_bytes()
-            if self._flush_due():
-                self._flush_now()
-                self.maintenance.run()  # retention, compaction, side tables: each retried on its own
-                release_free_memory()  # compaction's buffers too
-            if time.monotonic() - self._last_follow >= self.follow_interval_s:
-                self._follow_step()
-            self.table.collect()  # removed files no query holds any more, past the vacuum delay
-            if self.telemetry:
-                self.telemetry.active_series.set(self.active_series())
-
-    def _flush_due(self) -> bool:
-        return (time.monotonic() - self._last_flush >= self.flush_interval_s
-                or self.files.in_head() >= self.flush_max_samples)
-
-    def _flush_now(self) -> None:
-        if self._flush_step():
-            self._last_flush = time.monotonic()
-        else:  # retry soon (space may come back any moment), not a whole interval later
-            self._last_flush = time.monotonic() - self.flush_interval_s + min(self.flush_interval_s, FLUSH_RETRY_S)
-
     def flush_if_due(self) -> None:
-        """Flush now if the flusher would: compaction (in the flusher thread) calls it between the chunks it
-        writes, so a long merge never holds the head back until writes are refused as "head is full"."""
-        if threading.current_thread() is self._flusher and not self._stop.is_set() and self._flush_due():
-            self._flush_now()
-
-    def _flush_step(self) -> bool:
-        try:
-            self.flush()
-            return True
-        except Exception:
-            log.exception("flush failed; the samples stay in the WAL and in memory, retrying in %ss", FLUSH_RETRY_S)
-            if self.telemetry:
-                self.telemetry.flush_failures.inc()
-            return False
-
-    def _observe_free_bytes(self) -> None:
-        if self.telemetry:
-            try:
-                st = os.statvfs(self.path)
-                self.telemetry.storage_free_bytes.set(st.f_bavail * st.f_frsize)
-            except OSError:
-                pass
+        """Flush now if the flusher would (compaction calls it between the chunks it writes)."""
+        self.flusher.flush_if_due()
 
     def flush(self) -> None:
         """Head -> Parquet partitions + series table, committed to the table with the WAL cut; then drop
@@ -450,26 +335,9 @@ class Storage:
 
     def _write_snapshot(self, tx: Transaction, snap: Head) -> None:
         sid, t, v = snap.columns()
-        if not len(sid):
-            return
-        self.samples.learn_interval(sid, t)
-        code, names = self.catalog.metric_rank_codes(self.catalog.dense(sid))
-        part = t // self.partition_ms
-        partitions = npsort.unique(part)
-        for p in partitions:
-            if len(partitions) > 1:
-                m = np.flatnonzero(part == p)
-                psid, pt, pv, pcode = sid[m], t[m], v[m], code[m]
-            else:  # the usual case: the whole flush falls in one partition, no copies
-                psid, pt, pv, pcode = sid, t, v, code
-            # (sid, t) order is already there; a stable sort by metric keeps it within each metric.
-            order = np.argsort(pcode, kind="stable")
-            path, seq = tx.new_path("samples", int(p) * self.partition_ms)
-            tx.add_samples(parquet_io.write_samples(path, int(p) * self.partition_ms, seq, self.writer_id, pcode[order], names,
-                                                    psid[order], pt[order], pv[order]))
-        path, _ = tx.new_path("spans")
-        parquet_io.write_spans(path, sid, t)
-        tx.add_side("spans", path)
+        if len(sid):
+            self.samples.learn_interval(sid, t)
+            flush_files.write_head(tx, sid, t, v, self.catalog, self.partition_ms, self.writer_id)
 
     # ---------------------------------------------------------------- reads, each handed to its part
     @property

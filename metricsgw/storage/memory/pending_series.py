@@ -13,6 +13,9 @@ import numpy as np
 import pyarrow as pa
 import zstandard
 
+from ...model import series_keys
+from ..batch import AppendBatch
+
 _ZSTD_LEVEL = 1
 
 
@@ -67,3 +70,15 @@ class PendingSeries:
             arrays.append(pa.Array.from_buffers(pa.binary(), len(lengths), [None, pa.py_buffer(offsets),
                                                                            pa.py_buffer(data)]))
         return np.concatenate([s for s, _, _ in self._chunks]), pa.chunked_array(arrays, pa.binary())
+
+
+def fresh_keys(batch: AppendBatch, fresh: list) -> list[bytes]:
+    """The series keys of ``fresh`` (new series of ``batch`` storage did not know), reusing the ones
+    the pipeline built for hashing (``batch.series_keys``, in ``batch.new_series`` order)."""
+    keys = batch.series_keys
+    if keys is None or len(keys) != len(batch.new_series):
+        return series_keys([lb for _, lb in fresh])
+    if len(fresh) == len(keys):  # none known or repeated: the same series in the same order
+        return keys
+    by_sid = dict(zip([sid for sid, _ in batch.new_series], keys))
+    return [by_sid[sid] for sid, _ in fresh]
