@@ -1,4 +1,4 @@
-"""Storage lifecycle and write side: open (replay), append (durable), flush, retention.
+"""Storage: lifecycle (open with replay, close), append (durable) and flush, over the parts it composes.
 
 Ordering that makes ``kill -9`` safe: an append puts its samples in the head and submits its
 WAL record under one lock, and a flush cuts the WAL and swaps the head under the same lock.
@@ -9,7 +9,8 @@ writer's Delta app transaction (what ``flushed.json`` was), is in the table's lo
 Files other than the WAL belong to ``self.table`` (storage/files/table.py, Delta Lake): a flush commits its
 files there; compaction and retention (storage/upkeep/maintenance.py) go through it too. This process is
 writer ``writer_id``: its WAL, lock, metadata and series checkpoint live in ``<path>/wal/<writer id>/``.
-Other writers' commits (ingest shards, other gateways on the same directory) join reads at ``follow()``.
+Other writers' commits (ingest shards, other gateways on the same directory) join reads at ``follow()``
+(storage/catalog/follow.py).
 """
 
 from __future__ import annotations
@@ -359,7 +360,6 @@ class Storage:
             heads = (*self.files.heads(), self.files.version())
             uncommitted = np.concatenate([self.pending_series.sids(), self._committing_series.sids()])
         return (*heads, npsort.unique(uncommitted))
-
 
     def select_series(self, matchers: list[Matcher], start_ms: int | None, end_ms: int | None,
                       ctx: QueryContext | None = None, limit: int | None = None,

@@ -10,7 +10,7 @@ import time
 
 from ..files import parquet_io
 from ..files.table import Snapshot
-from ..files.table import file_writer as table_writer
+from ..files.kinds import file_writer as table_writer
 from ..fileset import FileSet
 from .book import CatalogBook
 
