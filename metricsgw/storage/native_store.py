@@ -28,7 +28,6 @@ from ..limits.context import QueryContext
 from .batch import AppendBatch, ExemplarBlock, HistogramBlock
 from .catalog.book import CatalogBook
 from .files import native_files, parquet_io
-from .files.table import Table
 from .fileset import FileSet
 from .memory.native_head import NativeHead, merge_exemplars, merge_histograms, take
 
@@ -51,11 +50,11 @@ _EXEMPLARS = _Kind("exemplars", native_files.read_exemplars, merge_exemplars, EX
 
 
 class NativeStore:
-    def __init__(self, files: FileSet, book: CatalogBook, table: Table, writer_id: str, partition_ms: int,
+    def __init__(self, files: FileSet, book: CatalogBook, writer_id: str, partition_ms: int,
                  unflushed_min_t: Callable[[], int], stopping: threading.Event) -> None:
         self.files = files
         self.book = book
-        self.table = table
+        self.table = files.table
         self.writer_id = writer_id
         self.partition_ms = partition_ms
         self.unflushed_min_t = unflushed_min_t  # compaction leaves the partitions memory still writes to
@@ -71,14 +70,15 @@ class NativeStore:
         nat = batch.native
         if not nat:
             return
-        g = self.book.catalog.lookup(nat.hist_sid)
-        ge = self.book.catalog.lookup(nat.ex_sid)
+        cat = self.book.catalog
+        g = cat.lookup(nat.hist_sid)
+        ge = cat.lookup(nat.ex_sid)
         if (len(g) and g.min() < 0) or (len(ge) and ge.min() < 0):
             raise Unavailable("a series of this write was dropped by retention while the write was on its way; "
                               "retry", retry_after_s=1)
         self.files.append_native(nat)
         if len(g):
-            self.book.catalog.touch_dense(g, nat.hist_t)
+            cat.touch_dense(g, nat.hist_t)
             self._unnamed_sids.append(nat.hist_sid)
 
     def replay(self, nat) -> None:
@@ -88,11 +88,12 @@ class NativeStore:
             self._unnamed_sids.append(nat.hist_sid)
 
     def _metric_names(self, sids: np.ndarray) -> set[str]:
-        g = self.book.catalog.lookup(npsort.unique(sids))
+        cat = self.book.catalog
+        g = cat.lookup(npsort.unique(sids))
         g = g[g >= 0]
         if not len(g):
             return set()
-        codes, names = self.book.catalog.metric_rank_codes(g)
+        codes, names = cat.metric_rank_codes(g)
         return {names[c] for c in npsort.unique(codes).tolist()}
 
     def histogram_metrics(self) -> frozenset[str]:

@@ -87,8 +87,8 @@ class Storage:
         self.metadata_by_metric: dict[str, dict[MetricMetadata, None]] = {}
         self._stop = threading.Event()
         self.retention = RetentionShare(self.files, self.book, self.metadata_by_metric)
-        self.native = NativeStore(self.files, self.book, self.table, writer_id, partition_ms,
-                                  self.retention.unflushed_min_t, self._stop)
+        self.native = NativeStore(self.files, self.book, writer_id, partition_ms, self.retention.unflushed_min_t,
+                                  self._stop)
         self.span = MemorySpan(self.files)
         self.series = SeriesQuerier(self.book, self.metadata_by_metric)
         self.samples = SampleQuerier(self.path, self.files, self.book, duckdb_memory_limit, sample_cache_bytes,
