@@ -40,7 +40,7 @@ from .fileset import FileSet
 from .memory import startup
 from .memory.head import Head
 from .memory.memory_span import MemorySpan
-from .memory.pending_series import PendingSeries, fresh_keys
+from .memory.pending_series import UnflushedSeries, fresh_keys
 from .native_store import NativeStore
 from .read.querier import SampleQuerier
 from .read.series import SeriesQuerier
@@ -101,8 +101,7 @@ class Storage:
         self.open_error: BaseException | None = None
         self.wal: WAL | None = None
         self._flush_lock = threading.Lock()
-        self.pending_series = PendingSeries()  # new since the last flush: written by the next one
-        self._committing_series = PendingSeries()  # taken by the flush in progress, until its commit is seen
+        self.unflushed = UnflushedSeries()  # this writer's series no committed series file holds yet
         self.undurable = UndurableSeries()  # registered, but no record defining them is on disk yet
 
     # ---------------------------------------------------------------- lifecycle
@@ -254,7 +253,7 @@ class Storage:
             fresh = self.catalog.add_many(batch.new_series)
             if fresh:  # kept as series keys until the flush writes them to the series table
                 keys = fresh_keys(batch, fresh)
-                self.pending_series.add([sid for sid, _ in fresh], keys)
+                self.unflushed.add([sid for sid, _ in fresh], keys)
                 self.undurable.add(fresh, keys)
         if len(batch.sid):
             g = self.catalog.lookup(batch.sid)
@@ -298,12 +297,12 @@ class Storage:
         with self._flush_lock:
             t0 = time.perf_counter()
             with self.files.atomically():
-                if not self.files.pending() and not len(self.pending_series):
+                if not self.files.pending() and not len(self.unflushed):
                     return
                 cut = self.wal.cut()
                 crashpoints.reached("flush.cut")
                 snaps = self.files.cut()
-                new_series = self._committing_series = self.pending_series.take()
+                new_series = self.unflushed.take()
                 meta = {k: list(v) for k, v in self.metadata_by_metric.items()}
             try:
                 with self.table.transaction() as tx:
@@ -319,12 +318,11 @@ class Storage:
                     tx.commit(wal_cut=cut)  # the cut rides in the samples commit: the WAL marker
                     with self.files.atomically():
                         self.files.committed(snaps)
-                        self._committing_series = PendingSeries()
+                        self.unflushed.committed()
                         self.span.publish()
             except BaseException:
                 with self.files.atomically():
-                    self.pending_series.put_back(new_series)
-                    self._committing_series = PendingSeries()
+                    self.unflushed.put_back(new_series)
                 raise
             crashpoints.reached("flush.marker")
             self.wal.remove_upto(cut)
@@ -358,7 +356,7 @@ class Storage:
         version): taken together in the file set's ``atomically()``, as a flush commits (storage/read/recent.py)."""
         with self.files.atomically():
             heads = (*self.files.heads(), self.files.version())
-            uncommitted = np.concatenate([self.pending_series.sids(), self._committing_series.sids()])
+            uncommitted = self.unflushed.sids()
         return (*heads, npsort.unique(uncommitted))
 
     def select_series(self, matchers: list[Matcher], start_ms: int | None, end_ms: int | None,

@@ -69,7 +69,7 @@ def replay_wal(storage, wal_dir: str, flushed_upto: int) -> int:
     if new_keys:
         all_sids = np.concatenate(new_sids)
         fresh = storage.catalog.add_keys(all_sids, new_keys)
-        storage.pending_series.add(all_sids[fresh], [new_keys[i] for i in fresh.tolist()])
+        storage.unflushed.add(all_sids[fresh], [new_keys[i] for i in fresh.tolist()])
     if sids:
         storage.catalog.touch(np.concatenate(sids), np.concatenate(times))
     return replayed
