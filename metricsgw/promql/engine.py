@@ -294,7 +294,7 @@ class Engine:
         if isinstance(lhs, Series) and isinstance(rhs, Series):
             on, names, card, include = parser.matching(node)
             return binary.vector_vector(op, lhs, rhs, on, names, card, include, rb)
-        raise BadData(f"binary expression must contain only scalar and instant vector types")
+        raise BadData("binary expression must contain only scalar and instant vector types")
 
 
 _NOT_FOR_RANGE = 'invalid expression type "{kind}" for range query, must be Scalar or instant Vector'

@@ -9,7 +9,7 @@ import re
 import numpy as np
 import re2
 
-from ..errors import BadData, ExecError
+from ..errors import ExecError
 from ..model import METRIC_NAME, Labels, is_label_name
 from .binary import dedupe
 from .value import ScalarSteps, Series, drop_name

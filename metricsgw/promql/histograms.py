@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from .. import npsort
-from ..model import METRIC_NAME, Labels
+from ..model import Labels
 from .binary import dedupe
 from .value import ScalarSteps, Series, drop_name
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..model import Labels
+from ..model import Labels, MetricMetadata
 
 
 def _empty_i64() -> np.ndarray:

@@ -1,21 +1,22 @@
 """Storage's share for native histograms and exemplars: head, flush, reads, retention.
 
-Mixed into ``Storage`` beside the float path, which it follows step for step (same file set, same
+A part of ``Storage`` beside the float path, which it follows step for step (same file set, same
 WAL record, same flush transaction, same pins) without changing it:
-  append     ``_apply_native`` inside ``files.atomically()``, before the float samples (a series dropped by
+  append     ``apply`` inside ``files.atomically()``, before the float samples (a series dropped by
              retention meanwhile refuses the whole write, 503, before anything is applied)
-  flush      the file set's cut takes the native heads with the float ones; ``_write_native`` inside the
+  flush      the file set's cut takes the native heads with the float ones; ``write`` inside the
              flush's transaction (histograms and exemplars files, one per partition, and a spans file for
              the histograms' series)
   read       ``read_histograms`` / ``read_exemplars``: pinned files + flushing heads + head (the file set's
              view), first written wins; samples charged to the query as they load
-  retention  ``expired_native_files``: files of the partitions retention drops (a flush writes one
+  retention  ``expired_files``: files of the partitions retention drops (a flush writes one
              file per partition and kind)
-  compaction ``compact_native``: a closed partition's files of one kind merged into one
+  compaction ``compact``: a closed partition's files of one kind merged into one
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Callable
 
@@ -25,7 +26,9 @@ from .. import npsort
 from ..errors import Unavailable
 from ..limits.context import QueryContext
 from .batch import AppendBatch, ExemplarBlock, HistogramBlock
+from .catalog.book import CatalogBook
 from .files import native_files, parquet_io
+from .fileset import FileSet
 from .memory.native_head import NativeHead, merge_exemplars, merge_histograms, take
 
 # What a histogram sample costs a query's memory budget: its decoded buckets dominate (a
@@ -47,7 +50,15 @@ _EXEMPLARS = _Kind("exemplars", native_files.read_exemplars, merge_exemplars, EX
 
 
 class NativeStore:
-    def _init_native(self) -> None:
+    def __init__(self, files: FileSet, book: CatalogBook, writer_id: str, partition_ms: int,
+                 unflushed_min_t: Callable[[], int], stopping: threading.Event) -> None:
+        self.files = files
+        self.book = book
+        self.table = files.table
+        self.writer_id = writer_id
+        self.partition_ms = partition_ms
+        self.unflushed_min_t = unflushed_min_t  # compaction leaves the partitions memory still writes to
+        self.stopping = stopping  # set at shutdown: compaction gives up at the next partition
         # Metric names that have histograms: of the files (their footers), and of the sids appended
         # since (resolved to names when asked, so appends do no label work).
         self._head_metrics: set[str] = set()
@@ -55,32 +66,34 @@ class NativeStore:
         self._file_metrics: tuple[int, frozenset[str]] = (-1, frozenset())
 
     # ---------------------------------------------------------------- write side
-    def _apply_native(self, batch: AppendBatch) -> None:
+    def apply(self, batch: AppendBatch) -> None:
         nat = batch.native
         if not nat:
             return
-        g = self.catalog.lookup(nat.hist_sid)
-        ge = self.catalog.lookup(nat.ex_sid)
+        cat = self.book.catalog
+        g = cat.lookup(nat.hist_sid)
+        ge = cat.lookup(nat.ex_sid)
         if (len(g) and g.min() < 0) or (len(ge) and ge.min() < 0):
             raise Unavailable("a series of this write was dropped by retention while the write was on its way; "
                               "retry", retry_after_s=1)
         self.files.append_native(nat)
         if len(g):
-            self.catalog.touch_dense(g, nat.hist_t)
+            cat.touch_dense(g, nat.hist_t)
             self._unnamed_sids.append(nat.hist_sid)
 
-    def replay_native(self, nat) -> None:
+    def replay(self, nat) -> None:
         """A WAL record's histograms and exemplars back into the head (start-up; series are known later)."""
         self.files.append_native(nat)
         if nat.histograms:
             self._unnamed_sids.append(nat.hist_sid)
 
     def _metric_names(self, sids: np.ndarray) -> set[str]:
-        g = self.catalog.lookup(npsort.unique(sids))
+        cat = self.book.catalog
+        g = cat.lookup(npsort.unique(sids))
         g = g[g >= 0]
         if not len(g):
             return set()
-        codes, names = self.catalog.metric_rank_codes(g)
+        codes, names = cat.metric_rank_codes(g)
         return {names[c] for c in npsort.unique(codes).tolist()}
 
     def histogram_metrics(self) -> frozenset[str]:
@@ -95,7 +108,7 @@ class NativeStore:
             self._file_metrics = (snap.version, frozenset().union(*map(native_files.metrics_of, snap.histograms)))
         return head | self._file_metrics[1]
 
-    def _write_native(self, tx, heads: list[NativeHead]) -> None:
+    def write(self, tx, heads: list[NativeHead]) -> None:
         """One histograms file and one exemplars file per partition the heads' rows fall in, so
         retention retires them with that partition and compaction merges a partition's files."""
         if not heads:
@@ -158,11 +171,11 @@ class NativeStore:
         return kind.merge(parts)
 
     # ---------------------------------------------------------------- retention
-    def native_files_min_t(self) -> int:
+    def files_min_t(self) -> int:
         files = self.table.current.histograms
         return min((native_files.t_range(p)[0] for p in files), default=int(np.iinfo(np.int64).max))
 
-    def expired_native_files(self, cutoff_ms: int) -> list[str]:
+    def expired_files(self, cutoff_ms: int) -> list[str]:
         """Files of partitions that ended before ``cutoff_ms`` (the partitions retention retires for
         the float samples; a file is of the partition of its newest row)."""
         snap = self.table.current
@@ -172,7 +185,7 @@ class NativeStore:
     def _partition_of(self, path: str) -> int:
         return native_files.t_range(path)[1] // self.partition_ms * self.partition_ms
 
-    def compact_native(self, min_files: int = 4) -> int:
+    def compact(self, min_files: int = 4) -> int:
         """Merge the histogram (and exemplar) files of each closed partition into one, in write order
         (first written wins, as for reads), through the table's transaction (this writer's files only). Returns files merged."""
         snap = self.table.current

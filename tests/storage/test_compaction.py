@@ -305,7 +305,7 @@ def test_a_long_merge_lets_a_due_flush_run_and_write_order_holds(tmp_path):
         w.add("alpha", range(2), range(k, k + 1), base=current)
         st.flush()
     w.add("alpha", range(2), range(0, 1), base=current)  # a replay of the first file, other values: must lose
-    st._flusher = threading.current_thread()  # as in the flusher: compaction's flush_if_due may flush
+    st.flusher.thread = threading.current_thread()  # as in the flusher: compaction's flush_if_due may flush
     assert compact_partitions(st, row_group_rows=1) == 1
     assert st.files.head_samples() == 0  # flushed during the merge
     st.table.collect()
@@ -313,5 +313,5 @@ def test_a_long_merge_lets_a_due_flush_run_and_write_order_holds(tmp_path):
     assert (merged.min_t, merged.max_t) == (current, current + 1000 * (TIER - 1))
     assert (flushed.min_t, flushed.max_t) == (current, current)
     assert same(read_everything(st), w.expected())
-    st._flusher = None
+    st.flusher.thread = None
     st.close()

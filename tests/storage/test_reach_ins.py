@@ -7,6 +7,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from metricsgw.storage.store import Storage
+
 ROOT = Path(__file__).resolve().parents[2]
 STORAGE = ROOT / "metricsgw" / "storage"
 
@@ -30,3 +32,9 @@ def _reach_ins(path: Path) -> list[str]:
 
 def test_no_storage_module_reads_another_objects_private_fields():
     assert [hit for p in sorted(STORAGE.rglob("*.py")) for hit in _reach_ins(p)] == []
+
+
+def test_storage_holds_its_parts_rather_than_inheriting_them():
+    """Mixins shared one ``self``, so any of them could read or write another's state; parts are separate objects
+    (storage.files, storage.book, storage.native, storage.series, ...) that meet only through public methods."""
+    assert Storage.__bases__ == (object,)

@@ -354,14 +354,14 @@ def test_ensure_version_waits_for_a_follow_that_has_swapped_the_snapshot_but_not
     answered only a shard's head, not its flushed series, under load)."""
     gw0, gw1 = opened(tmp_path, writer_id="gw0"), opened(tmp_path, writer_id="gw1")
     inside, release = threading.Event(), threading.Event()
-    load_catalog = gw0._follow_catalog
+    load_catalog = gw0.follower._join_catalog
 
     def slow_catalog(snap):  # the follow thread, held after the swap and before the series load
         inside.set()
         assert release.wait(60)
         load_catalog(snap)
 
-    gw0._follow_catalog = slow_catalog
+    gw0.follower._join_catalog = slow_catalog
     try:
         theirs = [one_series(i, "other") for i in range(3)]
         append(gw1, theirs, NOW - 60_000, 2.0)

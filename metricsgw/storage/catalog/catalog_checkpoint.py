@@ -24,7 +24,7 @@ import numpy as np
 import zstandard
 
 from ..files.fsync import fsync_dir
-from ..files.table import file_seq
+from ..files.kinds import file_seq
 from .catalog import Catalog
 from .metric_table import Column, MetricTable
 

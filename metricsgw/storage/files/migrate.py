@@ -26,7 +26,8 @@ from .. import crashpoints
 from ..wal.wal import list_segments, segment_name
 from . import parquet_io
 from .fsync import fsync_dir
-from .table import KINDS, SIDE_KINDS, Table
+from .kinds import KINDS, SIDE_KINDS
+from .table import Table
 
 log = logging.getLogger(__name__)
 

@@ -5,7 +5,7 @@ several writer processes commit to and any process reads a consistent snapshot o
     table/series/writer=<writer>/series-<writer>-<seq>.parquet                 the series table (sid, key)
     table/spans/writer=<writer>/spans-<writer>-<seq>.parquet                   each series' first/last sample time
 
-One Delta table per kind (``KINDS``; a new kind is one entry). Not one table: the kinds have different
+One Delta table per kind (``kinds.KINDS``; a new kind is one entry). Not one table: the kinds have different
 columns, and Delta has one schema per table. A Delta commit covers one table, so a flush commits the side
 kinds first and the samples last, the samples commit carrying the writer's app transaction
 ``(writer id, WAL segment cut)``: that version says which WAL segments are covered. A crash between the
@@ -32,11 +32,10 @@ import contextlib
 import json
 import logging
 import os
-import re
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -48,6 +47,7 @@ from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Tra
 from ...errors import Unavailable
 from ...model import check_writer_id
 from .fsync import fsync_dir
+from .kinds import KINDS, SIDE_KINDS, file_seq, file_writer, parse_name
 from .parquet_io import SampleFile
 
 log = logging.getLogger(__name__)
@@ -57,45 +57,6 @@ COMMIT_ATTEMPTS = 20  # a commit that loses the race for the next log entry is r
 # than this many JSON entries; log entries older than the retention are deleted at checkpoints.
 TABLE_CONFIG = {"delta.checkpointInterval": "50", "delta.logRetentionDuration": "interval 1 days",
                 "delta.enableExpiredLogCleanup": "true"}
-
-
-@dataclass(frozen=True)
-class Kind:
-    prefix: str  # file names: <prefix>-<writer>-<seq>.parquet
-    partition: str  # the partition column: "hour" (partition start, ms) or "writer"
-    schema: pa.Schema  # the table's columns as Delta stores them (the partition column included)
-
-
-_SIDE_SCHEMA_WRITER = ("writer", pa.string())
-KINDS: dict[str, Kind] = {
-    "samples": Kind("part", "hour", pa.schema([("metric", pa.string()), ("sid", pa.int64()), ("t", pa.int64()),
-                                               ("v", pa.float64()), ("hour", pa.string())])),
-    "series": Kind("series", "writer", pa.schema([("sid", pa.int64()), ("key", pa.binary()), _SIDE_SCHEMA_WRITER])),
-    "spans": Kind("spans", "writer", pa.schema([("sid", pa.int64()), ("min_t", pa.int64()), ("max_t", pa.int64()),
-                                                _SIDE_SCHEMA_WRITER])),
-    # native histograms and exemplars (storage/files/native_files.py), by hour like the samples
-    "histograms": Kind("hist", "hour", pa.schema([("sid", pa.int64()), ("t", pa.int64()), ("h", pa.binary()),
-                                                  ("hour", pa.string())])),
-    "exemplars": Kind("exemplars", "hour", pa.schema([("sid", pa.int64()), ("t", pa.int64()), ("v", pa.float64()),
-                                                      ("labels", pa.binary()), ("hour", pa.string())])),
-}
-SIDE_KINDS = tuple(k for k in KINDS if k != "samples")
-_NAME_RE = re.compile(r"^([a-z]+)-([A-Za-z0-9_-]+)-(\d+)\.parquet$")
-
-
-def parse_name(path: str) -> tuple[str, str, int] | None:
-    """(prefix, writer, seq) of a table file name, or None for any other file."""
-    m = _NAME_RE.match(os.path.basename(path))
-    return (m.group(1), m.group(2), int(m.group(3))) if m else None
-
-
-def file_seq(path: str) -> int:
-    return int(os.path.basename(path).rsplit("-", 1)[1].split(".", 1)[0])
-
-
-def file_writer(path: str) -> str:
-    parsed = parse_name(path)
-    return parsed[1] if parsed else ""
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,9 @@ import numpy as np
 import pyarrow as pa
 import zstandard
 
+from ...model import series_keys
+from ..batch import AppendBatch
+
 _ZSTD_LEVEL = 1
 
 
@@ -67,3 +70,49 @@ class PendingSeries:
             arrays.append(pa.Array.from_buffers(pa.binary(), len(lengths), [None, pa.py_buffer(offsets),
                                                                            pa.py_buffer(data)]))
         return np.concatenate([s for s, _, _ in self._chunks]), pa.chunked_array(arrays, pa.binary())
+
+
+
+class UnflushedSeries:
+    """This writer's series not in a committed series file yet: those new since the last flush, and those the flush
+    in progress took, until its commit. A head read tells a peer both (storage.recent_heads). Called inside the
+    file set's ``atomically()``."""
+
+    def __init__(self) -> None:
+        self._pending = PendingSeries()  # new since the last flush: written by the next one
+        self._committing = PendingSeries()  # taken by the flush in progress
+
+    def __len__(self) -> int:
+        """Series waiting for a flush."""
+        return len(self._pending)
+
+    def add(self, sids, keys: list[bytes]) -> None:
+        self._pending.add(sids, keys)
+
+    def take(self) -> PendingSeries:
+        """What the flush cut now writes."""
+        self._committing = self._pending.take()
+        return self._committing
+
+    def committed(self) -> None:
+        self._committing = PendingSeries()
+
+    def put_back(self, taken: PendingSeries) -> None:
+        """The series of a flush that failed: the next flush writes them first."""
+        self._pending.put_back(taken)
+        self._committing = PendingSeries()
+
+    def sids(self) -> np.ndarray:
+        """Every one's sid (int64, unsorted)."""
+        return np.concatenate([self._pending.sids(), self._committing.sids()])
+
+def fresh_keys(batch: AppendBatch, fresh: list) -> list[bytes]:
+    """The series keys of ``fresh`` (new series of ``batch`` storage did not know), reusing the ones
+    the pipeline built for hashing (``batch.series_keys``, in ``batch.new_series`` order)."""
+    keys = batch.series_keys
+    if keys is None or len(keys) != len(batch.new_series):
+        return series_keys([lb for _, lb in fresh])
+    if len(fresh) == len(keys):  # none known or repeated: the same series in the same order
+        return keys
+    by_sid = dict(zip([sid for sid, _ in batch.new_series], keys))
+    return [by_sid[sid] for sid, _ in fresh]

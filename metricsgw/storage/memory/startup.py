@@ -18,15 +18,10 @@ from ..wal.native_wal import NativeSegmentDecoder
 from ..wal.wal import list_segments, read_segment, segment_name
 
 
-def load_series(storage) -> int:
+def load_series(storage) -> None:
     """This writer's flushed series and each series' time span: its checkpoint, then the series and
-    spans files it committed to the table (already opened) after it. Returns the series the checkpoint
-    held (0 without one): the next flush writes a new one once the catalog grew enough past it."""
-    covered = checkpointed = 0
-    loaded = catalog_checkpoint.load(storage.writer_dir)
-    if loaded is not None:
-        storage.catalog, covered = loaded
-        checkpointed = len(storage.catalog)
+    spans files it committed to the table (already opened) after it."""
+    covered = storage.book.load_checkpoint()
     files = storage.table.current
     cat = storage.catalog
     own = storage.writer_id
@@ -40,7 +35,6 @@ def load_series(storage) -> int:
         known = g >= 0
         cat.touch_dense(g[known], min_t[known])
         cat.touch_dense(g[known], max_t[known])
-    return checkpointed
 
 
 def replay_wal(storage, wal_dir: str, flushed_upto: int) -> int:
@@ -68,14 +62,14 @@ def replay_wal(storage, wal_dir: str, flushed_upto: int) -> int:
                 sids.append(batch.sid)
                 times.append(batch.t)
             if batch.native:
-                storage.replay_native(batch.native)
+                storage.native.replay(batch.native)
                 sids.append(batch.native.hist_sid)
                 times.append(batch.native.hist_t)
             replayed += 1
     if new_keys:
         all_sids = np.concatenate(new_sids)
         fresh = storage.catalog.add_keys(all_sids, new_keys)
-        storage.pending_series.add(all_sids[fresh], [new_keys[i] for i in fresh.tolist()])
+        storage.unflushed.add(all_sids[fresh], [new_keys[i] for i in fresh.tolist()])
     if sids:
         storage.catalog.touch(np.concatenate(sids), np.concatenate(times))
     return replayed

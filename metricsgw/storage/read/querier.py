@@ -1,4 +1,4 @@
-"""Read side of the storage: series from the series table, samples from Parquet (DuckDB) + head.
+"""Sample reads of the storage: Parquet (DuckDB) + the heads. Series reads are in series.py.
 
 Every call takes the query's ``QueryContext``: a DuckDB query registers its connection's
 ``interrupt`` with it, so a deadline or a client disconnect stops the scan within milliseconds.
@@ -15,9 +15,10 @@ import pyarrow as pa
 
 from ... import npsort
 from ...limits.context import QueryContext
-from ...model import METRIC_NAME, Matcher, SampleBlock
+from ...model import SampleBlock
 from ..batch import SeriesSet
-from ..catalog import stats
+from ..catalog.book import CatalogBook
+from ..fileset import FileSet
 from ..memory.head import select_sorted
 from .merge import merge_blocks, merge_parts, sort_block
 from .sample_cache import CACHED_SAMPLE_BYTES, CachedSamples, SampleCache
@@ -69,14 +70,17 @@ def _metric_sql(metrics: list[str]) -> tuple[str, dict]:
     return SELECT_SAMPLES.format(metric_params=", ".join(f"$m{i}" for i in range(len(metrics)))), params
 
 
-class StorageReader:
-    """Mixed into ``Storage``; uses its catalog and its file set (storage/fileset.py).
+class SampleQuerier:
+    """Float sample reads: Parquet files through DuckDB (with a cache of decoded samples) and the file set's heads.
 
-    Each call reads ``self.catalog`` once: retention may replace it with a smaller one while a
-    query runs, and a query must not mix the dense indexes of two catalogs. Sample reads pin the
-    table snapshot they read, so compaction and retention delete none of its files meanwhile."""
+    Sample reads pin the table snapshot they read, so compaction and retention delete none of its files
+    meanwhile; they take ``book.catalog`` once per call (retention may replace it)."""
 
-    def _init_reader(self, memory_limit: int, cache_bytes: int, threads: int) -> None:
+    def __init__(self, path: str, files: FileSet, book: CatalogBook, memory_limit: int, cache_bytes: int,
+                 threads: int) -> None:
+        self.files = files
+        self.book = book
+        self._interval_ms = 15_000.0  # the median scrape interval flushes saw: sizes estimates and cache fills
         self._db = duckdb.connect(config={
             "memory_limit": f"{max(memory_limit // (1 << 20), 64)}MiB",
             "threads": threads,
@@ -85,7 +89,7 @@ class StorageReader:
             # its defaults (128 MiB, 512 MiB) would sit on a good part of its --query.max-memory share
             "allocator_flush_threshold": "32MiB",
             "allocator_bulk_deallocation_flush_threshold": "64MiB",
-            "temp_directory": os.path.join(self.path, "duckdb_tmp"),
+            "temp_directory": os.path.join(path, "duckdb_tmp"),
         })
         self._db.execute("SET parquet_metadata_cache = true")  # files are immutable: parse footers once
         # Decoded samples of recently read (file, metric) pairs: dashboards re-read the same
@@ -93,7 +97,7 @@ class StorageReader:
         self._sample_cache = SampleCache(cache_bytes)
         self._cache_version = 0  # the newest table snapshot generation the sample cache was trimmed to
 
-    def _close_reader(self) -> None:
+    def close(self) -> None:
         self._db.close()
 
     def duckdb_cursor(self) -> duckdb.DuckDBPyConnection:
@@ -104,101 +108,19 @@ class StorageReader:
         """(entries, bytes, files they come from) of the sample cache."""
         return self._sample_cache.stats()
 
-    # ------------------------------------------------------------------ series
-    def select_series(self, matchers: list[Matcher], start_ms: int | None, end_ms: int | None,
-                      ctx: QueryContext | None = None, limit: int | None = None,
-                      among: np.ndarray | None = None) -> SeriesSet:
-        """``among`` (sorted sids): only these are selected, charged and given labels (a head read: the
-        series held in memory, out of a catalog that may hold many more)."""
-        ids: list[np.ndarray] = []
-        labels: list = []
-        total = 0
-        check = ctx.check if ctx else None
-        cat = self.catalog
-        selected = cat.select(matchers, start_ms, end_ms, check)
-        if limit is not None:  # the first ``limit`` in label order (as Prometheus cuts): metrics by name
-            selected = sorted(selected, key=lambda table_rows: table_rows[0].name)
-        for table, rows in selected:
-            if among is not None:
-                rows = rows[npsort.members(cat.sids.a[table.gidx.view[rows]], among)]
-                if not len(rows):
-                    continue
-            rows = rows[np.argsort(self._label_rank(cat, table)[rows], kind="stable")]  # label order
-            if limit is not None and total + len(rows) > limit:
-                rows = rows[: limit - total]
-            if ctx is not None:
-                ctx.charge_series(len(rows), "series selection")
-            g = table.gidx.view[rows]
-            ids.append(cat.sids.a[g])
-            labels.extend(self._labels(cat, table, rows, g))
-            total += len(rows)
-            if limit is not None and total >= limit:
-                break
-        return SeriesSet(np.concatenate(ids) if ids else np.empty(0, np.int64), labels)
-
-    def labels_of_ids(self, ids: np.ndarray) -> list:
-        """The label set of each series id, None for an id the series table does not hold (a peer's columnar
-        head answer names the series this process knows by id only: cluster/head_columns.py)."""
-        cat = self.catalog
-        g = cat.lookup(np.asarray(ids, np.int64))
-        out: list = [None] * len(g)
-        known = np.flatnonzero(g >= 0)
-        for i, lb in zip(known.tolist(), cat.labels_at(g[known]) if len(known) else []):
-            out[i] = lb
-        return out
-
-    def metric_series(self, name: str) -> int:
-        """Series of metric ``name`` this process knows (0 for a metric it does not)."""
-        table = self.catalog.metrics.get(name)
-        return 0 if table is None else len(table)
-
-    def holds_ids(self, ids: np.ndarray) -> bool:
-        """Whether the series table holds every one of these series ids."""
-        return bool((self.catalog.lookup(np.asarray(ids, np.int64)) >= 0).all()) if len(ids) else True
-
-    def select_ids(self, matchers: list[Matcher], start_ms: int | None, end_ms: int | None,
-                   ctx: QueryContext | None = None, among: np.ndarray | None = None) -> np.ndarray:
-        """The ids ``select_series`` selects (charged the same), sorted by id, without their label sets."""
-        ids: list[np.ndarray] = []
-        cat = self.catalog
-        for table, rows in cat.select(matchers, start_ms, end_ms, ctx.check if ctx else None):
-            g = table.gidx.view[rows]
-            if among is not None:
-                g = g[npsort.members(cat.sids.a[g], among)]
-            if ctx is not None:
-                ctx.charge_series(len(g), "series selection")
-            ids.append(cat.sids.a[g])
-        return np.sort(np.concatenate(ids)) if ids else np.empty(0, np.int64)
-
-    @staticmethod
-    def _labels(cat, table, rows: np.ndarray, g: np.ndarray) -> list:
-        known = cat.labels_of
-        out = list(map(known.get, g.tolist()))
-        missing = [i for i, lb in enumerate(out) if lb is None]
-        if missing:
-            for i, lb in zip(missing, table.labels_many(rows[missing])):
-                out[i] = known[int(g[i])] = lb
-        return out
-
-    def _label_rank(self, cat, table) -> np.ndarray:
-        """Each row's position in its table in label order, recomputed only when the table grew:
-        selections come out label-sorted per metric, so the engine's sort is nearly free."""
-        n = len(table)
-        got = cat.label_ranks.get(table.name)
-        if got is not None and len(got) == n:
-            return got
-        rows = np.arange(n)
-        lbls = self._labels(cat, table, rows, table.gidx.view[:n])
-        rank = np.empty(n, np.int64)
-        rank[np.array(sorted(range(n), key=lbls.__getitem__), dtype=np.int64)] = rows
-        cat.label_ranks[table.name] = rank
-        return rank
+    def learn_interval(self, sid: np.ndarray, t: np.ndarray) -> None:
+        """Take the median scrape interval of a flushed head's columns (sorted by (sid, t)) as the estimate."""
+        same = sid[1:] == sid[:-1]
+        gaps = (t[1:] - t[:-1])[same]
+        gaps = gaps[gaps > 0]
+        if len(gaps):
+            self._interval_ms = float(np.median(gaps))
 
     def estimate_samples(self, series: SeriesSet, start_ms: int, end_ms: int) -> int:
         """Samples a read of these series over the window would load (from time spans and the scrape interval)."""
         if not len(series):
             return 0
-        cat = self.catalog
+        cat = self.book.catalog
         g = cat.lookup(series.ids)
         g = g[g >= 0]  # a series retention dropped since it was selected has nothing left to read
         lo = np.maximum(cat.first_ms.a[g], start_ms)
@@ -206,75 +128,6 @@ class StorageReader:
         span = np.clip(hi - lo, 0, None)
         present = hi >= lo
         return int(np.sum(span / self._interval_ms) + np.count_nonzero(present))
-
-    def label_names(self, matchers: list[Matcher], start_ms: int | None, end_ms: int | None,
-                    ctx: QueryContext | None = None, limit: int | None = None) -> list[str]:
-        names: set[str] = set()
-        check = ctx.check if ctx else None
-        for table, rows in self.catalog.select(matchers, start_ms, end_ms, check):
-            names.add(METRIC_NAME)
-            for n, col in table.columns.items():
-                if n in names:
-                    continue
-                codes = col.codes.view
-                r = rows[rows < len(codes)]
-                if len(r) and codes[r].any():
-                    names.add(n)
-        return sorted(names)[:limit] if limit else sorted(names)
-
-    def label_values(self, name: str, matchers: list[Matcher], start_ms: int | None, end_ms: int | None,
-                     ctx: QueryContext | None = None, limit: int | None = None) -> list[str]:
-        values: set[str] = set()
-        check = ctx.check if ctx else None
-        if name == METRIC_NAME:
-            for table, _ in self.catalog.select(matchers, start_ms, end_ms, check):
-                values.add(table.name)
-        else:
-            for table, rows in self.catalog.select(matchers, start_ms, end_ms, check):
-                col = table.columns.get(name)
-                if col is None:
-                    continue
-                codes = col.codes.view
-                r = rows[rows < len(codes)]
-                for c in npsort.unique(codes[r]):
-                    if c:
-                        values.add(col.values[c])
-        out = sorted(values)
-        return out[:limit] if limit else out
-
-    def tsdb_status(self, limit: int) -> dict:
-        """Prometheus's /api/v1/status/tsdb over every stored series."""
-        return stats.render([self.tsdb_counts()], limit)
-
-    def tsdb_counts(self) -> dict:
-        """The figures of tsdb_status, whole, for adding up with other processes' (stats.counts)."""
-        cat = self.catalog
-        known = len(cat)
-        min_t = int(cat.first_ms.view.min()) if known else None
-        max_t = int(cat.last_ms.view.max()) if known else None
-        return stats.counts(cat, min_t, max_t)
-
-    def metadata(self, metric: str | None = None, limit: int | None = None) -> dict[str, list[dict]]:
-        out: dict[str, list[dict]] = {}
-        for name in sorted(self.metadata_by_metric):
-            if metric is not None and name != metric:
-                continue
-            if limit is not None and limit > 0 and len(out) >= limit:
-                break
-            out[name] = [{"type": m.type, "help": m.help, "unit": m.unit} for m in self.metadata_by_metric[name]]
-        return out
-
-    # ------------------------------------------------------------------ samples
-    def recent_heads(self) -> tuple[list, list, int, np.ndarray]:
-        """(the float heads holding samples not yet committed, oldest first; the native heads (histograms and
-        exemplars) likewise; the file set version they are not in: the samples table version this writer has
-        seen; the sorted ids of this writer's series not committed in that version (new since the last flush,
-        or in the flush committing now): every other series it holds is in the table's series at that
-        version): taken together in the file set's ``atomically()``, as a flush commits (storage/read/recent.py)."""
-        with self.files.atomically():
-            heads = (*self.files.heads(), self.files.version())
-            uncommitted = np.concatenate([self.pending_series.sids(), self._committing_series.sids()])
-        return (*heads, npsort.unique(uncommitted))
 
     def read_samples(self, ids: np.ndarray, start_ms: int, end_ms: int, ctx: QueryContext) -> SampleBlock:
         """Samples of these series in [start_ms, end_ms], sorted by (sid, t), one per (sid, t).
@@ -286,7 +139,7 @@ class StorageReader:
         parts: list[SampleBlock] = []  # in write order, so the first-written duplicate wins
         with self.files.atomically():  # a consistent view: files + snapshots being flushed + head
             view = self.files.view()
-            cat = self.catalog
+            cat = self.book.catalog
         with view.pin as snap:
             g = cat.lookup(ids_sorted)
             ids_known = ids_sorted[g >= 0]  # retention may have dropped a series since it was selected

@@ -54,16 +54,16 @@ def _sql_path(path: str) -> str:
 def compact_partitions(storage, row_group_rows: int = parquet_io.SAMPLE_ROW_GROUP_ROWS) -> int:
     """Returns the number of partitions rewritten. Runs in the flush thread (the only one of this process that commits).
 
-    Uses the storage seam only: ``table``, ``writer_id``, ``unflushed_min_t()``, ``partition_ms``, ``stopping``,
-    ``flush_if_due()``. Only this writer's files are merged: another writer's are its own to compact (no two commits
-    remove one file). Gives up (leaving no file behind) as soon as ``storage.stopping`` is set, so shutdown need
-    not wait."""
+    Uses the storage seam only: ``table``, ``writer_id``, ``retention.unflushed_min_t()``, ``partition_ms``,
+    ``stopping``, ``flush_if_due()``. Only this writer's files are merged: another writer's are its own to compact
+    (no two commits remove one file). Gives up (leaving no file behind) as soon as ``storage.stopping`` is set, so
+    shutdown need not wait."""
     table = storage.table
     by_part: dict[int, list[parquet_io.SampleFile]] = defaultdict(list)
     for f in table.current.samples:
         if f.writer == storage.writer_id:
             by_part[f.partition_ms].append(f)
-    head_min = storage.unflushed_min_t()
+    head_min = storage.retention.unflushed_min_t()
     done = 0
     for part_ms, files in sorted(by_part.items()):
         files = sorted(files, key=lambda f: f.seq)  # write order
@@ -339,7 +339,7 @@ def _rewrite_side(storage, tx, kind: str, files: list[str], dropped: np.ndarray 
                   floor_ms: int = np.iinfo(np.int64).min) -> None:
     out, _ = tx.new_path(kind)
     where = "" if dropped is None else "WHERE sid NOT IN (SELECT sid FROM dropped)"
-    con = storage.duckdb_cursor()
+    con = storage.samples.duckdb_cursor()
     try:
         if dropped is not None:
             con.register("dropped", pa.table({"sid": pa.array(dropped, pa.int64())}))

@@ -7,7 +7,7 @@ the log says it once when a step starts failing (with the error) and once when i
 every retry. Steps are independent: a failing compaction does not stop retention.
 
 Retention deletes whole partitions whose time is past ``--storage.retention.time``, then drops the
-series left with no sample (storage.drop_series_before) from memory at once and from the series
+series left with no sample (storage.retention.drop_series_before) from memory at once and from the series
 and spans files in the same pass. If rewriting those files fails, the drop is remembered and the
 rewrite retried (a series that comes back meanwhile is kept: it is in memory again).
 """
@@ -35,7 +35,7 @@ class Maintenance:
         # Retention first: no point compacting partitions it is about to delete.
         for step, fn in (("retention", self.apply_retention),
                          ("compaction", lambda: compact_partitions(self.storage)),
-                         ("histogram compaction", self.storage.compact_native),
+                         ("histogram compaction", self.storage.native.compact),
                          ("side-table compaction", lambda: compact_side_tables(self.storage))):
             if self.storage.stopping.is_set():
                 return
@@ -61,7 +61,7 @@ class Maintenance:
         cutoff = int(st.clock() * 1000) - st.retention_ms
         own = [f for f in st.table.current.samples if f.writer == st.writer_id]  # others drop their own
         old = [f.path for f in own if f.partition_ms + st.partition_ms < cutoff]
-        old += st.expired_native_files(cutoff)  # this writer's histograms and exemplars of those partitions
+        old += st.native.expired_files(cutoff)  # this writer's histograms and exemplars of those partitions
         if old:
             with st.table.transaction() as tx:
                 tx.retire(old)  # deleted once no running query holds them
@@ -70,12 +70,12 @@ class Maintenance:
             log.info("retention: %d partition file(s) older than %d ms retired", len(old), st.retention_ms)
         # Every writer's files: the catalog holds other writers' series too when it follows them.
         files = st.table.current.samples
-        horizon = min([f.min_t for f in files] + [st.native_files_min_t()])
-        dropped = st.drop_series_before(horizon)
+        horizon = min([f.min_t for f in files] + [st.native.files_min_t()])
+        dropped = st.retention.drop_series_before(horizon)
         if len(dropped):
             self._purge = npsort.union(self._purge, dropped)
         if len(self._purge):
             gone = self._purge[st.catalog.lookup(self._purge) < 0]  # one that came back keeps its records
             if len(gone):
-                purge_side_tables(st, gone, min(horizon, st.unflushed_min_t()))
+                purge_side_tables(st, gone, min(horizon, st.retention.unflushed_min_t()))
             self._purge = np.empty(0, np.int64)

@@ -1,6 +1,6 @@
 """Retention's share of the storage: the oldest sample not yet committed, and forgetting the series that
-have no sample left once retention deleted the older partitions (mixed into ``Storage``: it uses its
-catalog and its file set, whose lock appends take)."""
+have no sample left once retention deleted the older partitions (a part of ``Storage``: it swaps the
+catalog book's catalog inside the file set's lock, which appends take)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,19 @@ import logging
 
 import numpy as np
 
-from ..catalog import catalog_checkpoint
+from ..catalog.book import CatalogBook
 from ..catalog.catalog import Catalog
+from ..fileset import FileSet
 
 log = logging.getLogger(__name__)
 
 
 class RetentionShare:
+    def __init__(self, files: FileSet, book: CatalogBook, metadata_by_metric: dict) -> None:
+        self.files = files
+        self.book = book
+        self.metadata_by_metric = metadata_by_metric  # Storage's: metrics left with no series lose theirs
+
     def unflushed_min_t(self) -> int:
         """The oldest sample not yet in a committed file (int64 max when there is none)."""
         with self.files.atomically():
@@ -29,7 +35,7 @@ class RetentionShare:
         series files); callers caching sids see ``series_epoch`` move."""
         none = np.empty(0, np.int64)
         with self.files.atomically():
-            cat = self.catalog
+            cat = self.book.catalog
             dead = self._dead_series(cat, horizon_ms, clamp=True)
         if not dead.any():
             return none
@@ -39,15 +45,11 @@ class RetentionShare:
             if not np.array_equal(np.flatnonzero(self._dead_series(cat, horizon_ms)[: len(dead)]), at):
                 return none  # a write reached one of them meanwhile: keep them all, decide again next pass
             cat.catch_up(new)
-            self.catalog = new
+            sids = cat.sids.a[at].copy()
+            self.book.replace(new, sids)
             for name in set(cat.metrics) - set(new.metrics):
                 self.metadata_by_metric.pop(name, None)
-            sids = cat.sids.a[at].copy()
-            self._series_epoch += 1
-            self._dropped = self._dropped[-7:] + [(self._series_epoch, sids)]
-        # The checkpoint still holds them: a restart must not bring them back. The next flush writes a new one.
-        catalog_checkpoint.discard(self.writer_dir)
-        self._checkpointed_series = 0
+        self.book.discard_checkpoint()
         log.info("retention: %d series with no samples left dropped, %d kept", len(sids), len(new))
         return sids
 

@@ -1,0 +1,81 @@
+"""The catalog in use and the bookkeeping that moves with it: how many series its last checkpoint holds, and the
+series retention dropped (an epoch and the last few sets, for callers that cache series ids).
+
+Retention replaces the catalog with a smaller one while reads go on, so a reader takes ``book.catalog`` once per
+call; the swap and the epoch move together inside the file set's ``atomically()``.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+
+from ..fileset import FileSet
+from . import catalog_checkpoint
+from .catalog import Catalog
+
+log = logging.getLogger(__name__)
+
+_DROPS_KEPT = 8  # epochs whose dropped sids dropped_since can still tell
+
+
+class CatalogBook:
+    def __init__(self, files: FileSet, writer_dir: str, writer_id: str) -> None:
+        self.catalog = Catalog()
+        self.epoch = 0  # bumped each time retention drops series
+        self._files = files
+        self._writer_dir = writer_dir
+        self._writer_id = writer_id
+        self._checkpointed = 0  # series in the last checkpoint written or loaded
+        self._dropped: list[tuple[int, np.ndarray]] = []  # (epoch, sids dropped then), the last few
+
+    # ---------------------------------------------------------------- retention's drops
+    def replace(self, new: Catalog, dropped: np.ndarray) -> None:
+        """(Inside ``files.atomically()``.) ``new`` is the catalog from now on, without the ``dropped`` sids."""
+        self.catalog = new
+        self.epoch += 1
+        self._dropped = self._dropped[1 - _DROPS_KEPT:] + [(self.epoch, dropped)]
+
+    def dropped_since(self, epoch: int) -> np.ndarray | None:
+        """(Inside ``files.atomically()``.) Sids dropped after ``epoch``; None if that is too long ago to say."""
+        if epoch == self.epoch:
+            return np.empty(0, np.int64)
+        if not self._dropped or self._dropped[0][0] > epoch + 1:
+            return None
+        return np.concatenate([sids for e, sids in self._dropped if e > epoch])
+
+    # ---------------------------------------------------------------- checkpoint
+    def load_checkpoint(self) -> int:
+        """The catalog of this writer's checkpoint, if it has one (start-up); returns the last side file
+        sequence it covers (0 without one)."""
+        loaded = catalog_checkpoint.load(self._writer_dir)
+        if loaded is None:
+            return 0
+        self.catalog, covered = loaded
+        self._checkpointed = len(self.catalog)
+        return covered
+
+    def checkpoint(self) -> None:
+        """Save the catalog as arrays once it grew by a tenth since the last save, so a restart loads it
+        instead of parsing every series key. Failing to is not a failed flush: the series files hold
+        everything, the next start-up is just slower. Called in the flusher after a commit."""
+        cat = self.catalog
+        if len(cat) - self._checkpointed < max(1, len(cat) // 10):
+            return
+        with self._files.atomically():  # no series is added meanwhile (append registers them under it)
+            snap = catalog_checkpoint.snapshot(self.catalog)
+        # The flusher is the only thread of this process that commits: this writer's side files listed now
+        # are exactly those whose series and spans the snapshot holds.
+        covered = catalog_checkpoint.covered_seq(self._files.table.current, self._writer_id)
+        try:
+            catalog_checkpoint.save(self._writer_dir, snap, covered)
+            self._checkpointed = len(snap["sids"])
+        except OSError as err:
+            log.warning("series table checkpoint not written: %s", err)
+
+    def discard_checkpoint(self) -> None:
+        """After retention dropped series the checkpoint still holds: a restart must not bring them back.
+        The next flush writes a new one."""
+        catalog_checkpoint.discard(self._writer_dir)
+        self._checkpointed = 0

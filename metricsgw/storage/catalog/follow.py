@@ -1,0 +1,93 @@
+"""Following other writers (ingest shards, other gateways on the same directory): their sample files join reads
+when the table's snapshot moves, their series and spans files join the catalog, their removes are honoured.
+A querier and a gateway sharing the table follow; an ingest shard holds only its own series."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from ..files import parquet_io
+from ..files.table import Snapshot
+from ..files.kinds import file_writer as table_writer
+from ..fileset import FileSet
+from .book import CatalogBook
+
+log = logging.getLogger(__name__)
+
+
+class Follower:
+    def __init__(self, files: FileSet, book: CatalogBook, writer_id: str, follow_others: bool,
+                 interval_s: float) -> None:
+        self.files = files
+        self.book = book
+        self.writer_id = writer_id
+        self.follow_others = follow_others  # whether other writers' series and spans join the catalog
+        self.interval_s = interval_s  # how often the flusher loads other writers' commits
+        self._followed: set[str] = set()  # other writers' side files already in the catalog
+        self._last = 0.0
+        # follow() swaps the table's snapshot before its series join the catalog; a reader that saw the new
+        # version mid-follow would select without them. ensure_version compares with this instead: the
+        # samples table version whose other writers' series and spans are all in the catalog.
+        self._lock = threading.Lock()
+        self._version = -1
+
+    def start(self) -> None:
+        """At open, once the table is read and this writer's own series are loaded."""
+        files = self.files.table.current
+        if self.follow_others:
+            self._join_catalog(files)
+        self._version = files.table_version
+        self._last = time.monotonic()  # the table was just read: the next follow is an interval away
+
+    def follow(self) -> int:
+        """Load other writers' commits now. Returns the samples table version now seen."""
+        table = self.files.table
+        with self._lock:
+            moved = table.refresh() is not None
+            # also when only this writer's own commits moved the snapshot: one that lost a commit race
+            # took other writers' commits into it on the way
+            if self.follow_others and (moved or table.current.table_version != self._version):
+                self._join_catalog(table.current)
+            self._version = table.current.table_version
+            self._last = time.monotonic()
+            return self._version
+
+    def ensure_version(self, version: int) -> None:
+        """Make reads include at least samples table version ``version``, other writers' series too
+        (cheap when they already do; waits for a follow in progress rather than reading past it)."""
+        if self._version < version:
+            with self._lock:
+                if self._version >= version:
+                    return
+            self.follow()
+
+    def due(self) -> bool:
+        return time.monotonic() - self._last >= self.interval_s
+
+    def step(self) -> None:
+        """The flusher's follow: a failure is logged, and retried an interval later."""
+        try:
+            self.follow()
+        except Exception:  # noqa: BLE001 - reads go on with the view loaded last; retried at the next step
+            log.exception("loading other writers' commits failed; retried in %ss", self.interval_s)
+            self._last = time.monotonic()
+
+    def _join_catalog(self, now: Snapshot) -> None:
+        """Series and spans files other writers committed (not read yet) into the catalog."""
+        series = [p for p in now.series if p not in self._followed and table_writer(p) != self.writer_id]
+        spans = [p for p in now.spans if p not in self._followed and table_writer(p) != self.writer_id]
+        if not series and not spans:
+            return
+        sids, keys = parquet_io.read_series(series)
+        span_cols = [parquet_io.read_spans(p) for p in spans]
+        with self.files.atomically():  # appends register series under it
+            cat = self.book.catalog
+            cat.add_keys(sids, keys)
+            for sid, min_t, max_t in span_cols:
+                g = cat.lookup(sid)
+                known = g >= 0
+                cat.touch_dense(g[known], min_t[known])
+                cat.touch_dense(g[known], max_t[known])
+        self._followed.update(series, spans)
