@@ -132,7 +132,7 @@ class GatewayHead:
     async def scoped_json(self, request: web.Request) -> web.Response:
         """``?scope=head`` of the exemplars, metadata or label APIs: the shards' answers merged."""
         params = await read_params(request)
-        answers = await self._ask_json(request.path, list(params.items()))
+        answers = await self._ask_json(request.path, list(params.items()), request.headers)
         resp = success(_merge_for(request.path)([data for data, _ in answers]))
         versions = [v for _, v in answers if v is not None]
         if versions:
@@ -143,21 +143,26 @@ class GatewayHead:
         params = await read_params(request)
         limit = parse_limit(params.get("limit")) or 10  # as a single process answers (api/metadata.py)
         asked = [(k, v) for k, v in params.items() if k not in (head_protocol.SCOPE_PARAM, "limit")]
-        answers = await self._ask_json(request.path, asked + [(head_protocol.SCOPE_PARAM, head_protocol.HEAD)])
+        answers = await self._ask_json(request.path, asked + [(head_protocol.SCOPE_PARAM, head_protocol.HEAD)],
+                                       request.headers)
         return success(stats.render([data for data, _ in answers], limit))
 
-    async def _ask_json(self, path: str, params: list[tuple[str, str]]) -> list[tuple[object, int | None]]:
-        """Every shard's ``data`` on ``path`` and the table version it named."""
+    async def _ask_json(self, path: str, params: list[tuple[str, str]], asked) -> list[tuple[object, int | None]]:
+        """Every shard's ``data`` on ``path`` and the table version it named; the asker's deadline and reservation
+        (``asked``: its request's headers) go on to every shard, as for the remote read above."""
+        timeout_s = head_protocol.read_context(asked, self.timeout_s, 0).timeout_s
+        headers = {"Accept-Encoding": "identity",  # the children's session passes bodies through undecoded
+                   **{h: asked[h] for h in (head_protocol.DEADLINE_HEADER, head_protocol.MAX_BYTES_HEADER) if h in asked}}
+
         async def ask(shard: Shard) -> tuple[object, int | None]:
-            # identity: the children's session passes bodies through undecoded, and this one is read
-            async with shard.session.get(path, params=params, headers={"Accept-Encoding": "identity"},
-                                         timeout=aiohttp.ClientTimeout(total=self.timeout_s)) as resp:
+            async with shard.session.get(path, params=params, headers=headers,
+                                         timeout=aiohttp.ClientTimeout(total=timeout_s)) as resp:
                 body = await resp.read()
                 if resp.status != 200:
                     raise Refused(resp.status, body)
                 return json.loads(body)["data"], head_protocol.table_version(resp.headers)
 
-        return await self._ask_all(ask, self.timeout_s)
+        return await self._ask_all(ask, timeout_s)
 
     async def _ask_all(self, ask: Callable[[Shard], Awaitable[T]], timeout_s: float) -> list[T]:
         got = await asyncio.gather(*(self._ask(s, ask, timeout_s) for s in self.shards))
