@@ -93,14 +93,14 @@ async def _serve(cfg, child: Child, layout: Layout) -> None:
         install_relay(app, cfg, layout.front_socket, front_answers if child.role == "querier" else not_a_write)
     runner = web.AppRunner(app, handler_cancellation=True, access_log=None)
     await runner.setup()
-    unlink_socket(child.socket)  # left by a predecessor that was killed
-    site = web.UnixSite(runner, child.socket)
-    await site.start()
     receiver = None
-    if takes_connections:
+    if takes_connections:  # listening before the socket the front probes: once started, it can take connections
         unlink_socket(layout.handoff_socket(child))
         receiver = HandoffReceiver(layout.handoff_socket(child), runner.server)
         receiver.start()
+    unlink_socket(child.socket)  # left by a predecessor that was killed
+    site = web.UnixSite(runner, child.socket)
+    await site.start()
     logging.getLogger("metricsgw").info("%s listening on %s, storage at %s", child.name, child.socket,
                                         cfg.storage_path)
     stop = asyncio.Event()
