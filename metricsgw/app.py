@@ -14,6 +14,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from . import appkeys as K
 from .api import exemplars, metadata, query, rules as rules_api
 from .api.compression import compress_api_answers
+from .api.flights import Flights
 from .api.middleware import prometheus_errors
 from .api.remote_read import handle_read, read_gate
 from .api.remote_write import handle_write
@@ -28,6 +29,7 @@ from .limits.memory import MemoryShares, pool_for
 from .limits.query_text import QueryTextLimits, ensure_recursion_headroom
 from .promql.engine import Engine
 from .promql.parallel import Parts
+from .promql.results_cache import LateLog, ResultsCache
 from .ruler.client import RulerClient
 from .rules.loader import RuleHolder
 from .storage.store import Storage
@@ -46,7 +48,28 @@ def storage_for(cfg: Config, memory: MemoryShares, telemetry: Telemetry | None =
         wal_segment_size=cfg.storage_wal_segment_size, duckdb_memory_limit=memory.duckdb,
         sample_cache_bytes=memory.cache, duckdb_threads=cfg.storage_duckdb_threads, telemetry=telemetry,
         writer_id=writer_id or cfg.storage_writer_id, vacuum_delay_s=cfg.storage_vacuum_delay,
-        follow_others=cfg.storage_follow_others, follow_interval_s=cfg.storage_follow_interval)
+        follow_others=cfg.storage_follow_others, follow_interval_s=cfg.storage_follow_interval,
+        late_after_ms=int(cfg.query_cache_max_freshness * 1000))
+
+
+def results_cache_for(cfg: Config, memory: MemoryShares, storage: Storage, fanout: PeerFanout | None,
+                      tel: Telemetry) -> ResultsCache | None:
+    """The range-query results cache, watching the late writes of whoever holds the samples queries read: this
+    process's storage, or a query process's ingest shards (their extent boards). Off with --cluster.peers: a
+    peer's late samples are not seen here."""
+    if not cfg.query_cache_results or cfg.cluster_peers:
+        return None
+    readers = [storage.late_state] if fanout is None else [p.board.read_late for p in fanout.peers]
+
+    def observe(served: int, evaluated: int) -> None:
+        tel.results_cache_steps.labels("hit").inc(served)
+        tel.results_cache_steps.labels("miss").inc(evaluated)
+
+    cache = ResultsCache(memory.results, int(cfg.query_cache_max_freshness * 1000), LateLog(readers),
+                         int(cfg.storage_retention_time * 1000), observe)
+    tel.results_cache_bytes.set_function(lambda: cache.stats()[1])
+    tel.results_cache_entries.set_function(lambda: cache.stats()[0])
+    return cache
 
 
 def build_app(cfg: Config, telemetry: Telemetry | None = None) -> web.Application:
@@ -79,6 +102,8 @@ def build_app(cfg: Config, telemetry: Telemetry | None = None) -> web.Applicatio
     shards = cfg.values.get(SHARD_SOCKETS, [])  # a query process's own ingest shards (procs/layout.py)
     app[K.PEERS] = (PeerFanout(cfg.cluster_peers, cfg.cluster_peer_timeout, tel, shards)
                     if cfg.cluster_peers or shards else None)
+    app[K.RESULTS_CACHE] = results_cache_for(cfg, memory, storage, app[K.PEERS], tel)
+    app[K.FLIGHTS] = Flights()
     # Queries get their own threads: ingestion (event loop + WAL thread) never waits behind them,
     # and those threads run at a lower CPU priority, so when queries and writes compete for the
     # cores the scheduler serves the writes first.

@@ -19,4 +19,6 @@ READ_GATE: web.AppKey[Any] = web.AppKey("read_gate")
 BLOCKED: web.AppKey[Any] = web.AppKey("blocked")
 QUERY_POOL: web.AppKey[Any] = web.AppKey("query_pool")
 REPLAY_TASK: web.AppKey[Any] = web.AppKey("replay_task")
+RESULTS_CACHE: web.AppKey[Any] = web.AppKey("results_cache")  # promql.results_cache.ResultsCache, or None: off
+FLIGHTS: web.AppKey[Any] = web.AppKey("flights")  # api.flights.Flights: identical range queries share one evaluation
 PEERS: web.AppKey[Any] = web.AppKey("peers")  # cluster.peers.PeerFanout, or None without --cluster.peers

@@ -74,6 +74,14 @@ class Telemetry:
             registry=r)
         self.query_memory_limit = Gauge(
             "metricsgw_query_memory_limit_bytes", "The running queries' share of --query.max-memory.", registry=r)
+        self.results_cache_steps = Counter(
+            "metricsgw_query_results_cache_steps", "Steps of range queries through the results cache, by result: hit "
+            "(read from the cache), miss (evaluated).", ["result"], registry=r)
+        self.results_cache_bytes = Gauge(
+            "metricsgw_query_results_cache_bytes", "Bytes the range-query results cache holds (its limit: 1/16 of "
+            "--query.max-memory).", registry=r)
+        self.results_cache_entries = Gauge(
+            "metricsgw_query_results_cache_entries", "Range queries the results cache holds answers of.", registry=r)
         self.queries_queued = Gauge(
             "metricsgw_queries_queued", "Queries waiting for a concurrency slot.", registry=r)
         self.peer_requests = Counter(

@@ -7,13 +7,13 @@ import time
 from aiohttp import web
 
 from .. import testhooks
-from ..appkeys import BLOCKED, CONFIG, ENGINE, MEMORY, TELEMETRY
+from ..appkeys import BLOCKED, CONFIG, ENGINE, FLIGHTS, MEMORY, RESULTS_CACHE, TELEMETRY
 from ..errors import BadData
-from ..http.params import now_s, parse_step, parse_time, parse_timeout, read_params
+from ..http.params import now_s, parse_bool, parse_step, parse_time, parse_timeout, read_params
 from ..http.response import success, success_json
 from ..limits.context import QueryContext
 from ..limits.query_text import QueryTextLimits
-from ..promql import parser
+from ..promql import cached_range, parser
 from ..promql.render import point_count, render_json
 from .running import run_guarded
 from .sources import read_source
@@ -75,18 +75,31 @@ async def range_query(request: web.Request) -> web.Response:
         raise BadData(f'invalid parameter "step": exceeded maximum resolution of '
                       f'{cfg.query_max_points_per_series:,} points per timeseries. '
                       "Try decreasing the query resolution (?step=XX)")
+    nocache = parse_bool(params.get("nocache"), "nocache")
     ctx = query_context(request, params.get("timeout"))
     request.app[BLOCKED].check(query, end - start, step)
     engine = request.app[ENGINE]
     source, warnings = read_source(request, engine.source, params)
     engine = engine.over(source)
+    cache = None if nocache else request.app[RESULTS_CACHE]
     t0 = time.perf_counter()
 
     def work():
         testhooks.hold("evaluation", query, ctx)
-        return render_charged(engine.range(query, start, end, step, ctx), ctx)
+        if cache is None:
+            return render_charged(engine.range(query, start, end, step, ctx), ctx)
+        value = cached_range.range_query(engine, cache, query, start, end, step, ctx, round(time.time() * 1000),
+                                         storable=lambda: not warnings)
+        return render_charged(value, ctx)
 
-    value = await run_guarded(request, "query_range", ctx, work)
+    async def evaluate() -> bytes:
+        return await run_guarded(request, "query_range", ctx, work)
+
+    if cache is None:
+        value = await evaluate()
+    else:  # the same query over the same steps, asked meanwhile by another screen: one evaluation
+        value = await request.app[FLIGHTS].run((query, start, end, step, tuple(params.getall("partial_response", []))),
+                                               ctx.remaining(), evaluate)
     request.app[TELEMETRY].query_duration.labels("query_range").observe(time.perf_counter() - t0)
     return success_json(value, max_bytes=cfg.query_max_response_bytes, warnings=warnings)
 

@@ -18,6 +18,11 @@ file): magic, min_t, max_t, version, and a CRC-32 over them, which a reader chec
 and one that stays torn is treated as unknown). A shard writes UNKNOWN (the widest span: never skipped) when it
 starts, before its WAL replay, and its real span once ready. A stale file of a killed shard stays a true bound
 until its successor acknowledges a write, which it does only after rewriting the file.
+
+After the span, from byte ``LATE_AT``, the shard's late-write log (storage/memory/late_writes.py): which stretches
+of time late samples changed, for the query processes' results caches. It is rewritten, again with a CRC, when a
+late sample is written (rarely) and once the shard is ready; a new shard's log has a new ``boot``, so what a cache
+remembers of its predecessor is void. A reader that finds no valid log caches nothing.
 """
 
 from __future__ import annotations
@@ -28,11 +33,20 @@ import struct
 import zlib
 from dataclasses import dataclass
 
+import numpy as np
+
+from ..storage.memory.late_writes import SLOTS, LateState
+
 _MAGIC = 0x4D47_4558_0001  # "MGEX", format 1
 _BODY = struct.Struct("<Qqqq")  # magic, min_t, max_t, version
 _CRC = struct.Struct("<I4x")  # CRC-32 of the body's bytes
 SIZE = _BODY.size + _CRC.size
 _I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
+_LATE_MAGIC = 0x4D47_4C41_0001  # "MGLA", format 1
+_LATE_HEAD = struct.Struct("<QQQ")  # magic, boot, seq
+LATE_AT = 64
+_LATE_BODY = _LATE_HEAD.size + SLOTS * 8
+FILE_SIZE = LATE_AT + _LATE_BODY + _CRC.size
 _READ_TRIES = 3
 
 
@@ -67,17 +81,23 @@ class BoardWriter:
     def __init__(self, path: str) -> None:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
-            if os.fstat(fd).st_size < SIZE:
-                os.ftruncate(fd, SIZE)
-            self._map = mmap.mmap(fd, SIZE)
+            if os.fstat(fd).st_size < FILE_SIZE:
+                os.ftruncate(fd, FILE_SIZE)
+            self._map = mmap.mmap(fd, FILE_SIZE)
         finally:
             os.close(fd)
         self._last: Extent | None = None
         self._put(UNKNOWN)
+        self._map[LATE_AT:FILE_SIZE] = bytes(FILE_SIZE - LATE_AT)  # no log until the shard is ready
 
     def publish(self, min_t: int, max_t: int, version: int) -> None:
         """Storage's ``extent_sink`` (storage/memory/memory_span.py)."""
         self._put(Extent(min_t, max_t, version))
+
+    def publish_late(self, state: LateState) -> None:
+        """Storage's ``late_sink``: called under its swap lock, before the late write is acknowledged."""
+        body = _LATE_HEAD.pack(_LATE_MAGIC, state.boot, state.seq) + state.slots.astype("<u8").tobytes()
+        self._map[LATE_AT:FILE_SIZE] = body + _CRC.pack(zlib.crc32(body))
 
     def _put(self, extent: Extent) -> None:
         if extent != self._last:
@@ -113,6 +133,25 @@ class BoardReader:
                 return Extent(lo, hi, version)
         return None
 
+    def read_late(self) -> LateState | None:
+        """The shard's late-write log, or None (missing, not ready, or torn each time it was read)."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        if (self._map is None or self._inode != (st.st_dev, st.st_ino)) and not self._open():
+            return None
+        board = self._map
+        if len(board) < FILE_SIZE:  # a board of a shard older than the log
+            return None
+        for _ in range(_READ_TRIES):
+            record = board[LATE_AT:FILE_SIZE]
+            body = record[:_LATE_BODY]
+            magic, boot, seq = _LATE_HEAD.unpack_from(body)
+            if magic == _LATE_MAGIC and _CRC.unpack_from(record, _LATE_BODY)[0] == zlib.crc32(body):
+                return LateState(boot, seq, np.frombuffer(body, "<u8", SLOTS, _LATE_HEAD.size).astype(np.uint64))
+        return None
+
     def _open(self) -> bool:
         """Map the file now at ``path`` (a new shard's, if the run directory was made again)."""
         try:
@@ -123,7 +162,7 @@ class BoardReader:
             st = os.fstat(fd)
             if st.st_size < SIZE:
                 return False
-            new = mmap.mmap(fd, SIZE, prot=mmap.PROT_READ)
+            new = mmap.mmap(fd, min(st.st_size, FILE_SIZE), prot=mmap.PROT_READ)
         finally:
             os.close(fd)
         self._map, self._inode = new, (st.st_dev, st.st_ino)  # the old map closes when no thread holds it

@@ -121,13 +121,18 @@ def parse_limit(value: str | None) -> int | None:
 
 def parse_partial_response(value: str | None, default: bool) -> bool:
     """Thanos' ``partial_response``: whether an answer may leave out a peer that cannot be read (with a warning)."""
+    return parse_bool(value, "partial_response", default)
+
+
+def parse_bool(value: str | None, name: str, default: bool = False) -> bool:
+    """A true/false parameter (1/0, t/f, true/false), e.g. VictoriaMetrics' ``nocache``."""
     if value is None or value == "":
         return default
     if value.lower() in ("1", "t", "true"):
         return True
     if value.lower() in ("0", "f", "false"):
         return False
-    raise BadData(f'invalid parameter "partial_response": cannot parse "{value}" (use true or false)')
+    raise BadData(f'invalid parameter "{name}": cannot parse "{value}" (use true or false)')
 
 
 def now_s() -> float:

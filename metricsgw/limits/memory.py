@@ -1,7 +1,8 @@
 """The process's query memory budget (``--query.max-memory``), split once into its parts.
 
 One number a user sets bounds everything queries hold at once: DuckDB gets a fixed share as
-its ``memory_limit``, the decoded-sample cache another, and the rest is the pool that running
+its ``memory_limit``, the decoded-sample cache another, the range-query results cache (promql/results_cache.py)
+another, and the rest is the pool that running
 queries charge as they load samples, build result matrices and render JSON
 (``QueryContext.charge_bytes``). A query that would push the pool past its size fails with a
 503 naming the setting (retry later); the guard admits a queued query only while the pool has
@@ -17,7 +18,8 @@ from ..errors import Unavailable
 
 SETTING = "--query.max-memory"
 DUCKDB_SHARE = 0.25  # DuckDB's memory_limit: its hash tables, Parquet decoding buffers
-CACHE_SHARE = 0.125  # decoded samples of recently read files (dashboards re-read them)
+CACHE_SHARE = 0.0625  # decoded samples of recently read files (dashboards re-read them)
+RESULTS_SHARE = 0.0625  # range-query answers, so a refresh evaluates only its new steps
 MIN_DUCKDB_BYTES = 64 << 20  # DuckDB refuses to work well below this
 
 
@@ -26,13 +28,15 @@ class MemoryShares:
     total: int
     duckdb: int
     cache: int
+    results: int
     queries: int  # what running queries may hold together
 
     @classmethod
     def of(cls, total: int) -> "MemoryShares":
         duckdb = max(int(total * DUCKDB_SHARE), MIN_DUCKDB_BYTES)
         cache = int(total * CACHE_SHARE)
-        return cls(total, duckdb, cache, max(total - duckdb - cache, 1 << 20))
+        results = int(total * RESULTS_SHARE)
+        return cls(total, duckdb, cache, results, max(total - duckdb - cache - results, 1 << 20))
 
 
 class MemoryPool:

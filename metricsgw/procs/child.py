@@ -87,6 +87,7 @@ async def _serve(cfg, child: Child, layout: Layout) -> None:
         start_loading()  # a fixed cost of the process, loaded while the WAL replays
         board = BoardWriter(path_for(child.socket))
         app[STORAGE].extent_sink = board.publish
+        app[STORAGE].late_sink = board.publish_late  # the query processes' results caches read it
     # It may be passed client connections (handoff.py): a query process a query's, the one shard a sender's.
     takes_connections = child.role == "querier" or layout.shards == 1
     if takes_connections:

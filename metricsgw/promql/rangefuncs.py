@@ -267,48 +267,38 @@ def _window_quantiles(v: np.ndarray, lo: np.ndarray, lens: np.ndarray, qk: np.nd
 
 
 def linear_regression(r: Ranges, intercept_ms: np.ndarray | None):
-    """slope, intercept per window (least squares, as Prometheus's linearRegression);
-    x is seconds from the first sample of the window (deriv) or from intercept_ms.
-
-    Window sums come from reduceat over each window (no prefix-sum cancellation), with t
-    taken relative to the series' first sample so t*t stays small."""
-    n = (r.hi - r.lo).astype(np.float64)
-    ok = n >= 2
-    shape = n.shape
-    if len(r.t) == 0 or not ok.any():
+    """slope, intercept per window, as Prometheus's linearRegression: x is seconds from the window's first sample
+    (deriv) or from intercept_ms (predict_linear), sums are Kahan-Neumaier's, sample by sample. Each window's
+    result depends on its own samples only: not on the series read with it (promql/batching.py) nor on the
+    query's range (a cached stretch of steps joins a new one bit for bit: promql/results_cache.py)."""
+    n_all = r.hi - r.lo
+    ok = n_all >= 2
+    shape = n_all.shape
+    m, lens, steps, scatter = _positions(r)
+    if m == 0 or not ok.any():
         z = np.zeros(shape)
         return z, z.copy(), ok
-    # Each series' time origin is its own first sample: a series' result must not depend on
-    # which other series were read with it (promql/batching.py).
-    first = np.minimum(r.offsets[:-1], len(r.t) - 1)
-    t0 = np.repeat(r.t[first], np.diff(r.offsets))
-    tt = (r.t - t0) / 1e3
-    y = r.v
-    s_t = _reduce_windows(r, tt, np.add)
-    s_tt = _reduce_windows(r, tt * tt, np.add)
-    s_y = _reduce_windows(r, y, np.add)
-    s_ty = _reduce_windows(r, tt * y, np.add)
-    lo = np.minimum(r.lo, len(tt) - 1)
-    if intercept_ms is None:
-        base = tt[lo]
-    else:
-        base = (intercept_ms[None, :] - t0[lo]) / 1e3
-    with np.errstate(divide="ignore", invalid="ignore"):
-        sx = s_t - n * base  # shift x to the window's own origin
-        sx2 = s_tt - 2 * base * s_t + n * base * base
-        sxy = s_ty - base * s_y
-        cov = sxy - sx * s_y / n
-        var = sx2 - sx * sx / n
-        slope = cov / var
-        icpt = s_y / n - slope * sx / n
-    # A constant window: slope 0 and the value itself (NaN for an infinite value).
-    lo_v = _reduce_windows(r, y, np.minimum)
-    hi_v = _reduce_windows(r, y, np.maximum)
-    const = ok & (lo_v == hi_v)
-    first = y[np.minimum(r.lo, len(y) - 1)]
-    slope = np.where(const, np.where(np.isinf(first), np.nan, 0.0), slope)
-    icpt = np.where(const, np.where(np.isinf(first), np.nan, first), icpt)
-    return slope, icpt, ok
+    lo = scatter.lo
+    origin = r.t[lo] if intercept_ms is None else intercept_ms[scatter.step_of]
+    first = r.v[lo]
+    sums = [np.zeros(m) for _ in range(8)]  # x, y, xy, xx and their compensations
+    const = np.ones(m, bool)
+    with np.errstate(invalid="ignore", over="ignore"):
+        for j, k, y in steps():
+            x = (r.t[lo[:k] + j] - origin[:k]) / 1e3
+            if j:
+                const[:k] &= y == first[:k]
+            for i, inc in enumerate((x, y, x * y, x * x)):
+                sums[2 * i][:k], sums[2 * i + 1][:k] = _kahan_inc(inc, sums[2 * i][:k], sums[2 * i + 1][:k])
+        sx, sy, sxy, sxx = (sums[2 * i] + sums[2 * i + 1] for i in range(4))
+        n = lens.astype(np.float64)
+        with np.errstate(divide="ignore"):
+            slope = (sxy - sx * sy / n) / (sxx - sx * sx / n)
+            icpt = sy / n - slope * sx / n
+    inf = np.isinf(first)
+    slope = np.where(const, np.where(inf, np.nan, 0.0), slope)
+    icpt = np.where(const, np.where(inf, np.nan, first), icpt)
+    return scatter(slope), scatter(icpt), ok
 
 
 def deriv(r: Ranges) -> Series:
@@ -353,6 +343,7 @@ def _positions(r: Ranges):
         return out.reshape(n.shape)
 
     scatter.step_of = ne[order] % n.shape[1] if n.size else ne  # type: ignore[attr-defined]
+    scatter.lo = lo  # type: ignore[attr-defined]  # each window's first sample, in this order
     return len(lens), lens, steps, scatter
 
 

@@ -20,6 +20,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -39,6 +40,7 @@ from .files.writer_lock import WriterLock
 from .fileset import FileSet
 from .memory import startup
 from .memory.head import Head
+from .memory.late_writes import LateState, LateWrites
 from .memory.memory_span import MemorySpan
 from .memory.pending_series import UnflushedSeries, fresh_keys
 from .native_store import NativeStore
@@ -71,7 +73,8 @@ class Storage:
                  partition_ms: int = 3600_000, retention_ms: int = 15 * 86400_000,
                  wal_segment_size: int = 64 << 20, duckdb_memory_limit: int = 256 << 20, duckdb_threads: int = 2,
                  sample_cache_bytes: int = 128 << 20, telemetry=None, clock=time.time, writer_id: str = "gw0",
-                 vacuum_delay_s: float = 0.0, follow_others: bool = True, follow_interval_s: float = 5.0) -> None:
+                 vacuum_delay_s: float = 0.0, follow_others: bool = True, follow_interval_s: float = 5.0,
+                 late_after_ms: int = 300_000) -> None:
         self.path = os.path.abspath(path)
         self.writer_id = writer_id
         self.writer_dir = os.path.join(self.path, "wal", writer_id)  # the WAL and this writer's own state
@@ -90,6 +93,9 @@ class Storage:
         self.native = NativeStore(self.files, self.book, writer_id, partition_ms, self.retention.unflushed_min_t,
                                   self._stop)
         self.span = MemorySpan(self.files)
+        # Samples already older than the results cache's freshness when written (memory/late_writes.py)
+        self.late = LateWrites(late_after_ms)
+        self.late_sink: Callable[[LateState], None] | None = None  # an ingest shard's extent board
         self.series = SeriesQuerier(self.book, self.metadata_by_metric)
         self.samples = SampleQuerier(self.path, self.files, self.book, duckdb_memory_limit, sample_cache_bytes,
                                      duckdb_threads)
@@ -133,6 +139,8 @@ class Storage:
             self.ready = True
             self.span.live = True
             self.span.publish()
+            if self.late_sink is not None:
+                self.late_sink(self.late.state())
 
     def claim_writer_id(self) -> None:
         """Take this writer id's lock (once); raises WriterIdInUse while another live process holds it."""
@@ -268,6 +276,20 @@ class Storage:
         for m in batch.metadata:
             self.metadata_by_metric.setdefault(m.metric, {})[m] = None
         self.span.publish()
+        self._note_late(batch)
+
+    def late_state(self) -> LateState:
+        """Where late samples landed (memory/late_writes.py), for this process's results cache."""
+        with self.files.atomically():
+            return self.late.state()
+
+    def _note_late(self, batch: AppendBatch) -> None:
+        now_ms = int(self.clock() * 1000)
+        late = self.late.note(batch.t, now_ms)
+        if batch.native is not None:
+            late = self.late.note(batch.native.hist_t, now_ms) or late
+        if late and self.late_sink is not None:
+            self.late_sink(self.late.state())
         if self.telemetry:
             self.telemetry.head_samples.set(self.files.head_samples())
 

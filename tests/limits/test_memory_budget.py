@@ -15,8 +15,8 @@ from metricsgw.limits.memory import MemoryPool, MemoryShares, pool_for
 
 def test_one_setting_is_split_into_duckdb_cache_and_queries():
     s = MemoryShares.of(1 << 30)
-    assert (s.duckdb, s.cache, s.queries) == (256 << 20, 128 << 20, 640 << 20)
-    assert s.duckdb + s.cache + s.queries == s.total
+    assert (s.duckdb, s.cache, s.results, s.queries) == (256 << 20, 64 << 20, 64 << 20, 640 << 20)
+    assert s.duckdb + s.cache + s.results + s.queries == s.total
     assert MemoryShares.of(128 << 20).duckdb == 64 << 20  # DuckDB's floor
 
 
