@@ -29,6 +29,7 @@ E2E = {
     "cluster/test_peers.py": "metricsgw serve (the shared `served` gateway)",
     "conformance/test_corpus.py": "metricsgw serve in each process layout",
     "conformance/test_golden.py": "metricsgw serve in each process layout",
+    "conformance/test_results_cache.py": "metricsgw serve, one process and with shards",
     "dashboards/": "metricsgw serve (the shared `served` gateway), promtool",
     "grafana/": "metricsgw serve and Prometheus side by side",
     "guard/": "metricsgw serve on a loaded copy of ~200k series",

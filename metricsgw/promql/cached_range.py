@@ -21,11 +21,12 @@ def range_query(engine: Engine, cache: ResultsCache, query: str, start_s: float,
     found = None if reach is None else cache.lookup((query, step, start % step), start, end, step, reach, now_ms)
     if found is None:
         return engine.range(query, start_s, end_s, step_s, ctx)
+    last = start + (end - start) // step * step  # the query's last step (``end`` may fall between steps)
     if found.held is None:
         runs = [(start, end)]
     else:
         runs = ([(start, found.lo - step)] if start < found.lo else []) + \
-               ([(found.hi + step, end)] if found.hi < end else [])
+               ([(found.hi + step, end)] if found.hi < last else [])
     parts = [engine.range(query, a / 1000, b / 1000, step_s, ctx) for a, b in runs]
     if any(p.hist_rows for p in parts):  # native histograms are not cached: answer as one evaluation
         return parts[0] if runs == [(start, end)] else engine.range(query, start_s, end_s, step_s, ctx)

@@ -138,10 +138,10 @@ class ResultsCache:
     def store(self, key: Key, start: int, end: int, step: int, answer: Matrix, marks: Marks, now_ms: int) -> None:
         """Keep the steps of ``answer`` (over [start, end]) older than the freshness horizon, joined with the cached
         stretch they touch when that was read with the same marks."""
-        newest = now_ms - self.freshness_ms
-        hi = end if end <= newest else start + (newest - start) // step * step
-        if hi < start:
+        newest = min(end, now_ms - self.freshness_ms)
+        if newest < start:
             return
+        hi = start + (newest - start) // step * step  # the last step kept, on the query's grid
         fresh = matrix_parts.between(answer, start, hi)
         lo = start
         with self._lock:
