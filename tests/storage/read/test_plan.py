@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from metricsgw.storage.files.table import SampleFile
+from metricsgw.storage.files.parquet_io import SampleFile
 from metricsgw.storage.read.plan import ReadPlan, Way, plan_read
 
 HOUR = 3600_000
