@@ -63,7 +63,7 @@ class MetricInfo(Protocol):
         ...
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # holds an array: compared by identity
 class MetricRead:
     """How one metric's wanted series are read from the plan's files."""
 
@@ -84,9 +84,6 @@ class ReadPlan:
     metrics: tuple[MetricRead, ...]  # by metric index in the catalog; empty when no file is read
     heads: tuple[int, ...]  # positions of the heads whose span meets the window, oldest first
     trim_cache_to: frozenset[str] | None  # the snapshot's sample files, when the cache should drop the others
-
-    def joined(self) -> list[MetricRead]:
-        return [r for r in self.metrics if r.way is Way.JOIN]
 
 
 def plan_read(ids: np.ndarray, metric_of: np.ndarray, metrics: Sequence[MetricInfo], start_ms: int, end_ms: int,
