@@ -6,7 +6,7 @@ decoding and ingest pipeline, flushes every two scrapes and runs the flusher's m
 prints, per few generations, the series ever seen, the series the storage holds, and the process
 RSS: memory should follow the series that still have samples, not history. Indicative figures (RSS
 depends on the allocator and on what else the machine does); the assertions live in
-tests/storage/test_churn.py.
+tests/storage/upkeep/test_churn.py.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ import numpy as np
 
 from .. import npsort
 from .value import Ranges, Series, drop_name
+from .window_loops import avg_windows, holt_winters_values, kahan_sum_windows, linear_regression, var_windows
 
 
 def _prefix(x: np.ndarray) -> np.ndarray:
@@ -201,9 +202,9 @@ def over_time(name: str, r: Ranges) -> Series:
         if _exact_small_integers(r.v):
             c = _prefix(r.v)
             return _series(r, c[r.hi] - c[r.lo], has)
-        return _series(r, _kahan_sum_windows(r), has)
+        return _series(r, kahan_sum_windows(r), has)
     if name == "avg_over_time":
-        return _series(r, _avg_windows(r), has)
+        return _series(r, avg_windows(r), has)
     if name == "min_over_time":
         return _series(r, _minmax(r, np.fmin), has)  # NaN only when all are NaN
     if name == "max_over_time":
@@ -212,7 +213,7 @@ def over_time(name: str, r: Ranges) -> Series:
         _, _, v1, _, _ = _first_last(r)
         return _series(r, v1, has, keep_name=True)
     if name in ("stddev_over_time", "stdvar_over_time"):
-        var = _var_windows(r)
+        var = var_windows(r)
         return _series(r, np.sqrt(var) if name == "stddev_over_time" else var, has)
     raise KeyError(name)
 
@@ -266,41 +267,6 @@ def _window_quantiles(v: np.ndarray, lo: np.ndarray, lens: np.ndarray, qk: np.nd
     return np.where(np.isnan(qk), np.nan, res)
 
 
-def linear_regression(r: Ranges, intercept_ms: np.ndarray | None):
-    """slope, intercept per window, as Prometheus's linearRegression: x is seconds from the window's first sample
-    (deriv) or from intercept_ms (predict_linear), sums are Kahan-Neumaier's, sample by sample. Each window's
-    result depends on its own samples only: not on the series read with it (promql/batching.py) nor on the
-    query's range (a cached stretch of steps joins a new one bit for bit: promql/results_cache.py)."""
-    n_all = r.hi - r.lo
-    ok = n_all >= 2
-    shape = n_all.shape
-    m, lens, steps, scatter = _positions(r)
-    if m == 0 or not ok.any():
-        z = np.zeros(shape)
-        return z, z.copy(), ok
-    lo = scatter.lo
-    origin = r.t[lo] if intercept_ms is None else intercept_ms[scatter.step_of]
-    first = r.v[lo]
-    sums = [np.zeros(m) for _ in range(8)]  # x, y, xy, xx and their compensations
-    const = np.ones(m, bool)
-    with np.errstate(invalid="ignore", over="ignore"):
-        for j, k, y in steps():
-            x = (r.t[lo[:k] + j] - origin[:k]) / 1e3
-            if j:
-                const[:k] &= y == first[:k]
-            for i, inc in enumerate((x, y, x * y, x * x)):
-                sums[2 * i][:k], sums[2 * i + 1][:k] = _kahan_inc(inc, sums[2 * i][:k], sums[2 * i + 1][:k])
-        sx, sy, sxy, sxx = (sums[2 * i] + sums[2 * i + 1] for i in range(4))
-        n = lens.astype(np.float64)
-        with np.errstate(divide="ignore"):
-            slope = (sxy - sx * sy / n) / (sxx - sx * sx / n)
-            icpt = sy / n - slope * sx / n
-    inf = np.isinf(first)
-    slope = np.where(const, np.where(inf, np.nan, 0.0), slope)
-    icpt = np.where(const, np.where(inf, np.nan, first), icpt)
-    return scatter(slope), scatter(icpt), ok
-
-
 def deriv(r: Ranges) -> Series:
     slope, _, ok = linear_regression(r, None)
     return _series(r, slope, ok)
@@ -311,102 +277,6 @@ def predict_linear(r: Ranges, eval_ms: np.ndarray, duration: np.ndarray) -> Seri
     return _series(r, slope * duration[None, :] + icpt, ok)
 
 
-# ---- Prometheus's own loops (Kahan-Neumaier sums, running mean, Welford), run for all
-# windows at once: iteration j handles the j-th sample of every window that has one.
-
-
-def _kahan_inc(inc, total, c):
-    t = total + inc
-    c = c + np.where(np.abs(total) >= np.abs(inc), (total - t) + inc, (inc - t) + total)
-    return t, c
-
-
-def _positions(r: Ranges):
-    """Windows sorted by length (longest first), so the windows that have a j-th sample are
-    always a prefix: yields (k, x) with x the j-th sample of the first k windows."""
-    n = r.hi - r.lo
-    ne = np.flatnonzero((n > 0).ravel())
-    lens = n.ravel()[ne]
-    order = np.argsort(-lens, kind="stable")
-    lo = r.lo.ravel()[ne][order]
-    lens = lens[order]
-    neg = -lens  # ascending, for searchsorted
-
-    def steps():
-        for j in range(int(lens[0]) if len(lens) else 0):
-            k = int(np.searchsorted(neg, -j, side="left"))  # windows with more than j samples
-            yield j, k, r.v[lo[:k] + j]
-
-    def scatter(res: np.ndarray) -> np.ndarray:
-        out = np.zeros(n.size)
-        out[ne[order]] = res
-        return out.reshape(n.shape)
-
-    scatter.step_of = ne[order] % n.shape[1] if n.size else ne  # type: ignore[attr-defined]
-    scatter.lo = lo  # type: ignore[attr-defined]  # each window's first sample, in this order
-    return len(lens), lens, steps, scatter
-
-
-def _kahan_sum_windows(r: Ranges) -> np.ndarray:
-    m, _, steps, scatter = _positions(r)
-    total, c = np.zeros(m), np.zeros(m)
-    with np.errstate(invalid="ignore", over="ignore"):
-        for _, k, x in steps():
-            total[:k], c[:k] = _kahan_inc(x, total[:k], c[:k])
-        return scatter(np.where(np.isinf(total), total, total + c))
-
-
-def _avg_windows(r: Ranges) -> np.ndarray:
-    m, _, steps, scatter = _positions(r)
-    mean, c = np.zeros(m), np.zeros(m)
-    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        for j, k, x in steps():
-            cnt = float(j + 1)
-            cur, cc = mean[:k], c[:k]
-            m2, c2 = _kahan_inc(x / cnt - cur / cnt, cur, cc)
-            inf = np.isinf(cur)
-            if inf.any():  # Prometheus keeps an infinite mean unless the next value is NaN/-Inf
-                skip = inf & ((np.isinf(x) & ((cur > 0) == (x > 0))) | (~np.isinf(x) & ~np.isnan(x)))
-                m2, c2 = np.where(skip, cur, m2), np.where(skip, cc, c2)
-            mean[:k], c[:k] = m2, c2
-        return scatter(np.where(np.isinf(mean), mean, mean + c))
-
-
-def _var_windows(r: Ranges) -> np.ndarray:
-    m, lens, steps, scatter = _positions(r)
-    mean, c_mean, aux, c_aux = np.zeros(m), np.zeros(m), np.zeros(m), np.zeros(m)
-    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        for j, k, x in steps():
-            cnt = float(j + 1)
-            delta = x - (mean[:k] + c_mean[:k])
-            mean[:k], c_mean[:k] = _kahan_inc(delta / cnt, mean[:k], c_mean[:k])
-            aux[:k], c_aux[:k] = _kahan_inc(delta * (x - (mean[:k] + c_mean[:k])), aux[:k], c_aux[:k])
-        return scatter((aux + c_aux) / lens)
-
-
 def holt_winters(r: Ranges, sf: np.ndarray, tf: np.ndarray) -> Series:
     """Prometheus 2.42's funcHoltWinters (double exponential smoothing), all windows at once."""
-    from ..errors import ExecError
-
-    for name, f in (("smoothing", sf), ("trend", tf)):
-        bad = (f <= 0) | (f >= 1) | np.isnan(f)
-        if bad.any():
-            short = "sf" if name == "smoothing" else "tf"
-            raise ExecError(f"invalid {name} factor. Expected: 0 < {short} < 1, got: {float(f[bad][0]):f}")
-    m, lens, steps, scatter = _positions(r)
-    step_of = scatter.step_of
-    s0, s1, b = np.zeros(m), np.zeros(m), np.zeros(m)
-    with np.errstate(invalid="ignore", over="ignore"):
-        for j, k, x in steps():
-            if j == 0:
-                s1[:k] = x
-                continue
-            if j == 1:
-                b[:k] = x - s1[:k]  # initial trend: second minus first sample
-            sfk, tfk = sf[step_of[:k]], tf[step_of[:k]]
-            if j > 1:
-                b[:k] = tfk * (s1[:k] - s0[:k]) + (1 - tfk) * b[:k]
-            y = (1 - sfk) * (s1[:k] + b[:k])
-            s0[:k], s1[:k] = s1[:k], sfk * x + y
-    ok = (r.hi - r.lo) >= 2
-    return _series(r, scatter(s1), ok)
+    return _series(r, holt_winters_values(r, sf, tf), (r.hi - r.lo) >= 2)

@@ -24,6 +24,7 @@ from typing import Any, Callable, Sequence
 import re2
 
 from ..model import Labels, is_label_name
+from .gotext import compile_template, expand, go_lower, go_quote, go_upper
 
 ACTIONS = ("replace", "keep", "drop", "keepequal", "dropequal", "hashmod", "labelmap",
            "labeldrop", "labelkeep", "lowercase", "uppercase")
@@ -55,75 +56,6 @@ class RuleError(ValueError):
 
 def valid_label_name(name: str) -> bool:
     return is_label_name(name)
-
-
-# --- Go's regexp.Expand, compiled once per template -----------------------------------------
-
-def _is_name_char(ch: str) -> bool:
-    # Go's extract(): unicode.IsLetter || unicode.IsDigit || '_'
-    return ch == "_" or ch.isalpha() or ch.isdecimal()
-
-
-def compile_template(template: str, group_index: dict[str, int]) -> tuple[tuple[str, int], ...]:
-    """Split a template into (literal, group) parts; group -1 = none (the reference expands to "")."""
-    parts: list[tuple[str, int]] = []
-    lit: list[str] = []
-    i, n = 0, len(template)
-    while i < n:
-        j = template.find("$", i)
-        if j < 0:
-            lit.append(template[i:])
-            break
-        lit.append(template[i:j])
-        i = j + 1
-        if i < n and template[i] == "$":  # $$ is a literal $
-            lit.append("$")
-            i += 1
-            continue
-        brace = i < n and template[i] == "{"
-        k = i + 1 if brace else i
-        start = k
-        while k < n and _is_name_char(template[k]):
-            k += 1
-        name = template[start:k]
-        if not name or (brace and (k >= n or template[k] != "}")):
-            lit.append("$")  # malformed: Go keeps the $ as raw text and goes on after it
-            continue
-        i = k + 1 if brace else k
-        if name.isascii() and name.isdigit() and not (name[0] == "0" and len(name) > 1) and len(name) <= 9:
-            group = int(name)
-        else:
-            group = group_index.get(name, -1)
-        parts.append(("".join(lit), group))
-        lit = []
-    parts.append(("".join(lit), -1))
-    return tuple(parts)
-
-
-def expand(parts: tuple[tuple[str, int], ...], match: Any, ngroups: int) -> str:
-    out: list[str] = []
-    for lit, group in parts:
-        out.append(lit)
-        if 0 <= group <= ngroups:
-            s = match.group(group)
-            if s is not None:
-                out.append(s)
-    return "".join(out)
-
-
-# --- Go's strings.ToLower / ToUpper: simple (one rune to one rune) case mapping --------------
-
-def _go_lower(s: str) -> str:
-    if s.isascii():
-        return s.lower()
-    # per character, so there is no final-sigma context rule; U+0130's simple mapping is "i"
-    return "".join("i" if c == "\u0130" else (c.lower() if len(c.lower()) == 1 else c) for c in s)
-
-
-def _go_upper(s: str) -> str:
-    if s.isascii():
-        return s.upper()
-    return "".join(c.upper() if len(c.upper()) == 1 else c for c in s)
 
 
 # --- one compiled rule --------------------------------------------------------------------------
@@ -206,17 +138,17 @@ class RelabelRule:
         if a in ("replace", "hashmod", "lowercase", "uppercase", "keepequal", "dropequal") and t == "":
             raise InvalidRule(f"relabel configuration for {a} action requires 'target_label' value")
         if a == "replace" and "$" not in t and not valid_label_name(t):
-            raise InvalidRule(f"{_goq(t)} is invalid 'target_label' for {a} action")
+            raise InvalidRule(f"{go_quote(t)} is invalid 'target_label' for {a} action")
         if a == "replace" and "$" in t and not _RELABEL_TARGET.search(t):
-            raise InvalidRule(f"{_goq(t)} is invalid 'target_label' for {a} action")
+            raise InvalidRule(f"{go_quote(t)} is invalid 'target_label' for {a} action")
         if a in ("lowercase", "uppercase", "keepequal", "dropequal") and not valid_label_name(t):
-            raise InvalidRule(f"{_goq(t)} is invalid 'target_label' for {a} action")
+            raise InvalidRule(f"{go_quote(t)} is invalid 'target_label' for {a} action")
         if a in ("lowercase", "uppercase", "keepequal", "dropequal") and self.replacement != "$1":
             raise InvalidRule(f"'replacement' can not be set for {a} action")
         if a == "labelmap" and not _RELABEL_TARGET.search(self.replacement):
-            raise InvalidRule(f"{_goq(self.replacement)} is invalid 'replacement' for {a} action")
+            raise InvalidRule(f"{go_quote(self.replacement)} is invalid 'replacement' for {a} action")
         if a == "hashmod" and not valid_label_name(t):
-            raise InvalidRule(f"{_goq(t)} is invalid 'target_label' for {a} action")
+            raise InvalidRule(f"{go_quote(t)} is invalid 'target_label' for {a} action")
         if a in ("keepequal", "dropequal") and (
                 self.regex_set or self.modulus != 0 or self.separator != ";" or self.replacement != "$1"):
             raise InvalidRule(f"{a} action requires only 'source_labels' and `target_label`, and no other fields")
@@ -306,11 +238,11 @@ class RelabelRule:
         return (target, res)
 
     def _lowercase(self, lb: dict[str, str]) -> bool:
-        _set(lb, self.target_label, _go_lower(self._value(lb)))
+        _set(lb, self.target_label, go_lower(self._value(lb)))
         return True
 
     def _uppercase(self, lb: dict[str, str]) -> bool:
-        _set(lb, self.target_label, _go_upper(self._value(lb)))
+        _set(lb, self.target_label, go_upper(self._value(lb)))
         return True
 
     def _hashmod(self, lb: dict[str, str]) -> bool:
@@ -354,11 +286,6 @@ def _set(lb: dict[str, str], name: str, value: str) -> None:
         lb[name] = value
     else:
         lb.pop(name, None)
-
-
-def _goq(s: str) -> str:
-    """Go's %q for the ASCII strings these messages quote."""
-    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 # --- an ordered list of compiled rules --------------------------------------------------------

@@ -9,7 +9,7 @@ import threading
 import time
 
 from ..files import parquet_io
-from ..files.table import Snapshot
+from ..files.snapshot import Snapshot
 from ..files.kinds import file_writer as table_writer
 from ..fileset import FileSet
 from .book import CatalogBook

@@ -8,7 +8,7 @@ import numpy as np
 from ... import npsort
 from ..catalog.catalog import Catalog
 from . import parquet_io
-from .table import Transaction
+from .transaction import Transaction
 
 
 def write_head(tx: Transaction, sid: np.ndarray, t: np.ndarray, v: np.ndarray, catalog: Catalog,

@@ -24,80 +24,40 @@ passed since its remove, for readers in other processes (their queries last at m
 At open, this writer's files on disk that the table does not list (written, never committed: a crash
 mid-flush; or removed and not yet deleted when the process died) are collected the same way.
 Other writers' commits join the snapshot at ``refresh()`` (the follower's step).
+
+Beside it: snapshot.py (``Snapshot`` and ``Pin``, what a reader holds), transaction.py (``Transaction``, the files
+one commit writes and retires) and delta_log.py (the Delta log through delta-rs: listing a table's files, committing
+add and remove actions with retries).
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import threading
 import time
 from collections import Counter
-from dataclasses import dataclass
-from urllib.parse import unquote
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 from deltalake import DeltaTable
-from deltalake.exceptions import CommitFailedError
-from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Transaction as AppTransaction
 
 from ...errors import Unavailable
 from ...model import check_writer_id
-from .fsync import fsync_dir
+from .delta_log import commit_actions, listed_files
 from .kinds import KINDS, SIDE_KINDS, file_seq, file_writer, parse_name
 from .parquet_io import SampleFile
+from .snapshot import Pin, Snapshot
+from .transaction import Transaction
+
+# Readers and writers import these from here, where the table that makes them is.
+__all__ = ["Pin", "SampleFile", "Snapshot", "Table", "Transaction", "file_writer"]
 
 log = logging.getLogger(__name__)
 
-COMMIT_ATTEMPTS = 20  # a commit that loses the race for the next log entry is retried this often
 # Delta writes a checkpoint every this many versions, so opening a table reads one checkpoint and fewer
 # than this many JSON entries; log entries older than the retention are deleted at checkpoints.
 TABLE_CONFIG = {"delta.checkpointInterval": "50", "delta.logRetentionDuration": "interval 1 days",
                 "delta.enableExpiredLogCleanup": "true"}
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """The files of one generation: what a reader may read until it releases its pin."""
-
-    version: int  # local generation: grows at every change of the file lists
-    samples: tuple[SampleFile, ...] = ()  # by (partition start, seq)
-    series: tuple[str, ...] = ()  # by seq: write order
-    spans: tuple[str, ...] = ()
-    histograms: tuple[str, ...] = ()  # by seq
-    exemplars: tuple[str, ...] = ()
-    table_version: int = -1  # the samples table's Delta version this snapshot includes
-
-    def paths(self) -> set[str]:
-        return ({f.path for f in self.samples} | set(self.series) | set(self.spans) | set(self.histograms)
-                | set(self.exemplars))
-
-    def own(self, kind: str, writer: str) -> tuple[str, ...]:
-        """Side files of ``kind`` this writer committed."""
-        return tuple(p for p in getattr(self, kind) if file_writer(p) == writer)
-
-
-class Pin:
-    """A reader's hold on one snapshot; ``with pin as snap:`` releases it at the end (once)."""
-
-    def __init__(self, owner: "Table", snap: Snapshot) -> None:
-        self._owner = owner
-        self.snapshot = snap
-        self._held = True
-
-    def __enter__(self) -> Snapshot:
-        return self.snapshot
-
-    def __exit__(self, *exc) -> None:
-        self.release()
-
-    def release(self) -> None:
-        if self._held:
-            self._held = False
-            self._owner._unpin(self.snapshot.version)
 
 
 class Table:
@@ -164,22 +124,7 @@ class Table:
 
     def _read_tables(self) -> Snapshot:
         """A snapshot of the tables as loaded now (every kind's add actions)."""
-        lists: dict[str, list] = {}
-        for kind, dt in self._tables.items():
-            root = self.kind_root(kind)
-            acts = pa.table(dt.get_add_actions(flatten=True))
-            if not acts.num_rows:
-                lists[kind] = []
-                continue
-            paths = [os.path.join(root, unquote(p)) for p in acts.column("path").to_pylist()]
-            if kind == "samples":
-                lists[kind] = sorted(
-                    (SampleFile(p, int(h), file_seq(p), int(lo), int(hi), file_writer(p))
-                     for p, h, lo, hi in zip(paths, acts.column("partition.hour").to_pylist(),
-                                             acts.column("min.t").to_pylist(), acts.column("max.t").to_pylist())),
-                    key=_sample_order)
-            else:
-                lists[kind] = sorted(paths, key=file_seq)
+        lists = {kind: listed_files(dt, kind, self.kind_root(kind)) for kind, dt in self._tables.items()}
         with self._lock:
             gen = self._current.version + 1
         return Snapshot(gen, tuple(lists["samples"]), *(tuple(lists[k]) for k in SIDE_KINDS),
@@ -198,7 +143,7 @@ class Table:
                 raise Unavailable("storage is shutting down")
             snap = self._current
             self._pins[snap.version] += 1
-            return Pin(self, snap)
+            return Pin(snap, self._unpin)
 
     def _unpin(self, version: int) -> None:
         with self._lock:
@@ -245,13 +190,15 @@ class Table:
     def transaction(self) -> "Transaction":
         return Transaction(self)
 
-    def _next_seq(self) -> int:
+    def next_seq(self) -> int:
+        """The next number of this writer's file sequence (a transaction names its files with it)."""
         with self._lock:
             self._seq += 1
             return self._seq
 
-    def _commit(self, adds: dict[str, list[str]], retire: set[str], wal_cut: int | None) -> Snapshot:
-        """Side kinds first, samples last (carrying the WAL cut): see the module docstring."""
+    def commit_files(self, adds: dict[str, list[str]], retire: set[str], wal_cut: int | None) -> Snapshot:
+        """A transaction's commit (``Transaction.commit``): side kinds first, samples last (carrying the WAL cut),
+        see the module docstring."""
         foreign = [p for p in retire if file_writer(p) != self.writer_id]
         if foreign:
             raise ValueError(f"removing files of another writer: {sorted(foreign)[:3]}")
@@ -270,27 +217,7 @@ class Table:
             return self._current
 
     def _commit_one(self, kind: str, adds: list[str], removes: list[str], wal_cut: int | None) -> None:
-        spec, dt, root = KINDS[kind], self._tables[kind], self.kind_root(kind)
-        now_ms = int(time.time() * 1000)
-        actions = [_add_action(root, p, spec.partition) for p in adds]
-        actions += [RemoveAction(os.path.relpath(p, root), True, now_ms, None,
-                                 {spec.partition: _partition_value(root, p)}) for p in removes]
-        props = CommitProperties(app_transactions=[AppTransaction(self.writer_id, wal_cut)]) if wal_cut else None
-        for attempt in range(COMMIT_ATTEMPTS):
-            try:
-                dt.create_write_transaction(actions, "append", spec.schema, partition_by=[spec.partition],
-                                            commit_properties=props)
-                dt.update_incremental()
-                return
-            except CommitFailedError as err:  # another process took the next log entry: retry on the new version
-                dt.update_incremental()
-                if attempt == COMMIT_ATTEMPTS - 1:
-                    raise OSError(f"commit to table/{kind} failed {COMMIT_ATTEMPTS} times: {err}") from err
-                listed = {os.path.join(root, unquote(p)) for p in pa.table(dt.get_add_actions()).column(
-                    "path").to_pylist()}
-                gone = [p for p in removes if p not in listed]
-                if gone:  # only this writer removes its files: this cannot happen, say so rather than guess
-                    raise OSError(f"files removed by someone else meanwhile: {gone[:3]}") from err
+        commit_actions(self._tables[kind], kind, self.kind_root(kind), adds, removes, self.writer_id, wal_cut)
 
     def collect(self) -> int:
         """Delete removed files no pinned snapshot lists, once the vacuum delay has passed since their
@@ -328,90 +255,3 @@ class Table:
         """Removed files not deleted yet (a running query holds them, the delay runs, or deleting failed)."""
         with self._lock:
             return len(self._retired)
-
-
-class Transaction:
-    """Files written for one commit, named from this writer's sequence; files written but not
-    committed (the block raised, or ended without ``commit``) are deleted on exit."""
-
-    def __init__(self, owner: Table) -> None:
-        self._owner = owner
-        self._adds: dict[str, list[str]] = {k: [] for k in KINDS}
-        self._retire: set[str] = set()
-        self._written: list[str] = []
-        self._committed = False
-
-    def __enter__(self) -> "Transaction":
-        return self
-
-    def __exit__(self, exc_type, exc, tb) -> None:
-        if not self._committed:
-            self._discard()
-
-    def new_path(self, kind: str, partition_ms: int | None = None) -> tuple[str, int]:
-        """A fresh (path, seq) for a file of ``kind``; its directory exists (and is durable)."""
-        owner = self._owner
-        seq = owner._next_seq()
-        spec = KINDS[kind]
-        part = f"hour={partition_ms}" if spec.partition == "hour" else f"writer={owner.writer_id}"
-        d = os.path.join(owner.kind_root(kind), part)
-        if not os.path.isdir(d):
-            os.makedirs(d, exist_ok=True)
-            fsync_dir(os.path.dirname(d))
-        path = os.path.join(d, f"{spec.prefix}-{owner.writer_id}-{seq:08d}.parquet")
-        if os.path.exists(path):  # the sequence restarts above every file of ours on disk; never overwrite data
-            raise FileExistsError(f"{path} exists: the file sequence is behind the files on disk")
-        self._written.append(path)
-        return path, seq
-
-    def add_samples(self, f: SampleFile) -> None:
-        self._adds["samples"].append(f.path)
-
-    def add_side(self, kind: str, path: str) -> None:
-        self._adds[kind].append(path)
-
-    def retire(self, paths) -> None:
-        self._retire.update(paths)
-
-    def commit(self, wal_cut: int | None = None) -> Snapshot:
-        snap = self._owner._commit(self._adds, self._retire, wal_cut)
-        self._committed = True
-        return snap
-
-    def _discard(self) -> None:
-        for path in self._written:
-            for p in (path, path + ".tmp"):
-                try:
-                    os.remove(p)
-                except FileNotFoundError:
-                    pass
-                except OSError as err:  # not ours to raise over the failure that brought us here
-                    log.error("could not delete %s of a failed commit (its samples are in the WAL or its inputs too; "
-                              "reads resolve the duplicates): %s", p, err)
-
-
-def _partition_value(root: str, path: str) -> str:
-    return os.path.basename(os.path.dirname(path)).split("=", 1)[1]
-
-
-def _add_action(root: str, path: str, partition: str) -> AddAction:
-    """An add action with the stats readers prune on: rows, and min/max of every integer column."""
-    st = os.stat(path)
-    meta = pq.ParquetFile(path).metadata
-    lo: dict[str, int] = {}
-    hi: dict[str, int] = {}
-    for ci in range(meta.num_columns):
-        name = meta.schema.column(ci).name
-        if meta.schema.column(ci).physical_type != "INT64":
-            continue
-        stats = [meta.row_group(rg).column(ci).statistics for rg in range(meta.num_row_groups)]
-        if stats and all(s is not None and s.has_min_max for s in stats):  # partial stats would mislead pruning
-            lo[name] = min(s.min for s in stats)
-            hi[name] = max(s.max for s in stats)
-    stats = {"numRecords": meta.num_rows, "minValues": lo, "maxValues": hi, "nullCount": {k: 0 for k in lo}}
-    return AddAction(os.path.relpath(path, root), st.st_size, {partition: _partition_value(root, path)},
-                     int(st.st_mtime * 1000), True, json.dumps(stats))
-
-
-def _sample_order(f: SampleFile) -> tuple[int, int]:
-    return f.partition_ms, f.seq

@@ -6,7 +6,6 @@ Every call takes the query's ``QueryContext``: a DuckDB query registers its conn
 
 from __future__ import annotations
 
-import hashlib
 import os
 
 import duckdb
@@ -21,7 +20,8 @@ from ..catalog.book import CatalogBook
 from ..fileset import FileSet
 from ..memory.head import select_sorted
 from .merge import merge_blocks, merge_parts, sort_block
-from .sample_cache import CACHED_SAMPLE_BYTES, CachedSamples, SampleCache
+from .plan import MetricRead, ReadPlan, Way, plan_read
+from .sample_cache import CachedSamples, SampleCache
 
 # Selective reads: only the wanted series (a join with the unique wanted sids, faster here
 # than the equivalent IN-subquery), metric names bound one per parameter so the Parquet scan
@@ -55,15 +55,6 @@ FROM read_parquet($files) AS p
 JOIN wanted_ids AS w ON p.sid = w.sid
 WHERE p.metric = $metric
 """
-
-# A query that wants at least this share of a metric's series, or any part of a metric small
-# enough (1/16 of the cache), caches the whole metric per file; otherwise it caches just
-# the series it wants (a dashboard panel asks for the same ones on every refresh).
-WHOLE_METRIC_SHARE = 0.5
-# Filling the cache reads whole files; worth it (and fair to the sample budget) only when the
-# query window covers at least this share of them, or everything is cached already.
-MIN_WINDOW_SHARE = 0.25
-
 
 def _metric_sql(metrics: list[str]) -> tuple[str, dict]:
     params = {f"m{i}": m for i, m in enumerate(metrics)}
@@ -142,56 +133,46 @@ class SampleQuerier:
             cat = self.book.catalog
         with view.pin as snap:
             g = cat.lookup(ids_sorted)
-            ids_known = ids_sorted[g >= 0]  # retention may have dropped a series since it was selected
-            files = sorted((f for f in snap.samples if f.max_t >= start_ms and f.min_t <= end_ms), key=lambda f: f.seq)
-            if files and len(ids_known):
-                if snap.version > self._cache_version:  # entries of retired files go
-                    self._cache_version = snap.version
-                    self._sample_cache.retain({f.path for f in snap.samples})
-                parts.extend(self._read_files(cat, files, ids_known, start_ms, end_ms, ctx))
-        for h in view.heads:
-            for block in h.select(ids_sorted, start_ms, end_ms):
+            known = g >= 0  # retention may have dropped a series since it was selected
+            plan = plan_read(ids_sorted[known], cat.metric_idx.a[g[known]], cat.tables, start_ms, end_ms,
+                             files=snap.samples, heads=[(h.min_t, h.max_t) for h in view.heads],
+                             snapshot_version=snap.version, cache_version=self._cache_version,
+                             cache=self._sample_cache, cache_max_bytes=self._sample_cache.max_bytes,
+                             interval_ms=self._interval_ms)
+            if plan.trim_cache_to is not None:  # entries of retired files go
+                self._cache_version = snap.version
+                self._sample_cache.retain(plan.trim_cache_to)
+            if plan.metrics:
+                parts.extend(self._read_files(plan, start_ms, end_ms, ctx))
+        for i in plan.heads:
+            for block in view.heads[i].select(ids_sorted, start_ms, end_ms):
                 ctx.charge_loaded(len(block), "head read")
                 parts.append(block)
         ctx.check("sample merge")
         return merge_parts(ids_sorted, [p for p in parts if len(p)], start_ms, end_ms)
 
-    def _read_files(self, cat, files: list, ids_sorted: np.ndarray, start_ms: int, end_ms: int,
-                    ctx: QueryContext) -> list[SampleBlock]:
+    def _read_files(self, plan: ReadPlan, start_ms: int, end_ms: int, ctx: QueryContext) -> list[SampleBlock]:
         """Blocks, each sorted by (sid, t), in write order for any one series: a block of the
-        metrics served merged across the files, then one block per file (in ``files`` order)."""
-        paths = [f.path for f in files]
-        g = cat.dense(ids_sorted)
-        tidx = cat.metric_idx.a[g]
-        # Samples per series in each file (from its time span) size a cache fill; a fill that
-        # could not stay in the cache is never made, so big selections read only their window.
-        spans = [(f.max_t - f.min_t) / self._interval_ms + 1 for f in files]
-        file_ms = sum(f.max_t - f.min_t + 1 for f in files)
-        wide = (end_ms - start_ms + 1) >= MIN_WINDOW_SHARE * file_ms
-        cap = self._sample_cache.max_bytes
+        metrics served merged across the files, then one block per file (in ``plan.files`` order)."""
+        paths = list(plan.files)
         per_file: list[list[SampleBlock]] = [[] for _ in paths]
         all_files: list[SampleBlock] = []  # metrics served merged across the files
-        selective: list[np.ndarray] = []
-        for ti in npsort.unique(tidx).tolist():
+        joined: list[MetricRead] = []
+        for r in plan.metrics:
             ctx.check("parquet read")  # a read served from the cache has no DuckDB call to interrupt
-            table = cat.tables[ti]
-            ids_m = ids_sorted[tidx == ti]
-            most = len(ids_m) >= WHOLE_METRIC_SHARE * len(table)
-            whole = most or CACHED_SAMPLE_BYTES * len(table) * sum(spans) <= cap // 16
-            key = "*" if whole else hashlib.blake2b(ids_m.tobytes(), digest_size=16).hexdigest()
-            rows = len(table) if whole else len(ids_m)
-            cached = all(self._sample_cache.get((p, table.name, key)) is not None for p in paths)
-            # A fill holds the whole of it for a moment: only when the query's budgets allow
-            # (a query evaluated in series batches asks for a small part of a big metric).
-            affordable = ctx.can_hold(int(rows * sum(spans)))
-            if not cached and not (wide and affordable and CACHED_SAMPLE_BYTES * rows * max(spans) <= cap // 4):
-                if most:
-                    self._read_metric_window(paths, table.name, ids_m, start_ms, end_ms, ctx, per_file)
-                else:
-                    selective.append(ids_m)
+            way = r.way
+            # A fill holds the whole of it for a moment: only when the query's budgets allow now
+            # (what this call read before is charged already).
+            if r.fallback is not None and not ctx.can_hold(r.fill_samples):
+                way = r.fallback
+            if way is Way.WINDOW:
+                self._read_metric_window(paths, r.metric, r.ids, start_ms, end_ms, ctx, per_file)
+                continue
+            if way is Way.JOIN:
+                joined.append(r)
                 continue
             mark = ctx.mark()
-            blocks, fresh = self._metric_blocks(paths, table.name, key, None if whole else ids_m, ctx)
+            blocks, fresh = self._metric_blocks(paths, r.metric, r.key, None if r.whole else r.ids, ctx)
             if fresh:  # fresh files were charged row by row as DuckDB returned them; what they read
                 # now belongs to the cache (its own share of --query.max-memory), and the query
                 # holds only what it selects from them
@@ -201,12 +182,12 @@ class SampleQuerier:
             # the files' blocks, not on the next one: that read pays for the Parquet scan anyway,
             # and the first refresh is then as fast as the others (bench.queries took the median
             # of five runs of a heavy panel from the second or third run while it was not).
-            sel = self._merged_block(paths, table.name, key, blocks).select(ids_m, start_ms, end_ms)
+            sel = self._merged_block(paths, r.metric, r.key, blocks).select(r.ids, start_ms, end_ms)
             ctx.charge_loaded(len(sel), "parquet read (cached)")
             all_files.append(sel)
-        if selective:
-            wanted = np.sort(np.concatenate(selective))
-            metrics = sorted({cat.tables[int(ti)].name for ti in npsort.unique(cat.metric_idx.a[cat.dense(wanted)])})
+        if joined:  # one query for every metric read by a join
+            wanted = np.sort(np.concatenate([r.ids for r in joined]))
+            metrics = sorted({r.metric for r in joined})
             block, file_index = self._read_parquet(paths, metrics, wanted, start_ms, end_ms, ctx)
             for i, b in enumerate(_split_by_file(block, file_index, len(paths))):
                 per_file[i].append(b)

@@ -115,6 +115,11 @@ class SampleCache:
                 self._items.move_to_end(key)
             return b
 
+    def __contains__(self, key: object) -> bool:
+        """Whether ``key`` is held, without counting as a use (the read planner asks before reading)."""
+        with self._lock:
+            return key in self._items
+
     def put(self, key: tuple, b: CachedSamples) -> None:
         size = b.nbytes
         if size > self.max_bytes // 4:

@@ -89,3 +89,22 @@ def test_first_read_leaves_the_files_merged(tmp_path, monkeypatch):
             assert len(merges) == 1 and merges[0] >= 2, n  # merged on the first read, never again
     finally:
         st.close()
+
+
+def test_a_cache_fill_the_query_cannot_hold_is_left_for_a_join(tmp_path):
+    """The plan's one read-time decision (storage/read/plan.py): a fill reads whole files, so a query whose budget
+    holds its window but not those files reads by a join and fills nothing; an unbounded one fills the cache."""
+    st, truth, base = _load(tmp_path)
+    try:
+        ss = st.select_series([Matcher("__name__", "=", "big")], None, None)
+        want = np.sort(ss.ids[:100])  # 5% of the metric: its own cache entry, 200 samples a series in the files
+        lo, hi = base + 15_000 * 120, base + 15_000 * 250  # the first two flushes' files; 131 samples a series
+        exp = sorted((s, t, v) for s in want.tolist() for t, v in truth[s] if lo <= t <= hi)
+        got = st.read_samples(want, lo, hi, QueryContext(max_samples=15_000))  # holds 13,100, not a 20,000 fill
+        assert list(zip(got.sid.tolist(), got.t.tolist(), got.v.tolist())) == exp
+        assert st.sample_cache_stats()[0] == 0
+        got = st.read_samples(want, lo, hi, QueryContext())
+        assert list(zip(got.sid.tolist(), got.t.tolist(), got.v.tolist())) == exp
+        assert st.sample_cache_stats()[0] > 0
+    finally:
+        st.close()

@@ -23,9 +23,9 @@ from metricsgw.model import Matcher
 from metricsgw.storage import crashpoints
 from metricsgw.storage.store import Storage
 
-FIXTURE = Path(__file__).parent / "fixtures" / "old_data_dir"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "old_data_dir"  # shared by tests/storage/
 FOREVER_MS = 100 * 365 * 86400_000  # the fixture's samples are from 2026: retention must not drop them
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def expected() -> collections.Counter:
