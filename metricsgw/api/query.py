@@ -88,9 +88,9 @@ async def range_query(request: web.Request) -> web.Response:
         testhooks.hold("evaluation", query, ctx)
         if cache is None:
             return render_charged(engine.range(query, start, end, step, ctx), ctx)
-        value = cached_range.range_query(engine, cache, query, start, end, step, ctx, round(time.time() * 1000),
-                                         storable=lambda: not warnings)
-        return render_charged(value, ctx)
+        return cached_range.range_query(engine, cache, query, start, end, step, ctx, round(time.time() * 1000),
+                                        storable=lambda: not warnings,
+                                        charge=lambda points, series: charge_json(points, series, ctx))
 
     async def evaluate() -> bytes:
         return await run_guarded(request, "query_range", ctx, work)
@@ -112,9 +112,12 @@ JSON_SERIES_BYTES = 512
 
 def render_charged(value, ctx: QueryContext) -> bytes:
     """The result as JSON, its size charged to the query's memory before it is built."""
-    ctx.charge_bytes(JSON_POINT_BYTES * point_count(value) + JSON_SERIES_BYTES * len(getattr(value, "labels", ())),
-                     "rendering JSON")
+    charge_json(point_count(value), len(getattr(value, "labels", ())), ctx)
     return render_json(value)
+
+
+def charge_json(points: int, series: int, ctx: QueryContext) -> None:
+    ctx.charge_bytes(JSON_POINT_BYTES * points + JSON_SERIES_BYTES * series, "rendering JSON")
 
 
 async def format_query(request: web.Request) -> web.Response:

@@ -102,3 +102,32 @@ def render_json(value: Value) -> bytes:
     result = [{"metric": _metric(l), "values": list(zip(ts[a:b], vals[a:b]))}
               for l, a, b in zip(value.labels, offs, offs[1:])]
     return orjson.dumps({"resultType": "matrix", "result": result})
+
+
+# ---- a range query's JSON from pieces kept rendered (promql/results_cache.py) ---------------------------------
+# The bytes are exactly render_json's: a cached refresh writes the same answer as one evaluation.
+
+_CLOSE, _SEP = ord("]"), 2  # every point is `[t,"v"]` then a comma: the next starts 2 bytes after its ']'
+
+
+def point_pieces(m: Matrix) -> tuple[bytes, np.ndarray]:
+    """Every point of ``m`` rendered as ``[t,"v"],`` into one buffer, series after series as ``m`` holds them,
+    and int64 [points + 1]: where each point starts (the last: the end)."""
+    if not len(m.v):
+        return b"", np.zeros(1, np.int64)
+    inner = orjson.dumps(list(zip(_ts_numbers(m.t_ms), format_json_values(m.v))))[1:-1] + b","
+    closes = np.flatnonzero(np.frombuffer(inner, np.uint8) == _CLOSE)  # ']' ends a point, nowhere else
+    return inner, np.concatenate([[0], closes + _SEP]).astype(np.int64)
+
+
+def metric_json(labels: Labels) -> bytes:
+    return orjson.dumps(_metric(labels))
+
+
+def matrix_json(rows: list[tuple[bytes, list[bytes]]]) -> bytes:
+    """The ``data`` of a matrix from (metric JSON, its points' pieces in time order) per series, in label order."""
+    out = [b'{"resultType":"matrix","result":[']
+    for i, (metric, pieces) in enumerate(rows):
+        out += [b',{"metric":' if i else b'{"metric":', metric, b',"values":[', b"".join(pieces)[:-1], b"]}"]
+    out.append(b"]}")
+    return b"".join(out)

@@ -29,11 +29,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..storage.memory.late_writes import SLOTS, LateState, touched_steps
+from ..model import Labels
 from . import matrix_parts
+from .render import metric_json, point_pieces
 from .value import Matrix
 
 Key = tuple[str, int, int]  # query, step ms, start ms modulo step
 Marks = tuple[tuple[int, int], ...]  # (boot, seq) of each late-write log, when the entry's data was read
+Rows = dict[Labels, tuple[bytes, bytes]]  # a series' metric JSON and its points' JSON pieces (render.py)
+# A refresh stores its answer only once it adds this share of its steps to what the entry holds: storing joins
+# and renders the whole stretch again, so it is paid once every few refreshes, not at each.
+STORE_SHARE = 16
 
 
 @dataclass
@@ -42,7 +48,24 @@ class Entry:
     hi: int
     matrix: Matrix  # points at steps in [lo, hi] only
     marks: Marks
-    nbytes: int
+    nbytes: int = 0
+    # the matrix's points rendered (render.point_pieces) and each series' metric JSON: a refresh writes its answer
+    # from these and renders only the steps it evaluated
+    blob: bytes = b""
+    starts: np.ndarray | None = None
+    metrics: list[bytes] | None = None
+
+    def rows(self, lo: int, hi: int) -> tuple[Matrix, Rows]:
+        """The points at steps in [lo, hi], as a Matrix and as rendered rows."""
+        m = self.matrix
+        keep = (m.t_ms >= lo) & (m.t_ms <= hi)
+        counts = np.bincount(matrix_parts.series_of_points(m)[keep], minlength=len(m.labels))
+        present = np.flatnonzero(counts)
+        kept = np.flatnonzero(keep)
+        first = kept[np.cumsum(counts[present]) - counts[present]]  # a series' kept points are contiguous
+        a, b = self.starts[first].tolist(), self.starts[first + counts[present]].tolist()
+        rows = {m.labels[i]: (self.metrics[i], self.blob[x:y]) for i, x, y in zip(present.tolist(), a, b)}
+        return matrix_parts.between(m, lo, hi), rows
 
 
 @dataclass(frozen=True)
@@ -54,6 +77,7 @@ class Lookup:
     lo: int
     hi: int
     marks: Marks
+    rows: Rows | None = None  # ``held`` rendered
 
 
 class LateLog:
@@ -113,7 +137,8 @@ class ResultsCache:
                 return Lookup(None, 0, -1, marks)
             self._entries.move_to_end(key)
             lo, hi = max(entry.lo, start), min(entry.hi, end)
-            return Lookup(matrix_parts.between(entry.matrix, lo, hi), lo, hi, marks)
+            held, rows = entry.rows(lo, hi)
+            return Lookup(held, lo, hi, marks, rows)
 
     def _revalidate(self, key: Key, entry: Entry, states: list[LateState], marks: Marks, step: int, reach: int,
                     now_ms: int) -> Entry | None:
@@ -130,18 +155,29 @@ class ResultsCache:
                 self._drop(key)
                 return None
             self._drop(key)
-            entry = self._put(key, Entry(lo, hi, matrix_parts.between(entry.matrix, lo, hi), marks, 0))
+            entry = self._put(key, Entry(lo, hi, matrix_parts.between(entry.matrix, lo, hi), marks))
         else:
             entry.marks = marks
         return entry
 
+    def worth_storing(self, key: Key, start: int, end: int, step: int, now_ms: int) -> bool:
+        """Whether storing this answer adds enough steps to what the cache holds (STORE_SHARE)."""
+        hi = _last_cacheable(start, end, step, now_ms - self.freshness_ms)
+        if hi is None:
+            return False
+        with self._lock:
+            entry = self._entries.get(key)
+        if entry is None or entry.hi < start - step or entry.lo > hi + step:
+            return True
+        gain = max(0, (hi - entry.hi) // step) + max(0, (entry.lo - start) // step)
+        return gain >= max(1, ((end - start) // step + 1) // STORE_SHARE)
+
     def store(self, key: Key, start: int, end: int, step: int, answer: Matrix, marks: Marks, now_ms: int) -> None:
         """Keep the steps of ``answer`` (over [start, end]) older than the freshness horizon, joined with the cached
         stretch they touch when that was read with the same marks."""
-        newest = min(end, now_ms - self.freshness_ms)
-        if newest < start:
+        hi = _last_cacheable(start, end, step, now_ms - self.freshness_ms)
+        if hi is None:
             return
-        hi = start + (newest - start) // step * step  # the last step kept, on the query's grid
         fresh = matrix_parts.between(answer, start, hi)
         lo = start
         with self._lock:
@@ -157,7 +193,7 @@ class ResultsCache:
                 lo = max(lo, hi - 2 * (end - start) // step * step)
                 fresh = matrix_parts.between(matrix_parts.join(parts), lo, hi)
             self._drop(key)
-            self._put(key, Entry(lo, hi, fresh, marks, 0))
+            self._put(key, Entry(lo, hi, fresh, marks))
 
     def note(self, served: int, evaluated: int) -> None:
         with self._lock:
@@ -172,7 +208,10 @@ class ResultsCache:
             return len(self._entries), self.bytes, self.hits, self.misses
 
     def _put(self, key: Key, entry: Entry) -> Entry | None:
-        entry.nbytes = matrix_parts.nbytes(entry.matrix)
+        entry.blob, entry.starts = point_pieces(entry.matrix)
+        entry.metrics = [metric_json(l) for l in entry.matrix.labels]
+        entry.nbytes = (matrix_parts.nbytes(entry.matrix) + len(entry.blob) + entry.starts.nbytes
+                        + sum(map(len, entry.metrics)) + 33 * len(entry.metrics))
         if entry.nbytes > self.max_bytes // 4:  # one answer never takes most of the cache
             return None
         self._entries[key] = entry
@@ -186,6 +225,12 @@ class ResultsCache:
         entry = self._entries.pop(key, None)
         if entry is not None:
             self.bytes -= entry.nbytes
+
+
+def _last_cacheable(start: int, end: int, step: int, newest: int) -> int | None:
+    """The query's last step at or before ``newest`` (None: none is)."""
+    newest = min(end, newest)
+    return None if newest < start else start + (newest - start) // step * step
 
 
 def _longest_good_run(steps: np.ndarray, bad: np.ndarray) -> tuple[int | None, int | None]:
