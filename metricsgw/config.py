@@ -241,7 +241,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("query.max-terms", P, 1000, "Most terms (operands of binary or unary operators) in a query (400 above)."),
     Setting("query.lookback-delta", D, 300.0, "How far back an instant selector looks for a sample."),
     Setting("query.max-memory", Z, 1024**3, "Memory all queries together may hold at once: DuckDB's memory_limit gets "
-            "1/4 of it, the decoded-sample cache 1/16, the range-query results cache 1/16, and the rest is shared by running queries (samples, series "
+            "3/16 of it, the decoded-sample cache 1/16, the range-query results cache 1/8, and the rest is shared by running queries (samples, series "
             "label sets, result matrices, JSON). A query waits in the queue while too little is free, and one that "
             "would cross it fails with 503 (retry)."),
     Setting("query.max-memory-per-query", Z, 256 * 1024**2, "Memory a single query may hold at once (422 above); "
@@ -256,7 +256,7 @@ SETTINGS: tuple[Setting, ...] = (
             "machine's, split over --query.processes; 1 = one at a time). VictoriaMetrics: -search.maxWorkersPerQuery."),
     Setting("query.max-queue", I, 20, "Queries waiting for a slot; beyond it the answer is 429 with Retry-After."),
     Setting("query.queue-timeout", D, 10.0, "How long a query may wait in the queue before 503."),
-    Setting("query.cache-results", B, True, "Keep range-query answers in memory (1/16 of --query.max-memory) so a "
+    Setting("query.cache-results", B, True, "Keep range-query answers in memory (1/8 of --query.max-memory) so a "
             "dashboard's refresh evaluates only the steps it has not seen; a request's nocache=1 bypasses it. Off on a "
             "gateway with --cluster.peers. VictoriaMetrics: -search.disableCache; Mimir: -query-frontend.cache-results."),
     Setting("query.cache-max-freshness", D, 300.0, "Range-query steps newer than this are never cached, and a sample "

@@ -78,7 +78,7 @@ class Telemetry:
             "metricsgw_query_results_cache_steps", "Steps of range queries through the results cache, by result: hit "
             "(read from the cache), miss (evaluated).", ["result"], registry=r)
         self.results_cache_bytes = Gauge(
-            "metricsgw_query_results_cache_bytes", "Bytes the range-query results cache holds (its limit: 1/16 of "
+            "metricsgw_query_results_cache_bytes", "Bytes the range-query results cache holds (its limit: 1/8 of "
             "--query.max-memory).", registry=r)
         self.results_cache_entries = Gauge(
             "metricsgw_query_results_cache_entries", "Range queries the results cache holds answers of.", registry=r)

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from ..errors import Unavailable
 
 SETTING = "--query.max-memory"
-DUCKDB_SHARE = 0.25  # DuckDB's memory_limit: its hash tables, Parquet decoding buffers
+DUCKDB_SHARE = 0.1875  # DuckDB's memory_limit: its hash tables, Parquet decoding buffers
 CACHE_SHARE = 0.0625  # decoded samples of recently read files (dashboards re-read them)
-RESULTS_SHARE = 0.0625  # range-query answers, so a refresh evaluates only its new steps
+RESULTS_SHARE = 0.125  # range-query answers, so a refresh evaluates only its new steps
 MIN_DUCKDB_BYTES = 64 << 20  # DuckDB refuses to work well below this
 
 

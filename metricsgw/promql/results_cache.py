@@ -212,7 +212,7 @@ class ResultsCache:
         entry.metrics = [metric_json(l) for l in entry.matrix.labels]
         entry.nbytes = (matrix_parts.nbytes(entry.matrix) + len(entry.blob) + entry.starts.nbytes
                         + sum(map(len, entry.metrics)) + 33 * len(entry.metrics))
-        if entry.nbytes > self.max_bytes // 4:  # one answer never takes most of the cache
+        if entry.nbytes > self.max_bytes // 2:  # one answer never takes most of the cache
             return None
         self._entries[key] = entry
         self.bytes += entry.nbytes
