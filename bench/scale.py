@@ -50,6 +50,7 @@ from testkit.workload import Workload
 RESULTS = Path(__file__).resolve().parent / "results"
 CACHE = Path(os.environ.get("SCALE_CACHE", "/var/tmp/metricsgw-bench-scale"))
 PANEL_RANGES_MIN = (15, 30, 60)
+PANEL_STEP_S = 30
 
 
 def load_workload(nodes: int, seed: int, per_request: int) -> tuple[Workload, Template, float]:
@@ -73,12 +74,15 @@ def load_workload(nodes: int, seed: int, per_request: int) -> tuple[Workload, Te
     return workload, template, time.perf_counter() - t0
 
 
-def dashboard_prober(base: str, every_s: float, stop, out) -> None:
+def dashboard_prober(base: str, every_s: float, stop, out, client: int = -1) -> None:
     """A process of its own (the driver's event loop must not wait on it): every every_s a few panels,
-    in turn over DASHBOARD_QUERIES and PANEL_RANGES_MIN, each answer put on `out`."""
-    from bench.queries import post
+    in turn over DASHBOARD_QUERIES and PANEL_RANGES_MIN, each answer put on `out`. ``client`` >= 0: one of
+    --clients Grafana screens, asking the panels back to back (every_s 0) on one kept-alive connection, over
+    ranges aligned to the step as Grafana aligns them (start and end floored to a multiple of the step)."""
+    from bench.queries import KeptAlive, post
     from testkit.panels import DASHBOARD_QUERIES
 
+    conn = KeptAlive(base, timeout_s=120.0) if client >= 0 else None
     k = 0
     while not stop.is_set():
         t_round = time.monotonic()
@@ -87,15 +91,21 @@ def dashboard_prober(base: str, every_s: float, stop, out) -> None:
             minutes = PANEL_RANGES_MIN[k % len(PANEL_RANGES_MIN)]
             k += 1
             now = time.time()
-            params = {"query": q, "start": f"{now - minutes * 60:.3f}", "end": f"{now:.3f}", "step": "30"}
+            start, end = now - minutes * 60, now
+            if conn is not None:
+                start, end = start // PANEL_STEP_S * PANEL_STEP_S, end // PANEL_STEP_S * PANEL_STEP_S
+            params = {"query": q, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": str(PANEL_STEP_S)}
             try:
-                status, body, seconds = post(base, "/api/v1/query_range", params, timeout_s=60.0)
+                if conn is not None:
+                    status, body, seconds = conn.post("/api/v1/query_range", params)
+                else:
+                    status, body, seconds = post(base, "/api/v1/query_range", params, timeout_s=60.0)
                 series = len(body.get("data", {}).get("result", [])) if status == 200 else 0
                 err = "" if status == 200 else str(body.get("error", ""))[:200]
                 warnings = [str(w)[:200] for w in body.get("warnings", [])]  # e.g. a shard that did not answer
             except OSError as e:
                 status, seconds, series, err, warnings = 0, 60.0, 0, f"{type(e).__name__}: {e}"[:200], []
-            out.put({"t": time.time(), "panel": name, "range_min": minutes, "status": status,
+            out.put({"t": time.time(), "panel": name, "range_min": minutes, "status": status, "client": client,
                      "seconds": round(seconds, 3), "series": series, "error": err, "warnings": warnings})
         stop.wait(max(0.0, every_s - (time.monotonic() - t_round)))
 
@@ -105,9 +115,13 @@ async def run(a, server, workload: Workload, template: Template) -> dict:
     rec = Recorder(sender, server, a.target)
     mp = multiprocessing.get_context("spawn")
     stop, panels = mp.Event(), mp.Queue()
-    prober = mp.Process(target=dashboard_prober, args=(server.base_url, a.panel_every, stop, panels), daemon=True)
-    prober.start()
-    rec.attach_prober(prober.pid)
+    probers = [mp.Process(target=dashboard_prober, args=(server.base_url, a.panel_every, stop, panels), daemon=True)]
+    if a.clients:  # Grafana screens refreshing back to back instead of the one prober every --panel-every
+        probers = [mp.Process(target=dashboard_prober, args=(server.base_url, 0.0, stop, panels, i), daemon=True)
+                   for i in range(a.clients)]
+    for prober in probers:
+        prober.start()
+        rec.attach_prober(prober.pid)
     try:
         await sender.send_preamble([metadata_request(workload)])
         send_task = asyncio.create_task(sender.run())
@@ -144,9 +158,10 @@ async def run(a, server, workload: Workload, template: Template) -> dict:
         return rec.finish(drained) | {"stopped": stopped}
     finally:
         stop.set()
-        prober.join(70.0)
-        if prober.is_alive():
-            prober.kill()
+        for prober in probers:
+            prober.join(130.0)
+            if prober.is_alive():
+                prober.kill()
 
 
 def _drain(panels, rec: Recorder) -> None:
@@ -174,6 +189,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--max-warm-up", default="20m")
     ap.add_argument("--drain", default="5m", help="how long to wait for the last requests after the window")
     ap.add_argument("--panel-every", default="30s")
+    ap.add_argument("--clients", type=int, default=0, help="Grafana screens asking the panels back to back, on "
+                    "step-aligned ranges (instead of one prober every --panel-every)")
     ap.add_argument("--data-dir", default="", help="parent of the server's data dir (default: a temp dir, removed)")
     ap.add_argument("--metricsgw-flag", action="append", default=[], help="extra flag for metricsgw serve")
     ap.add_argument("--ready-path", default="", help="wait for 200 here instead of the server's readiness path "

@@ -65,7 +65,7 @@ class Recorder:
         self.rss: list[tuple[float, dict[str, int]]] = []
         self.load: list[tuple[float, float]] = []
         self._me = psutil.Process()
-        self._prober: psutil.Process | None = None
+        self._probers: list[psutil.Process] = []
         self._minute_start = self.t_start
         self._rec_i = 0
         self._cpu0 = self._cpus()
@@ -73,16 +73,16 @@ class Recorder:
         self._ticks = 0
 
     def attach_prober(self, pid: int) -> None:
-        self._prober = psutil.Process(pid)
+        self._probers.append(psutil.Process(pid))
 
     def panel(self, answer: dict) -> None:
         self.panels.append(answer)
 
     def _cpus(self) -> dict[str, float]:
         out = {"gateway": procs.tree_cpu_s(self.server.pid) or 0.0, "driver": _cpu_of(self._me)}
-        if self._prober is not None:
+        if self._probers:
             try:
-                out["prober"] = _cpu_of(self._prober)
+                out["prober"] = sum(_cpu_of(p) for p in self._probers)
             except psutil.Error:
                 pass
         return out
