@@ -27,6 +27,7 @@ import numpy as np
 from .. import npsort
 from ..errors import Unavailable
 from ..limits.context import QueryContext
+from ..malloc import release_free_memory
 from ..model import Matcher, MetricMetadata, SampleBlock
 from .batch import AppendBatch, ExemplarBlock, HistogramBlock, SeriesSet
 from .catalog.book import CatalogBook
@@ -133,6 +134,7 @@ class Storage:
             self.telemetry.replay_duration.set(elapsed)
         log.info("storage open: %d series, %d partition files, %d WAL records replayed (%d head samples) in %.2fs",
                  len(self.catalog), len(self.table.current.samples), replayed, self.files.head_samples(), elapsed)
+        release_free_memory()  # what loading the series and replaying the WAL freed, before serving
         with self.files.atomically():
             self.ready = True
             self.span.live = True
