@@ -6,6 +6,8 @@ them into Prometheus's JSON error envelope.
 
 from __future__ import annotations
 
+import re
+
 
 class GatewayError(Exception):
     """Base class of every error a client may see."""
@@ -13,6 +15,9 @@ class GatewayError(Exception):
     error_type = "internal"
     status = 500
     headers: dict[str, str] = {}
+    # The flag of the limit that refused the request, where its message names several (the guard's queue);
+    # otherwise ``limit_flag`` takes the first flag the message names.
+    setting = ""
 
     def __init_subclass__(cls, error_type: str = "", status: int = 0, **kw: object) -> None:
         super().__init_subclass__(**kw)
@@ -45,6 +50,10 @@ class ExecError(GatewayError, error_type="execution", status=422):
 
 class LimitExceeded(ExecError):
     """A query limit fired; the message names the limit and the flag that raises it."""
+
+
+class NotFound(GatewayError, error_type="not_found", status=404):
+    """What the request names does not exist (Prometheus's errorNotFound): a running query that ended."""
 
 
 class QueryCanceled(GatewayError, error_type="canceled", status=499):
@@ -84,3 +93,15 @@ class ForwardedError(GatewayError):
         self.status = status
         self.error_type = ("unavailable" if status in (429, 503) else "internal" if status >= 500 else "bad_data")
         self.headers = headers or {}
+
+
+_FLAG = re.compile(r"--([a-z][a-z0-9_.-]*[a-z0-9])")
+
+
+def limit_flag(err: Exception) -> str:
+    """The setting a refusal names, as its flag ("--query.max-samples"), or "" when it names none: every
+    limit's message says which flag to raise (style habit 7), so this is what fired."""
+    if isinstance(err, GatewayError) and err.setting:
+        return err.setting
+    found = _FLAG.search(str(err))
+    return "--" + found.group(1) if found else ""
