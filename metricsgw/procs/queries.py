@@ -22,6 +22,7 @@ from .clients import ChildClient
 from .unavailable import refusal, why
 
 ASK_TIMEOUT_S = 5.0
+PLAIN = {"Accept-Encoding": "identity"}  # the children's session passes answers through undecoded: ask for none
 
 
 class FrontQueries:
@@ -65,7 +66,7 @@ class FrontQueries:
         if not client.proc.running:
             return 0, why(client)
         try:
-            async with client.session.request(method, path,
+            async with client.session.request(method, path, headers=PLAIN,
                                               timeout=aiohttp.ClientTimeout(total=ASK_TIMEOUT_S)) as resp:
                 return resp.status, await resp.text(errors="replace")
         except (aiohttp.ClientError, OSError) as err:
