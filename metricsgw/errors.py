@@ -6,8 +6,6 @@ them into Prometheus's JSON error envelope.
 
 from __future__ import annotations
 
-import re
-
 
 class GatewayError(Exception):
     """Base class of every error a client may see."""
@@ -16,7 +14,7 @@ class GatewayError(Exception):
     status = 500
     headers: dict[str, str] = {}
     # The flag of the limit that refused the request, where its message names several (the guard's queue);
-    # otherwise ``limit_flag`` takes the first flag the message names.
+    # otherwise the query log takes the first setting the message names (querylog/record.py limit_flag).
     setting = ""
 
     def __init_subclass__(cls, error_type: str = "", status: int = 0, **kw: object) -> None:
@@ -94,14 +92,3 @@ class ForwardedError(GatewayError):
         self.error_type = ("unavailable" if status in (429, 503) else "internal" if status >= 500 else "bad_data")
         self.headers = headers or {}
 
-
-_FLAG = re.compile(r"--([a-z][a-z0-9_.-]*[a-z0-9])")
-
-
-def limit_flag(err: Exception) -> str:
-    """The setting a refusal names, as its flag ("--query.max-samples"), or "" when it names none: every
-    limit's message says which flag to raise (style habit 7), so this is what fired."""
-    if isinstance(err, GatewayError) and err.setting:
-        return err.setting
-    found = _FLAG.search(str(err))
-    return "--" + found.group(1) if found else ""

@@ -17,8 +17,9 @@ from aiohttp import web
 
 from .. import malloc
 from ..appkeys import GUARD, QUERY_POOL, TELEMETRY
-from ..errors import LimitExceeded, QueryTimeout, limit_flag
+from ..errors import LimitExceeded, QueryTimeout
 from ..limits.context import QueryContext
+from ..querylog.record import limit_flag
 
 T = TypeVar("T")
 Runner = Callable[[Callable[[], T]], Awaitable[T]]

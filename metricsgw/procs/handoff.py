@@ -11,8 +11,9 @@ serves it from then on: that request and every later one on the connection, as a
 - Only without ``--web.config.file``: TLS state cannot move between processes, and the front alone checks
   passwords. With one, every request keeps going through the front.
 - A later request on the connection that the front answers (remote write, ``/metrics``, ``/-/ready``,
-  ``/-/reload``, a peer gateway's head read, ``/api/v1/status/tsdb``) is relayed by the query process to the front's own
-  socket, so every route answers as before, whichever process holds the connection.
+  ``/-/reload``, a peer gateway's head read, ``/api/v1/status/tsdb``, the query log's and running queries'
+  endpoints) is relayed by the query process to the front's own socket, so every route answers as before,
+  whichever process holds the connection.
 - A request too large for one hand-off message, or a query process that cannot take one now (restarting, its
   socket full), is proxied as before: the hand-off is only ever an optimisation.
 - Remote write, with one ingest shard (2 cores, the default there): the front passes a sender's connection to

@@ -19,11 +19,13 @@ the Grafana headers below are kept (never Authorization, cookies or the URL's qu
 from __future__ import annotations
 
 import calendar
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import QueryCanceled, QueryTimeout, limit_flag
+from ..config import BY_NAME
+from ..errors import GatewayError, QueryCanceled, QueryTimeout
 
 STATUSES = ("ok", "refused", "timeout", "canceled", "error")
 
@@ -71,6 +73,18 @@ class QueryRecord:
     @property
     def range_s(self) -> float:
         return (self.end - self.start) if self.start is not None and self.end is not None else 0.0
+
+
+_FLAG = re.compile(r"--([a-z][a-z0-9_.-]*[a-z0-9])")
+
+
+def limit_flag(err: BaseException) -> str:
+    """The setting a refusal names, as its flag ("--query.max-samples"), or "": every limit's message says which
+    flag to raise (style habit 7), so the first setting it names is what fired. Only settings count: a message may
+    quote a query, and a query may hold "--" too."""
+    if isinstance(err, GatewayError) and err.setting:
+        return err.setting
+    return next((f"--{m.group(1)}" for m in _FLAG.finditer(str(err)) if m.group(1) in BY_NAME), "")
 
 
 def outcome(err: BaseException | None, timeout_setting: str = "--query.timeout") -> tuple[str, str]:

@@ -89,3 +89,8 @@ def test_grafana_headers_by_their_names_whatever_the_case_sent_and_cut_when_long
                            "X-Grafana-Org-Id": "1", "X-Query-Group-Id": "q" * 1000})
     got = grafana_headers(headers)
     assert got == {"X-Dashboard-Uid": "abc", "X-Panel-Id": "3", "X-Grafana-Org-Id": "1", "X-Query-Group-Id": "q" * 256}
+
+
+def test_only_a_setting_is_taken_for_the_limit_not_dashes_in_a_quoted_query():
+    assert outcome(BadData('1:3: parse error: unexpected "--x.y" in "1 --x.y"')) == ("error", "")
+    assert outcome(LimitExceeded('blocked "a--b" by --query.blocked rule 1')) == ("refused", "--query.blocked")
