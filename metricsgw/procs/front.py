@@ -36,8 +36,8 @@ from ..cluster import gateway_head
 from ..config import Config, ConfigError
 from ..querylog.channel import serve_records
 from ..querylog.owner import QueryLog
-from ..telemetry import QUERY_LOG_DROPPED_HELP
 from ..storage.files.writer_lock import WriterIdInUse
+from ..telemetry import QUERY_LOG_DROPPED_HELP
 from ..web import install as install_access_control
 from ..web import listen_site
 from . import exposition
