@@ -38,6 +38,10 @@ PER_SERIES_RANGE_FUNCS = set(RATE_LIKE) | OVER_TIME | {
     "irate", "idelta", "changes", "resets", "deriv", "predict_linear", "quantile_over_time", "holt_winters"}
 # Below this many samples a selection is one batch: a helper thread would cost more than it saves.
 MIN_SPLIT_SAMPLES = 1_000_000
+# What a series costs at each step of a batch, in raw samples' bytes: ~18 (series x step) arrays of 8 bytes
+# while a range function runs (rangefuncs.py). Counted as one sample a step, a batch of a 1 h rate at a 30 s step
+# held ~4x the memory its target allowed: 4 dashboard clients took a query process to ~1 GiB (bench.soak, 500 nodes).
+STEP_SAMPLES = 8
 # Aggregations folded batch by batch into (group x step) accumulators.
 STREAMED = {"sum", "count", "min", "max", "group"}
 
@@ -200,8 +204,9 @@ def _in_label_order_batches(source, everything, start: int, end: int, target_sam
         yield everything
         return
     order = sorted(range(n), key=everything.labels.__getitem__)  # storage lists them sorted: linear
-    # a series costs its raw samples and then its evaluated points, one per step
-    per_series = source.estimate_samples(everything, start, end) / n + steps
+    # a series costs its raw samples and then, at each step, its window's bounds and a range function's
+    # temporaries (first/last samples and times, extrapolation, the output: STEP_SAMPLES samples' bytes)
+    per_series = source.estimate_samples(everything, start, end) / n + steps * STEP_SAMPLES
     size = max(1, int(target_samples // per_series))
     cuts = list(range(0, n, size))
     if workers > 1 and per_series * n >= MIN_SPLIT_SAMPLES and len(cuts) < workers + 1:

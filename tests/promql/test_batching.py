@@ -127,10 +127,12 @@ def test_one_series_batches_answer_bit_for_bit_as_all_at_once(src, query):
 
 def test_batch_size_follows_the_sample_target(src):
     counting = CountingSource(src)
-    # [900 s - 5m, 1800 s] holds 81 samples of each series, and its rate 16 points (one a
-    # step): 600 samples is 6 series a batch
-    Engine(counting, batch_samples=600).range("sum(rate(requests_total[5m]))", 900, 1800, 60, QueryContext())
-    assert counting.reads == [6] * (SERIES // 6) + ([SERIES % 6] if SERIES % 6 else [])
+    # [900 s - 5m, 1800 s] holds 81 samples of each series, and its rate 16 steps, each costing STEP_SAMPLES
+    # samples' bytes while the function runs: a target of 10 such series a batch
+    per_series = 81 + 16 * batching.STEP_SAMPLES
+    Engine(counting, batch_samples=10 * per_series).range("sum(rate(requests_total[5m]))", 900, 1800, 60,
+                                                          QueryContext())
+    assert counting.reads == [10] * (SERIES // 10) + ([SERIES % 10] if SERIES % 10 else [])
 
 
 def test_only_one_metric_selections_are_batched():
