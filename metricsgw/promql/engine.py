@@ -17,7 +17,7 @@ import promql_parser as pp
 from ..errors import BadData, NotSupported
 from ..limits.context import SAMPLE_BYTES, QueryContext
 from ..storage.seam import SampleReader
-from . import batching, binary, held, native_eval, parser, selectors
+from . import batching, binary, held, native_eval, native_values, parser, selectors
 from .aggregations import aggregate
 from .calls import call
 from .parallel import Parts
@@ -63,19 +63,23 @@ class Engine:
         env = Env(np.array([t], np.int64), t, t, ctx)
         res = self._eval_top(node, env)
         ctx.check("result")
+        # The histograms shown beside the floats (and the refusal of what would drop histograms).
+        hist = native_eval.evaluate(self, node, env)
         ts = t / 1000.0
         if isinstance(res, Series):
             rows = np.flatnonzero(res.mask[:, 0])
             out = Vector(ts, [res.labels[i] for i in rows], res.values[rows, 0].copy())
-            hist = native_eval.evaluate(self, node, env)  # the histograms shown beside the floats
-            if hist is not None:
-                out.hist_labels, out.hists = native_eval.vector_points(hist)
+            if isinstance(hist, native_values.HistSeries):
+                out.hist_labels, out.hists = native_values.vector_points(hist)
             return out
         if isinstance(res, ScalarSteps):
             return Scalar(ts, float(res.values[0]))
         if isinstance(res, StringValue):
             return String(ts, res.value)
-        return _ranges_matrix(res)
+        matrix = _ranges_matrix(res)
+        if isinstance(hist, native_values.HistRanges):
+            matrix.hist_rows = native_values.range_rows(hist)
+        return matrix
 
     def range(self, query: str, start_s: float, end_s: float, step_s: float, ctx: QueryContext) -> Value:
         start, end, step = _ms(start_s), _ms(end_s), _ms(step_s)
@@ -104,8 +108,8 @@ class Engine:
             raise BadData(_NOT_FOR_RANGE.format(kind=kind))
         out = series_matrix(res, steps)
         hist = native_eval.evaluate(self, node, env)  # the histograms shown beside the floats
-        if hist is not None:
-            out.hist_rows = native_eval.matrix_rows(hist, steps)
+        if isinstance(hist, native_values.HistSeries):
+            out.hist_rows = native_values.matrix_rows(hist, steps)
         return out
 
     # ---- evaluation -------------------------------------------------------------------
@@ -253,7 +257,7 @@ class Engine:
                 inner = self.eval(node.expr, env)
                 if not isinstance(inner, Series):
                     raise BadData(f"expected instant vector in aggregation {op}")
-                inner = native_eval.with_histogram_points(inner, hist)
+                inner = native_values.with_histogram_points(inner, hist)
                 return aggregate(op, inner, without, names, param), held.per_step(inner, len(env.steps))
         selector = batching.batchable_selector(node.expr)
         if selector is not None and _param_ok(op, param):
@@ -277,6 +281,8 @@ class Engine:
         base = env.ctx.samples
         lhs = self.eval(node.lhs, env)
         rhs = self.eval(node.rhs, env)
+        if parser.op_name(node).lower() in binary.SETOPS and isinstance(lhs, Series) and isinstance(rhs, Series):
+            lhs, rhs = native_eval.set_operands(self, node, lhs, rhs, env)  # histogram samples match too
         res = self._binary(node, lhs, rhs)
         inputs = held.per_step(lhs, len(env.steps)) + held.per_step(rhs, len(env.steps))
         held.step_by_step(env.ctx, base, inputs, res, "binary operation")

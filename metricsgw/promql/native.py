@@ -234,10 +234,10 @@ def _quantile_in(h: FloatHistogram, rank: float, bounds: tuple[float, float], co
     if count < rank:
         return upper
     rank -= count - in_bucket
-    return lower + (upper - lower) * _div(rank, in_bucket)
+    return lower + (upper - lower) * go_div(rank, in_bucket)
 
 
-def _div(a: float, b: float) -> float:
+def go_div(a: float, b: float) -> float:
     """a / b as Go computes it: IEEE division (x/0 is ±Inf or NaN, never an exception)."""
     if b != 0:
         return a / b
@@ -264,9 +264,9 @@ def fraction(lower: float, upper: float, h: FloatHistogram) -> float:
         if lower_set and upper_set:
             break
         if not lower_set and b_lo < lower < b_hi:
-            lower_rank, lower_set = rank + _div(c * (lower - b_lo), b_hi - b_lo), True
+            lower_rank, lower_set = rank + go_div(c * (lower - b_lo), b_hi - b_lo), True
         if not upper_set and b_lo < upper < b_hi:
-            upper_rank, upper_set = rank + _div(c * (upper - b_lo), b_hi - b_lo), True
+            upper_rank, upper_set = rank + go_div(c * (upper - b_lo), b_hi - b_lo), True
         if lower_set and upper_set:
             break
         rank += c
