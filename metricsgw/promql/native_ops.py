@@ -79,7 +79,8 @@ def operate(engine, node, hl, hr, env) -> HistSeries | None:
         return _set_op(op, hl, hr, engine.eval(node.lhs, env), engine.eval(node.rhs, env), on, names)
     if parser.is_bool(node) or op not in ("+", "-", "*", "/"):
         raise NotSupported(f"the {op}{' bool' if parser.is_bool(node) else ''} operator over native histograms")
-    lf = engine.eval(node.lhs, env) if hr is not None or op == "*" else None
+    # The float side facing a histogram side: a scalar to scale by, or floats that must not match it.
+    lf = engine.eval(node.lhs, env) if hr is not None else None
     rf = engine.eval(node.rhs, env) if hl is not None else None
     if hl is not None and isinstance(rf, ScalarSteps):
         if op not in ("*", "/"):

@@ -83,7 +83,7 @@ PAIRS = [
     ("histogram_count(nh - nh)", "histogram_count(nh) - histogram_count(nh)"),
     ("histogram_sum(nh_change - nh_change offset 5m)", "histogram_sum(nh_change) - histogram_sum(nh_change offset 5m)"),
     ('last_over_time(nh{kind!="stale"}[5m])', 'nh{kind!="stale"}'),
-    ("histogram_count(last_over_time(nh_float[1m]))", "histogram_count(nh_float)"),
+    ("histogram_count(last_over_time(nh_float[5m]))", "histogram_count(nh_float)"),
 ]
 # What meets a histogram and is not evaluated here: 400 bad_data, where 2.42 answers (often wrongly).
 REFUSED = ["sum_over_time(nh[5m])", "avg_over_time(nh_float[5m])", "changes(nh[5m])", "abs(nh)", "-nh", "nh > 0",
