@@ -211,7 +211,8 @@ class Engine:
         # A range vector is index arithmetic over the raw samples the source already charged.
         return selectors.ranges(loaded, ref, rng)
 
-    def subquery(self, node: "pp.SubqueryExpr", env: Env) -> Ranges:
+    def subquery_grid(self, node: "pp.SubqueryExpr", env: Env) -> tuple[np.ndarray, int, np.ndarray]:
+        """A subquery's window ends (after @ and offset), its range, and the steps its inner query is evaluated at."""
         ref = self.ref_times(node, env)
         rng = parser.duration_ms(node.range)
         step = parser.duration_ms(node.step) if node.step is not None else self.subquery_step_ms
@@ -224,7 +225,10 @@ class Engine:
         # `x[1y:1ms]` would build a grid of 31.5e9 steps (235 GiB) before anything is charged:
         # refuse by its memory first (the grid and a point of the inner query for every step).
         env.ctx.check_estimate(max(0, (int(ref.max()) - first) // step + 1), "subquery steps")
-        grid = np.arange(first, int(ref.max()) + 1, step, dtype=np.int64)
+        return ref, rng, np.arange(first, int(ref.max()) + 1, step, dtype=np.int64)
+
+    def subquery(self, node: "pp.SubqueryExpr", env: Env) -> Ranges:
+        ref, rng, grid = self.subquery_grid(node, env)
         if len(grid) == 0:
             return selectors.ranges(selectors.series_as_samples(Series.empty(0), grid), ref, rng)
         base = env.ctx.samples

@@ -18,11 +18,13 @@ histograms into account itself (``CONSUMERS``, count/group: calls.py, engine.py)
 dropped silently: an answer is right or it is an error. The engine asks ``evaluate`` for the whole
 query after the float evaluation; a result shows both parts (a series' float points and histogram
 points, as Prometheus renders a series holding both).
-Not done (refused): subqueries over histograms, the other aggregations and functions, unary
+Not done (refused): the other aggregations and functions, unary
 minus; a sum group mixing float and histogram samples shows both results (2.42 drops the group).
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 import promql_parser as pp
@@ -92,15 +94,22 @@ def select_ranges(engine, node: "pp.MatrixSelector", env) -> HistRanges | None:
     return HistRanges(r, hists) if (r.hi > r.lo).any() else None
 
 
+def subquery(engine, node: "pp.SubqueryExpr", env) -> HistRanges | None:
+    """The inner query's histograms at the subquery's steps, as a range vector (2.42's subquery)."""
+    ref, rng, grid = engine.subquery_grid(node, env)
+    inner = evaluate(engine, node.expr, dataclasses.replace(env, steps=grid)) if len(grid) else None
+    if not isinstance(inner, HistSeries):
+        return None
+    r = selectors.ranges(selectors.series_as_samples(inner.series, grid), ref, rng)
+    return HistRanges(r, inner.hists) if (r.hi > r.lo).any() else None
+
+
 def rate(engine, node: "pp.Call", env) -> HistSeries | None:
     """rate/increase/delta over histograms: histogramRate of each window, extrapolated as floats
     are (extrapolatedRate, without the stop at zero, which 2.42 skips for histograms)."""
     is_counter, is_rate = RATES[node.func.name]
-    msel = parser.unwrap(node.args[0])
-    if not isinstance(msel, pp.MatrixSelector):
-        return _refuse(engine, node.args, env, f"{node.func.name}() of a subquery")
-    got = select_ranges(engine, msel, env)
-    if got is None:
+    got = evaluate(engine, node.args[0], env)
+    if not isinstance(got, HistRanges):
         return None
     r, hists = got.ranges, got.hists
     n = r.hi - r.lo
@@ -168,7 +177,7 @@ def evaluate(engine, node, env) -> HistSeries | HistRanges | None:
     if isinstance(node, pp.BinaryExpr):
         return native_ops.operate(engine, node, evaluate(engine, node.lhs, env), evaluate(engine, node.rhs, env), env)
     if isinstance(node, pp.SubqueryExpr):
-        return _refuse(engine, [node.expr], env, "a subquery")
+        return subquery(engine, node, env)
     if isinstance(node, pp.UnaryExpr):
         return _refuse(engine, [node.expr], env, "unary minus")
     return None  # number and string literals

@@ -49,7 +49,7 @@ class HistSeries:
 @dataclass
 class HistRanges:
     ranges: Ranges  # v: indexes into hists
-    hists: "native.Decoded"
+    hists: "native.Decoded | list[native.FloatHistogram]"
 
 
 def _per_point(h: HistSeries, fn) -> Series:

@@ -64,6 +64,9 @@ QUERIES = [
     "nh and nh", 'nh unless nh{kind="int"}', "nh or ex_requests_total", "ex_requests_total and nh",
     "ex_requests_total or on(proto) nh", "nh or on(proto) ex_requests_total", 'nh_float or on(kind) nh{kind="int"}',
     "nh + ex_requests_total",  # no match between them: empty in both
+    # subqueries
+    "nh[5m:1m]", "rate(nh[5m:1m])", "increase(nh_float[10m:30s])", "rate(sum(nh)[5m:1m])", "count_over_time(nh[5m:1m])",
+    "histogram_quantile(0.9, rate(nh_change[10m:1m]))", "delta(nh_float[5m:1m] offset 2m)",
     "nh_change", "rate(nh_change[5m])", "increase(nh_change[10m])", "sum by (kind) (rate(nh_change[5m]))",
     "sum(rate(nh_change[5m]))", "histogram_quantile(0.8, rate(nh_change[5m]))", "histogram_count(nh_change)",
     "count(nh)", "count by (kind) (nh)", "group(nh_float)", "count(rate(nh[5m]))", 'count({__name__=~"nh.*|ex_.*"})',
@@ -88,7 +91,7 @@ PAIRS = [
 # What meets a histogram and is not evaluated here: 400 bad_data, where 2.42 answers (often wrongly).
 REFUSED = ["sum_over_time(nh[5m])", "avg_over_time(nh_float[5m])", "changes(nh[5m])", "abs(nh)", "-nh", "nh > 0",
            "nh > bool 0", "nh * nh", "nh / nh", "max(nh)", "topk(1, nh)", "quantile(0.5, rate(nh[5m]))",
-           'count_values("x", nh)', "rate(nh[5m:1m])", "max_over_time(nh[10m:1m])", 'label_replace(nh, "a", "b", "", "")',
+           'count_values("x", nh)', "max_over_time(nh[10m:1m])", 'label_replace(nh, "a", "b", "", "")',
            "sort(nh)", "scalar(sum(nh))", "nh + on(proto) group_left ex_requests_total", "1 - nh", "nh - 1",
            "count(abs(nh))", "histogram_quantile(scalar(nh), nh)", "irate(nh[5m])", "deriv(nh_float[5m])"]
 

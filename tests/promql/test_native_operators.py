@@ -113,12 +113,19 @@ def test_set_operators_keep_or_drop_histogram_samples(loaded):
     assert [r["metric"]["__name__"] for r in _ask(loaded, 'floats and on(job) nh')["result"]] == ["floats"]
 
 
+def test_a_subquery_over_histograms_is_a_range_vector_of_them(loaded):
+    assert len(_ask(loaded, "nh[2m:1m]")["result"][0]["histograms"]) == 3
+    rates = _ask(loaded, "rate(nh[5m:1m])")["result"]
+    assert [sorted(r) for r in rates] == [["histogram", "metric"]] * 2
+    assert _ask(loaded, "count_over_time(nh[5m:1m])")["result"][0]["value"][1] == "6"
+
+
 def test_last_over_time_is_the_last_histogram(loaded):
     assert _ask(loaded, "last_over_time(nh[1m])")["result"] == _ask(loaded, "nh")["result"]
 
 
 @pytest.mark.parametrize("query", [
-    "sum_over_time(nh[5m])", "abs(nh)", "-nh", "nh > 0", "nh * nh", "max(nh)", "rate(nh[5m:1m])", "1 - nh",
+    "sum_over_time(nh[5m])", "abs(nh)", "-nh", "nh > 0", "nh * nh", "max(nh)", "max_over_time(nh[5m:1m])", "1 - nh",
     'label_replace(nh, "x", "y", "", "")', "count(abs(nh))", "histogram_quantile(scalar(sum(nh)), nh)",
     'nh + on(job) floats', "sort(nh)", "topk(1, nh)", "irate(nh[1m])"])
 def test_what_is_not_evaluated_over_histograms_is_refused(loaded, query):
