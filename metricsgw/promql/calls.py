@@ -98,7 +98,7 @@ def _call(engine, node: "pp.Call", env, taken: _Taken):
             if isinstance(hist, native_values.HistRanges) and name != "last_over_time":
                 return native_ops.points_over_time(r, hist, name == "present_over_time")
             if isinstance(hist, native_values.HistRanges):
-                native_ops.refuse_mixed(r, hist, name)  # the histogram part is native_eval's
+                native_ops.refuse_mixed(r, hist.ranges, f"{name}() of a series")  # the histogram part is native_eval's
         return _dedupe_whole(R.over_time(name, r))
     if name == "quantile_over_time":
         r = range_arg(1)  # first, as 2.42 evaluates a subquery argument before the others

@@ -19,7 +19,7 @@ dropped silently: an answer is right or it is an error. The engine asks ``evalua
 query after the float evaluation; a result shows both parts (a series' float points and histogram
 points, as Prometheus renders a series holding both).
 Not done (refused): the other aggregations and functions, unary
-minus; a sum group mixing float and histogram samples shows both results (2.42 drops the group).
+minus, a sum/avg group or a last_over_time window mixing float and histogram samples.
 """
 
 from __future__ import annotations
@@ -197,3 +197,11 @@ def set_operands(engine, node: "pp.BinaryExpr", lhs: Series, rhs: Series, env) -
         return lhs, rhs
     on, names, _, _ = parser.matching(node)
     return native_ops.set_operands(parser.op_name(node).lower(), lhs, rhs, hl, hr, on, names)
+
+
+def refuse_mixed_groups(engine, node: "pp.AggregateExpr", floats: Series, env) -> None:
+    """A sum/avg group holding float and histogram samples at one step: Prometheus drops the group (3.x with
+    a warning, which metricsgw cannot show yet); refused here rather than answered without it."""
+    hist = evaluate(engine, node, env)
+    if isinstance(hist, HistSeries):
+        native_ops.refuse_mixed(floats, hist.series, f"{parser.op_name(node).lower()}() of a group")

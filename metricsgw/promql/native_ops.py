@@ -179,16 +179,18 @@ def last_over_time(h) -> HistSeries | None:
     return HistSeries(Series(list(r.labels), values, ok).compact(), h.hists) if ok.any() else None
 
 
-def refuse_mixed(floats: Ranges, h: HistRanges | None, what: str) -> None:
-    """A window holding both float and histogram samples of one series is refused (which one is
-    last, or how to add them, is not worked out here)."""
-    if h is None:
-        return
+def _present(v: Ranges | Series) -> np.ndarray:
+    return v.hi > v.lo if isinstance(v, Ranges) else v.mask
+
+
+def refuse_mixed(floats: Ranges | Series, hists: Ranges | Series, what: str) -> None:
+    """A window (or a group) holding both float and histogram samples of one series at one step is
+    refused (which one is last, or how to add them, is not worked out here)."""
     rows = {lb: i for i, lb in enumerate(floats.labels)}
-    for j, lb in enumerate(h.ranges.labels):
+    for j, lb in enumerate(hists.labels):
         i = rows.get(lb)
-        if i is not None and ((floats.hi[i] > floats.lo[i]) & (h.ranges.hi[j] > h.ranges.lo[j])).any():
-            raise NotSupported(f"{what} over a series mixing float and native histogram samples")
+        if i is not None and (_present(floats)[i] & _present(hists)[j]).any():
+            raise NotSupported(f"{what} mixing float and native histogram samples")
 
 
 def points_over_time(floats: Ranges, h: HistRanges, present: bool) -> Series:
