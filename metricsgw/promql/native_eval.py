@@ -18,8 +18,7 @@ histograms into account itself (``CONSUMERS``, count/group: calls.py, engine.py)
 dropped silently: an answer is right or it is an error. The engine asks ``evaluate`` for the whole
 query after the float evaluation; a result shows both parts (a series' float points and histogram
 points, as Prometheus renders a series holding both).
-Not done (refused): the other aggregations and functions, unary
-minus, a sum/avg group or a last_over_time window mixing float and histogram samples.
+Not done (refused): the other aggregations and functions, a sum/avg group or a last_over_time window mixing float and histogram samples.
 """
 
 from __future__ import annotations
@@ -179,7 +178,7 @@ def evaluate(engine, node, env) -> HistSeries | HistRanges | None:
     if isinstance(node, pp.SubqueryExpr):
         return subquery(engine, node, env)
     if isinstance(node, pp.UnaryExpr):
-        return _refuse(engine, [node.expr], env, "unary minus")
+        return native_ops.negate(evaluate(engine, node.expr, env))
     return None  # number and string literals
 
 

@@ -3,8 +3,8 @@ operators, sum and avg, last_over_time, and the sample counts of the *_over_time
 
 Where Prometheus 2.42 and 3 agree (sum, histogram + histogram, and/or/unless, count_over_time,
 present_over_time), results are 2.42's bit for bit. Where 2.42 is wrong, Prometheus 3's answer is
-given: 2.42 keeps a histogram unchanged by ``* 2`` or ``/ 60`` (VectorscalarBinop sets only the
-float value), answers ``histogram - histogram`` and ``avg`` as the float 0, and last_over_time as
+given: 2.42 keeps a histogram unchanged by ``* 2``, ``/ 60`` or unary minus (VectorscalarBinop sets only
+the float value), answers ``histogram - histogram`` and ``avg`` as the float 0, and last_over_time as
 the float 0. Everything else that meets a histogram (comparisons, ``bool``, ``%``, ``^``,
 histogram * histogram, a histogram matched with a float sample) is refused (NotSupported), where
 Prometheus 3 would drop the sample with an info annotation: an answer here is right or an error.
@@ -57,6 +57,13 @@ def _scalar_op(h: HistSeries, by: np.ndarray, divide: bool) -> HistSeries | None
     s = h.series
     return _build(_cells(s), [drop_name(lb) for lb in s.labels], s.mask.shape,
                   lambda j, _, k: _scaled(h.hists[j], float(by[k]), divide))
+
+
+def negate(h) -> HistSeries | None:
+    """Unary minus: every histogram multiplied by -1, the name dropped (Prometheus 3; 2.42 leaves it unchanged)."""
+    if not isinstance(h, HistSeries):
+        return None  # a range vector: the float evaluation refuses it
+    return _scalar_op(h, np.full(h.series.mask.shape[1], -1.0), False)
 
 
 def _hist_op(a: "native.FloatHistogram", b: "native.FloatHistogram", op: str) -> "native.FloatHistogram":

@@ -84,12 +84,14 @@ PAIRS = [
     ("histogram_count(avg(nh))", "histogram_count(sum(nh)) / count(nh)"),
     ("histogram_sum(avg by (kind) (rate(nh[5m])))", "histogram_sum(sum by (kind) (rate(nh[5m]))) / count by (kind) (rate(nh[5m]))"),
     ("histogram_count(nh - nh)", "histogram_count(nh) - histogram_count(nh)"),
+    ("histogram_sum(-nh_float)", "-histogram_sum(nh_float)"),
+    ("histogram_count(-rate(nh[5m]))", "-histogram_count(rate(nh[5m]))"),
     ("histogram_sum(nh_change - nh_change offset 5m)", "histogram_sum(nh_change) - histogram_sum(nh_change offset 5m)"),
     ('last_over_time(nh{kind!="stale"}[5m])', 'nh{kind!="stale"}'),
     ("histogram_count(last_over_time(nh_float[5m]))", "histogram_count(nh_float)"),
 ]
 # What meets a histogram and is not evaluated here: 400 bad_data, where 2.42 answers (often wrongly).
-REFUSED = ["sum_over_time(nh[5m])", "avg_over_time(nh_float[5m])", "changes(nh[5m])", "abs(nh)", "-nh", "nh > 0",
+REFUSED = ["sum_over_time(nh[5m])", "avg_over_time(nh_float[5m])", "changes(nh[5m])", "abs(nh)", "nh > 0",
            "nh > bool 0", "nh * nh", "nh / nh", "max(nh)", "topk(1, nh)", "quantile(0.5, rate(nh[5m]))",
            'count_values("x", nh)', "max_over_time(nh[10m:1m])", 'label_replace(nh, "a", "b", "", "")',
            "sort(nh)", "scalar(sum(nh))", "nh + on(proto) group_left ex_requests_total", "1 - nh", "nh - 1",

@@ -86,6 +86,11 @@ def test_histogram_times_a_scalar_scales_every_bucket(loaded):
     assert _ask(loaded, "histogram_count(rate(nh[5m]) / 60)")["result"][0]["value"][1] == repr(float(one) / 60)
 
 
+def test_unary_minus_negates_every_bucket(loaded):
+    assert _ask(loaded, "-nh")["result"] == _ask(loaded, "nh * -1")["result"]
+    assert _ask(loaded, "histogram_count(-nh)")["result"][0]["value"][1].startswith("-")
+
+
 def test_dividing_a_histogram_by_zero_drops_its_buckets(loaded):
     """As Prometheus 3's FloatHistogram.Div: counts and sum divided (x/0), buckets dropped, the zero bucket kept."""
     h = _ask(loaded, 'nh{job="a"} / 0')["result"][0]["histogram"][1]
@@ -125,7 +130,7 @@ def test_last_over_time_is_the_last_histogram(loaded):
 
 
 @pytest.mark.parametrize("query", [
-    "sum_over_time(nh[5m])", "abs(nh)", "-nh", "nh > 0", "nh * nh", "max(nh)", "max_over_time(nh[5m:1m])", "1 - nh",
+    "sum_over_time(nh[5m])", "abs(nh)", "nh > 0", "nh * nh", "max(nh)", "max_over_time(nh[5m:1m])", "1 - nh",
     'label_replace(nh, "x", "y", "", "")', "count(abs(nh))", "histogram_quantile(scalar(sum(nh)), nh)",
     'nh + on(job) floats', "sort(nh)", "topk(1, nh)", "irate(nh[1m])",
     'sum by (job) ({job="a"})', 'avg({__name__=~"nh|floats"})'])
