@@ -93,9 +93,9 @@ def _call(engine, node: "pp.Call", env, taken: _Taken):
         return _dedupe_whole(R.resets(range_arg(0)))
     if name in OVER_TIME:
         r = range_arg(0)
-        if name in ("count_over_time", "present_over_time", "last_over_time"):  # see histograms (native_eval)
-            hist = native_eval.evaluate(engine, args[0], env)
-            if isinstance(hist, native_values.HistRanges) and name != "last_over_time":
+        if name in ("count_over_time", "present_over_time", "last_over_time", "sum_over_time", "avg_over_time"):
+            hist = native_eval.evaluate(engine, args[0], env)  # these see histograms too (native_eval)
+            if isinstance(hist, native_values.HistRanges) and name in ("count_over_time", "present_over_time"):
                 return native_ops.points_over_time(r, hist, name == "present_over_time")
             if isinstance(hist, native_values.HistRanges):
                 native_ops.refuse_mixed(r, hist.ranges, f"{name}() of a series")  # the histogram part is native_eval's

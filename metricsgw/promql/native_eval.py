@@ -11,7 +11,7 @@ rates and sums work histogram by histogram on their few buckets (native_math.py)
 per selected point.
 
 ``evaluate`` is a second evaluator beside the float one, and it is total: every node either has
-its histogram part worked out here (selectors, rate/increase/delta, last_over_time, sum/avg,
+its histogram part worked out here (selectors, rate/increase/delta, sum/avg/last_over_time, sum/avg,
 binary operators in native_ops.py), or is one whose float evaluation takes its argument's
 histograms into account itself (``CONSUMERS``, count/group: calls.py, engine.py), or is refused
 (NotSupported, a 400) as soon as any of its arguments holds a histogram. So histograms are never
@@ -163,6 +163,8 @@ def evaluate(engine, node, env) -> HistSeries | HistRanges | None:
             return rate(engine, node, env)
         if name == "last_over_time":
             return native_ops.last_over_time(evaluate(engine, node.args[0], env))
+        if name in ("sum_over_time", "avg_over_time"):
+            return native_ops.sum_over_time(evaluate(engine, node.args[0], env), name == "avg_over_time")
         # A histogram_* function's other arguments are scalars: a histogram there is refused.
         args = list(node.args)[:-1] if name in CONSUMERS else node.args
         return _refuse(engine, args, env, f"{name}()")

@@ -1,11 +1,10 @@
 """Operators over native histograms: arithmetic with scalars and between histograms, the set
-operators, sum and avg, last_over_time, and the sample counts of the *_over_time functions.
+operators, sum and avg, sum/avg/last_over_time, and the sample counts of the *_over_time functions.
 
 Where Prometheus 2.42 and 3 agree (sum, histogram + histogram, and/or/unless, count_over_time,
 present_over_time), results are 2.42's bit for bit. Where 2.42 is wrong, Prometheus 3's answer is
 given: 2.42 keeps a histogram unchanged by ``* 2``, ``/ 60`` or unary minus (VectorscalarBinop sets only
-the float value), answers ``histogram - histogram`` and ``avg`` as the float 0, and last_over_time as
-the float 0. Everything else that meets a histogram (comparisons, ``bool``, ``%``, ``^``,
+the float value), answers ``histogram - histogram``, ``avg`` and sum/avg/last_over_time as the float 0. Everything else that meets a histogram (comparisons, ``bool``, ``%``, ``^``,
 histogram * histogram, a histogram matched with a float sample) is refused (NotSupported), where
 Prometheus 3 would drop the sample with an info annotation: an answer here is right or an error.
 """
@@ -174,6 +173,33 @@ def total_by_group(inner, without: bool, names: list[str], mean: bool) -> HistSe
             total = h.to_float_histogram()
             out.append(_scaled(total, float(seen[g]), True) if mean else total)
     return HistSeries(Series(list(keys), values, mask).compact(), out) if out else None
+
+
+def sum_over_time(h, mean: bool) -> HistSeries | None:
+    """sum_over_time / avg_over_time of histograms (Prometheus 3; 2.42 answers the float 0): each window's
+    histograms added in time order, avg divided by their number. Prometheus 3 adds with Kahan compensation,
+    which changes only the last bits of non-integer counts."""
+    if not isinstance(h, HistRanges):
+        return None
+    r = h.ranges
+    ok = r.hi > r.lo
+    rows, cols = np.nonzero(ok)
+    arith: dict[int, native_math.Hist] = {}
+
+    def window(i: int, k: int) -> "native.FloatHistogram":
+        acc = None
+        for j in r.v[r.lo[i, k]:r.hi[i, k]].astype(np.int64).tolist():
+            if j not in arith:
+                arith[j] = native_math.Hist.of(h.hists[j])
+            acc = native_math.sum_into(acc, arith[j])
+        total = native_math.compact(acc).to_float_histogram()
+        return _scaled(total, float(r.hi[i, k] - r.lo[i, k]), True) if mean else total
+
+    labels = [drop_name(lb) for lb in r.labels]
+    present = [labels[i] for i in np.flatnonzero(ok.any(axis=1))]
+    if len(set(present)) != len(present):  # as the float range functions (calls._dedupe_whole)
+        raise ExecError("vector cannot contain metrics with the same labelset")
+    return _build((rows, cols, rows), labels, ok.shape, lambda _, i, k: window(i, k))
 
 
 def last_over_time(h) -> HistSeries | None:

@@ -130,13 +130,20 @@ def test_last_over_time_is_the_last_histogram(loaded):
 
 
 @pytest.mark.parametrize("query", [
-    "sum_over_time(nh[5m])", "abs(nh)", "nh > 0", "nh * nh", "max(nh)", "max_over_time(nh[5m:1m])", "1 - nh",
+    "max_over_time(nh[5m])", "abs(nh)", "nh > 0", "nh * nh", "max(nh)", "max_over_time(nh[5m:1m])", "1 - nh",
     'label_replace(nh, "x", "y", "", "")', "count(abs(nh))", "histogram_quantile(scalar(sum(nh)), nh)",
     'nh + on(job) floats', "sort(nh)", "topk(1, nh)", "irate(nh[1m])",
     'sum by (job) ({job="a"})', 'avg({__name__=~"nh|floats"})'])
 def test_what_is_not_evaluated_over_histograms_is_refused(loaded, query):
     with pytest.raises(NotSupported, match="native histogram"):
         _ask(loaded, query)
+
+
+def test_sum_and_avg_over_time_add_a_windows_histograms(loaded):
+    total = _ask(loaded, "histogram_count(sum_over_time(nh[1m]))")["result"]
+    assert [float(r["value"][1]) for r in total] == [12.0 * sum(range(POINTS - 4, POINTS + 1))] * 2  # scales 17..21
+    mean = _ask(loaded, "histogram_count(avg_over_time(nh[1m]))")["result"]
+    assert [float(r["value"][1]) for r in mean] == [12.0 * sum(range(POINTS - 4, POINTS + 1)) / 5] * 2
 
 
 @pytest.mark.parametrize("query", ["sum_over_time(floats[5m])", "-floats", "floats > 0", "max(floats)",
