@@ -85,7 +85,8 @@ PAIRS = [
     ("histogram_sum(avg by (kind) (rate(nh[5m])))", "histogram_sum(sum by (kind) (rate(nh[5m]))) / count by (kind) (rate(nh[5m]))"),
     ("histogram_count(nh - nh)", "histogram_count(nh) - histogram_count(nh)"),
     ("histogram_sum(-nh_float)", "-histogram_sum(nh_float)"),
-    # samples every 15 s on the 15 s grid: a 15 s subquery sees each window's samples
+    # samples every 15 s on the 15 s grid: a 15 s subquery sees each window's samples (while there are samples:
+    # after the last one, its steps would see it again by the lookback; see WITHIN_DATA)
     ('histogram_count(sum_over_time(nh{kind="int"}[1m]))', 'sum_over_time(histogram_count(nh{kind="int"})[1m:15s])'),
     ("histogram_sum(avg_over_time(nh_float[2m]))", "avg_over_time(histogram_sum(nh_float)[2m:15s])"),
     ("histogram_count(-rate(nh[5m]))", "-histogram_count(rate(nh[5m]))"),
@@ -93,6 +94,7 @@ PAIRS = [
     ('last_over_time(nh{kind!="stale"}[5m])', 'nh{kind!="stale"}'),
     ("histogram_count(last_over_time(nh_float[5m]))", "histogram_count(nh_float)"),
 ]
+WITHIN_DATA = {ours for ours, theirs in PAIRS if "[1m:15s]" in theirs or "[2m:15s]" in theirs}
 # What meets a histogram and is not evaluated here: 400 bad_data, where 2.42 answers (often wrongly).
 REFUSED = ["max_over_time(nh[5m])", "stddev_over_time(nh_float[5m])", "changes(nh[5m])", "abs(nh)", "nh > 0",
            "nh > bool 0", "nh * nh", "nh / nh", "max(nh)", "topk(1, nh)", "quantile(0.5, rate(nh[5m]))",
@@ -263,6 +265,8 @@ def test_where_2_42_is_wrong_the_answer_is_prometheus_3s(pair, ours, theirs):
     gw_url, prom_url, _, end_s = pair
     problems = []
     for path, params in _calls(ours, end_s):
+        if ours in WITHIN_DATA and float(params.get("time", params.get("end", 0))) > end_s:
+            continue
         problems += _compare(gw_url, prom_url, path, params, theirs)
     assert not problems, "\n".join(problems[:6])
 
