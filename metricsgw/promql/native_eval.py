@@ -11,14 +11,15 @@ rates and sums work histogram by histogram on their few buckets (native_math.py)
 per selected point.
 
 ``evaluate`` is a second evaluator beside the float one, and it is total: every node either has
-its histogram part worked out here (selectors, rate/increase/delta, sum/avg/last_over_time, sum/avg,
-binary operators in native_ops.py), or is one whose float evaluation takes its argument's
+its histogram part worked out here (selectors, subqueries, rate/increase/delta; in native_ops.py
+sum/avg, sum/avg/last_over_time, binary operators, unary minus), or is one whose float evaluation takes its argument's
 histograms into account itself (``CONSUMERS``, count/group: calls.py, engine.py), or is refused
 (NotSupported, a 400) as soon as any of its arguments holds a histogram. So histograms are never
 dropped silently: an answer is right or it is an error. The engine asks ``evaluate`` for the whole
 query after the float evaluation; a result shows both parts (a series' float points and histogram
 points, as Prometheus renders a series holding both).
-Not done (refused): the other aggregations and functions, a sum/avg group or a last_over_time window mixing float and histogram samples.
+Not done (refused): the other aggregations and functions, and a sum/avg group or a
+last_over_time window mixing float and histogram samples.
 """
 
 from __future__ import annotations

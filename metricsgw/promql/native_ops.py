@@ -1,12 +1,15 @@
-"""Operators over native histograms: arithmetic with scalars and between histograms, the set
-operators, sum and avg, sum/avg/last_over_time, and the sample counts of the *_over_time functions.
+"""Operators over native histograms: arithmetic with scalars and between histograms, unary minus,
+the set operators, sum and avg, sum/avg/last_over_time, and the sample counts of the *_over_time
+functions.
 
 Where Prometheus 2.42 and 3 agree (sum, histogram + histogram, and/or/unless, count_over_time,
-present_over_time), results are 2.42's bit for bit. Where 2.42 is wrong, Prometheus 3's answer is
-given: 2.42 keeps a histogram unchanged by ``* 2``, ``/ 60`` or unary minus (VectorscalarBinop sets only
-the float value), answers ``histogram - histogram``, ``avg`` and sum/avg/last_over_time as the float 0. Everything else that meets a histogram (comparisons, ``bool``, ``%``, ``^``,
-histogram * histogram, a histogram matched with a float sample) is refused (NotSupported), where
-Prometheus 3 would drop the sample with an info annotation: an answer here is right or an error.
+present_over_time, subqueries), results are 2.42's bit for bit. Where 2.42 is wrong, Prometheus 3's
+answer is given: 2.42 keeps a histogram unchanged by ``* 2``, ``/ 60`` or unary minus
+(VectorscalarBinop sets only the float value), and answers ``histogram - histogram``, ``avg`` and
+sum/avg/last_over_time as the float 0. Everything else that meets a histogram (comparisons, ``bool``,
+``%``, ``^``, histogram * histogram, a histogram matched with a float sample) is refused
+(NotSupported), where Prometheus 3 would drop the sample with an info annotation: an answer here is
+right or an error.
 """
 
 from __future__ import annotations
@@ -151,7 +154,8 @@ def set_operands(op: str, lf: Series, rf: Series, hl, hr, on: bool, names: list)
 
 def total_by_group(inner, without: bool, names: list[str], mean: bool) -> HistSeries | None:
     """sum (by/without) over histograms, added in series order as 2.42's aggregation does; avg
-    divides that sum by the group's count (Prometheus 3, whose Kahan terms are zero then)."""
+    divides that sum by the group's count (Prometheus 3, whose Kahan-compensated sum differs only in
+    the last bits, where adding rounds)."""
     if not isinstance(inner, HistSeries):
         return None
     s = inner.series
