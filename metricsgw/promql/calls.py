@@ -106,7 +106,8 @@ def _call(engine, node: "pp.Call", env, taken: _Taken):
     if name == "holt_winters":
         r = range_arg(0)
         return _dedupe_whole(R.holt_winters(r, scalar_arg(1), scalar_arg(2)))
-    if name in ("histogram_count", "histogram_sum", "histogram_fraction"):
+    if name in ("histogram_count", "histogram_sum", "histogram_fraction", "histogram_avg", "histogram_stddev",
+                "histogram_stdvar"):
         # On float samples Prometheus 2.42 returns nothing: only native histograms count.
         scalars = [scalar_arg(i) for i in range(len(args) - 1)]
         hist = _native_arg(engine, args[-1], env)
@@ -116,6 +117,10 @@ def _call(engine, node: "pp.Call", env, taken: _Taken):
             return native_values.count(hist)
         if name == "histogram_sum":
             return native_values.total(hist)
+        if name == "histogram_avg":
+            return native_values.mean(hist)
+        if name in ("histogram_stddev", "histogram_stdvar"):
+            return native_values.spread(hist, name == "histogram_stddev")
         return native_values.fraction(scalars[0], scalars[1], hist)
     if name == "deriv":
         return _dedupe_whole(R.deriv(range_arg(0)))

@@ -275,3 +275,30 @@ def fraction(lower: float, upper: float, h: FloatHistogram) -> float:
     if not upper_set or upper_rank > h.count:
         upper_rank = h.count
     return (upper_rank - lower_rank) / h.count
+
+
+def variance(h: FloatHistogram) -> float:
+    """histogramVariance of Prometheus 3 (histogram_stdvar; its square root is histogram_stddev): the
+    buckets' squared distances from the mean, each bucket at its geometric mean (0 in the zero bucket,
+    the arithmetic mean for custom buckets), added with Kahan compensation."""
+    mean = go_div(h.sum, h.count)
+    total = c = 0.0
+    for lower, upper, _, _, n in all_buckets(h):
+        if n == 0:
+            continue
+        if h.schema == CUSTOM_BUCKETS_SCHEMA:
+            val = (upper + lower) / 2.0
+        elif lower <= 0 <= upper:
+            val = 0.0
+        else:
+            val = math.copysign(math.sqrt(upper * lower), upper)
+        inc = n * (val - mean) * (val - mean)
+        t = total + inc
+        if math.isinf(t):
+            c = 0.0
+        elif abs(total) >= abs(inc):
+            c += (total - t) + inc
+        else:
+            c += (inc - t) + total
+        total = t
+    return go_div(total + c, h.count)

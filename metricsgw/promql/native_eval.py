@@ -38,8 +38,9 @@ from .value import Series, drop_name
 
 # Functions whose float evaluation (calls.py) reads their last argument's histogram part itself:
 # the histogram_* functions, and those that count or time samples of any kind.
-CONSUMERS = {"histogram_count", "histogram_sum", "histogram_fraction", "histogram_quantile", "count_over_time",
-             "present_over_time", "absent", "absent_over_time", "timestamp"}
+CONSUMERS = {"histogram_count", "histogram_sum", "histogram_fraction", "histogram_quantile", "histogram_avg",
+             "histogram_stddev", "histogram_stdvar", "count_over_time", "present_over_time", "absent",
+             "absent_over_time", "timestamp"}
 RATES = {"rate": (True, True), "increase": (True, False), "delta": (False, False)}
 
 

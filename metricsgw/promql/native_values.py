@@ -8,6 +8,7 @@ group, count_over_time...) or into the points a result renders.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -67,6 +68,22 @@ def count(h: HistSeries) -> Series:
 
 def total(h: HistSeries) -> Series:
     return _per_point(h, lambda idx, _: h.sums(idx))
+
+
+def mean(h: HistSeries) -> Series:
+    """histogram_avg (Prometheus 3): sum / count."""
+    return _per_point(h, lambda idx, _: [native.go_div(s, c) for s, c in zip(h.sums(idx), h.counts(idx))])
+
+
+def spread(h: HistSeries, stddev: bool) -> Series:
+    """histogram_stdvar, or histogram_stddev (Prometheus 3)."""
+    def one(i: int) -> float:
+        v = native.variance(h.hists[i])
+        if not stddev:
+            return v
+        return math.sqrt(v) if v >= 0 else math.nan  # Go's Sqrt: NaN below 0, where Python raises
+
+    return _per_point(h, lambda idx, _: [one(i) for i in idx.tolist()])
 
 
 def quantile(q: np.ndarray, h: HistSeries) -> Series:

@@ -125,6 +125,18 @@ def test_a_subquery_over_histograms_is_a_range_vector_of_them(loaded):
     assert _ask(loaded, "count_over_time(nh[5m:1m])")["result"][0]["value"][1] == "6"
 
 
+def test_prometheus_3s_histogram_functions(loaded):
+    """histogram_avg = sum / count; the spread of the buckets' geometric means around it (int_histogram: count
+    12, sum 18.4; buckets (-4,-2] 1, (-2,-1] 2, zero 2, (0.5,1] 1, (1,2] 2, (4,8] 1, (8,16] 3, at scale 21)."""
+    assert float(_ask(loaded, 'histogram_avg(nh{job="a"})')["result"][0]["value"][1]) == (18.4 * 21) / (12 * 21)
+    mean = 18.4 / 12
+    points = [(-8 ** 0.5, 1), (-(2 ** 0.5), 2), (0, 2), (0.5 ** 0.5, 1), (2 ** 0.5, 2), (32 ** 0.5, 1), (128 ** 0.5, 3)]
+    want = sum(n * (v - mean) ** 2 for v, n in points) / 12
+    got = float(_ask(loaded, 'histogram_stdvar(nh{job="a"})')["result"][0]["value"][1])
+    assert abs(got - want) < 1e-9 * want
+    assert float(_ask(loaded, 'histogram_stddev(nh{job="a"})')["result"][0]["value"][1]) == got ** 0.5
+
+
 def test_last_over_time_is_the_last_histogram(loaded):
     assert _ask(loaded, "last_over_time(nh[1m])")["result"] == _ask(loaded, "nh")["result"]
 
