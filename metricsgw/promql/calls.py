@@ -8,7 +8,7 @@ import promql_parser as pp
 
 from ..errors import BadData, NotSupported
 from . import functions as F
-from . import held, native_eval, parser, rangefuncs as R
+from . import held, native_eval, native_ops, native_values, parser, rangefuncs as R
 from .binary import dedupe
 from .histograms import histogram_quantile
 from .value import Ranges, ScalarSteps, Series, StringValue
@@ -92,24 +92,36 @@ def _call(engine, node: "pp.Call", env, taken: _Taken):
     if name == "resets":
         return _dedupe_whole(R.resets(range_arg(0)))
     if name in OVER_TIME:
-        return _dedupe_whole(R.over_time(name, range_arg(0)))
+        r = range_arg(0)
+        if name in ("count_over_time", "present_over_time", "last_over_time", "sum_over_time", "avg_over_time"):
+            hist = native_eval.evaluate(engine, args[0], env)  # these see histograms too (native_eval)
+            if isinstance(hist, native_values.HistRanges) and name in ("count_over_time", "present_over_time"):
+                return native_ops.points_over_time(r, hist, name == "present_over_time")
+            if isinstance(hist, native_values.HistRanges):
+                native_ops.refuse_mixed(r, hist.ranges, f"{name}() of a series")  # the histogram part is native_eval's
+        return _dedupe_whole(R.over_time(name, r))
     if name == "quantile_over_time":
         r = range_arg(1)  # first, as 2.42 evaluates a subquery argument before the others
         return _dedupe_whole(R.quantile_over_time(scalar_arg(0), r))
     if name == "holt_winters":
         r = range_arg(0)
         return _dedupe_whole(R.holt_winters(r, scalar_arg(1), scalar_arg(2)))
-    if name in ("histogram_count", "histogram_sum", "histogram_fraction"):
+    if name in ("histogram_count", "histogram_sum", "histogram_fraction", "histogram_avg", "histogram_stddev",
+                "histogram_stdvar"):
         # On float samples Prometheus 2.42 returns nothing: only native histograms count.
         scalars = [scalar_arg(i) for i in range(len(args) - 1)]
         hist = _native_arg(engine, args[-1], env)
         if hist is None:
             return Series.empty(n_steps)
         if name == "histogram_count":
-            return native_eval.count(hist)
+            return native_values.count(hist)
         if name == "histogram_sum":
-            return native_eval.total(hist)
-        return native_eval.fraction(scalars[0], scalars[1], hist)
+            return native_values.total(hist)
+        if name == "histogram_avg":
+            return native_values.mean(hist)
+        if name in ("histogram_stddev", "histogram_stdvar"):
+            return native_values.spread(hist, name == "histogram_stddev")
+        return native_values.fraction(scalars[0], scalars[1], hist)
     if name == "deriv":
         return _dedupe_whole(R.deriv(range_arg(0)))
     if name == "predict_linear":
@@ -118,10 +130,16 @@ def _call(engine, node: "pp.Call", env, taken: _Taken):
     if name == "absent_over_time":
         r = range_arg(0)
         present = (r.hi > r.lo).any(axis=0) if len(r) else np.zeros(n_steps, bool)
+        hist = native_eval.evaluate(engine, args[0], env)  # histogram samples are present too
+        if isinstance(hist, native_values.HistRanges):
+            present = present | (hist.ranges.hi > hist.ranges.lo).any(axis=0)
         return F.absent(present, F.absent_labels(_selector_matchers(args[0])))
     if name == "absent":
         s = vector_arg(0)
         present = s.mask.any(axis=0) if len(s) else np.zeros(n_steps, bool)
+        hist = native_eval.evaluate(engine, args[0], env)
+        if isinstance(hist, native_values.HistSeries):
+            present = present | hist.series.mask.any(axis=0)
         return F.absent(present, F.absent_labels(_selector_matchers(args[0])))
     if name in F.MATH:
         return F.math_fn(name, vector_arg(0))
@@ -134,7 +152,11 @@ def _call(engine, node: "pp.Call", env, taken: _Taken):
     if name == "clamp_max":
         return F.clamp(vector_arg(0), None, scalar_arg(1))
     if name == "timestamp":
-        return F.timestamp(vector_arg(0), env.steps)
+        out = F.timestamp(vector_arg(0), env.steps)
+        hist = native_eval.evaluate(engine, args[0], env)  # a histogram sample has a timestamp too
+        if isinstance(hist, native_values.HistSeries):
+            out = dedupe(_concat(out, F.timestamp(hist.series, env.steps)))
+        return out
     if name == "pi":
         return ScalarSteps(np.full(n_steps, np.pi))
     if name == "time":
@@ -153,9 +175,9 @@ def _call(engine, node: "pp.Call", env, taken: _Taken):
         q = scalar_arg(0)
         classic = histogram_quantile(ScalarSteps(q), vector_arg(1))
         hist = native_eval.evaluate(engine, args[1], env)
-        if hist is None:
+        if not isinstance(hist, native_values.HistSeries):
             return classic
-        return dedupe(_concat(classic, native_eval.quantile(q, hist)))
+        return dedupe(_concat(classic, native_values.quantile(q, hist)))
     if name in F.DATE_FUNCS:
         if args:
             return F.date_fn(name, vector_arg(0))
@@ -167,9 +189,11 @@ def _native_arg(engine, node, env):
     """The native histograms of a function's vector argument, or None (the argument is still
     evaluated as floats then, so a wrong type is refused as before)."""
     hist = native_eval.evaluate(engine, node, env)
-    if hist is None and not isinstance(engine.eval(node, env), Series):
+    if isinstance(hist, native_values.HistSeries):
+        return hist
+    if not isinstance(engine.eval(node, env), Series):
         raise BadData("expected instant vector argument to a histogram function")
-    return hist
+    return None
 
 
 def _concat(a: Series, b: Series) -> Series:

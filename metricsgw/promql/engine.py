@@ -17,7 +17,7 @@ import promql_parser as pp
 from ..errors import BadData, NotSupported
 from ..limits.context import SAMPLE_BYTES, QueryContext
 from ..storage.seam import SampleReader
-from . import batching, binary, held, native_eval, parser, selectors
+from . import batching, binary, held, native_eval, native_values, parser, selectors
 from .aggregations import aggregate
 from .calls import call
 from .parallel import Parts
@@ -63,19 +63,23 @@ class Engine:
         env = Env(np.array([t], np.int64), t, t, ctx)
         res = self._eval_top(node, env)
         ctx.check("result")
+        # The histograms shown beside the floats (and the refusal of what would drop histograms).
+        hist = native_eval.evaluate(self, node, env)
         ts = t / 1000.0
         if isinstance(res, Series):
             rows = np.flatnonzero(res.mask[:, 0])
             out = Vector(ts, [res.labels[i] for i in rows], res.values[rows, 0].copy())
-            hist = native_eval.evaluate(self, node, env)  # the histograms shown beside the floats
-            if hist is not None:
-                out.hist_labels, out.hists = native_eval.vector_points(hist)
+            if isinstance(hist, native_values.HistSeries):
+                out.hist_labels, out.hists = native_values.vector_points(hist)
             return out
         if isinstance(res, ScalarSteps):
             return Scalar(ts, float(res.values[0]))
         if isinstance(res, StringValue):
             return String(ts, res.value)
-        return _ranges_matrix(res)
+        matrix = _ranges_matrix(res)
+        if isinstance(hist, native_values.HistRanges):
+            matrix.hist_rows = native_values.range_rows(hist)
+        return matrix
 
     def range(self, query: str, start_s: float, end_s: float, step_s: float, ctx: QueryContext) -> Value:
         start, end, step = _ms(start_s), _ms(end_s), _ms(step_s)
@@ -104,8 +108,8 @@ class Engine:
             raise BadData(_NOT_FOR_RANGE.format(kind=kind))
         out = series_matrix(res, steps)
         hist = native_eval.evaluate(self, node, env)  # the histograms shown beside the floats
-        if hist is not None:
-            out.hist_rows = native_eval.matrix_rows(hist, steps)
+        if isinstance(hist, native_values.HistSeries):
+            out.hist_rows = native_values.matrix_rows(hist, steps)
         return out
 
     # ---- evaluation -------------------------------------------------------------------
@@ -207,7 +211,8 @@ class Engine:
         # A range vector is index arithmetic over the raw samples the source already charged.
         return selectors.ranges(loaded, ref, rng)
 
-    def subquery(self, node: "pp.SubqueryExpr", env: Env) -> Ranges:
+    def subquery_grid(self, node: "pp.SubqueryExpr", env: Env) -> tuple[np.ndarray, int, np.ndarray]:
+        """A subquery's window ends (after @ and offset), its range, and the steps its inner query is evaluated at."""
         ref = self.ref_times(node, env)
         rng = parser.duration_ms(node.range)
         step = parser.duration_ms(node.step) if node.step is not None else self.subquery_step_ms
@@ -220,7 +225,10 @@ class Engine:
         # `x[1y:1ms]` would build a grid of 31.5e9 steps (235 GiB) before anything is charged:
         # refuse by its memory first (the grid and a point of the inner query for every step).
         env.ctx.check_estimate(max(0, (int(ref.max()) - first) // step + 1), "subquery steps")
-        grid = np.arange(first, int(ref.max()) + 1, step, dtype=np.int64)
+        return ref, rng, np.arange(first, int(ref.max()) + 1, step, dtype=np.int64)
+
+    def subquery(self, node: "pp.SubqueryExpr", env: Env) -> Ranges:
+        ref, rng, grid = self.subquery_grid(node, env)
         if len(grid) == 0:
             return selectors.ranges(selectors.series_as_samples(Series.empty(0), grid), ref, rng)
         base = env.ctx.samples
@@ -241,6 +249,8 @@ class Engine:
             param = self.eval(node.param, env)
         res, inputs = self._aggregate(node, param, env)
         held.step_by_step(env.ctx, base, inputs + held.per_step(param, len(env.steps)), res, "aggregation")
+        if parser.op_name(node).lower() in ("sum", "avg") and len(res):
+            native_eval.refuse_mixed_groups(self, node, res, env)
         return res
 
     def _aggregate(self, node: "pp.AggregateExpr", param, env: Env) -> tuple[Series, np.ndarray]:
@@ -253,7 +263,7 @@ class Engine:
                 inner = self.eval(node.expr, env)
                 if not isinstance(inner, Series):
                     raise BadData(f"expected instant vector in aggregation {op}")
-                inner = native_eval.with_histogram_points(inner, hist)
+                inner = native_values.with_histogram_points(inner, hist)
                 return aggregate(op, inner, without, names, param), held.per_step(inner, len(env.steps))
         selector = batching.batchable_selector(node.expr)
         if selector is not None and _param_ok(op, param):
@@ -277,6 +287,8 @@ class Engine:
         base = env.ctx.samples
         lhs = self.eval(node.lhs, env)
         rhs = self.eval(node.rhs, env)
+        if parser.op_name(node).lower() in binary.SETOPS and isinstance(lhs, Series) and isinstance(rhs, Series):
+            lhs, rhs = native_eval.set_operands(self, node, lhs, rhs, env)  # histogram samples match too
         res = self._binary(node, lhs, rhs)
         inputs = held.per_step(lhs, len(env.steps)) + held.per_step(rhs, len(env.steps))
         held.step_by_step(env.ctx, base, inputs, res, "binary operation")

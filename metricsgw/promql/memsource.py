@@ -1,17 +1,19 @@
 """An in-memory sample source with the storage read interface, for tests and golden scripts.
 
 It is a SampleReader of the read seam (storage/seam.py): the three read methods the engine may use, with the
-same types and ordering guarantees as the DuckDB storage (samples sorted by (sid, t), one per (sid, t)).
+same types and ordering guarantees as the DuckDB storage (samples sorted by (sid, t), one per (sid, t)); and a
+HistogramReader (histogram_metrics, read_histograms) for native histograms, held as their remote-write bytes.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
 
 from .. import npsort
 from ..limits.context import QueryContext
-from ..model import Labels, Matcher, SampleBlock, canonical, labels_match, series_id
-from ..storage.batch import SeriesSet
+from ..model import METRIC_NAME, Labels, Matcher, SampleBlock, canonical, labels_match, series_id
+from ..storage.batch import HistogramBlock, SeriesSet
 
 
 class MemSource:
@@ -20,15 +22,26 @@ class MemSource:
         self._t: dict[int, list[np.ndarray]] = {}
         self._v: dict[int, list[np.ndarray]] = {}
         self._sorted: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self._hists: dict[int, dict[int, bytes]] = {}  # sid -> {t: the histogram's protobuf bytes}
 
     def add(self, labels: Labels | dict[str, str], t_ms, v) -> int:
         """Add samples of one series; a later sample at the same t replaces the earlier one."""
-        lbls = canonical(labels.items() if isinstance(labels, dict) else labels)
-        sid = series_id(lbls)
-        self._labels[sid] = lbls
+        sid = self._sid(labels)
         self._t.setdefault(sid, []).append(np.asarray(t_ms, np.int64))
         self._v.setdefault(sid, []).append(np.asarray(v, np.float64))
         self._sorted.pop(sid, None)
+        return sid
+
+    def add_histograms(self, labels: Labels | dict[str, str], t_ms, blobs: list[bytes]) -> int:
+        """Add native histogram samples (remote-write ``Histogram`` bytes) of one series."""
+        sid = self._sid(labels)
+        self._hists.setdefault(sid, {}).update(zip(np.asarray(t_ms, np.int64).tolist(), blobs))
+        return sid
+
+    def _sid(self, labels: Labels | dict[str, str]) -> int:
+        lbls = canonical(labels.items() if isinstance(labels, dict) else labels)
+        sid = series_id(lbls)
+        self._labels[sid] = lbls
         return sid
 
     def clear(self) -> None:
@@ -40,6 +53,8 @@ class MemSource:
 
     def _series(self, sid: int) -> tuple[np.ndarray, np.ndarray]:
         got = self._sorted.get(sid)
+        if got is None and sid not in self._t:  # a series of histograms only
+            return np.empty(0, np.int64), np.empty(0, np.float64)
         if got is None:
             t = np.concatenate(self._t[sid])
             v = np.concatenate(self._v[sid])
@@ -63,7 +78,8 @@ class MemSource:
             if not labels_match(lbls, matchers):
                 continue
             t, _ = self._series(sid)
-            if len(t) and t[0] <= hi and t[-1] >= lo:
+            hist_t = self._hists.get(sid, {})
+            if (len(t) and t[0] <= hi and t[-1] >= lo) or any(lo <= ht <= hi for ht in hist_t):
                 hits.append((lbls, sid))
         hits.sort()
         if limit:
@@ -93,3 +109,14 @@ class MemSource:
         block = SampleBlock(np.concatenate(sids), np.concatenate(ts), np.concatenate(vs))
         ctx.charge_loaded(len(block), "sample loading")  # as the storage does, while loading
         return block
+
+    def histogram_metrics(self) -> frozenset[str]:
+        return frozenset(dict(self._labels[sid]).get(METRIC_NAME, "") for sid in self._hists)
+
+    def read_histograms(self, ids: np.ndarray, start_ms: int, end_ms: int, ctx: QueryContext) -> HistogramBlock:
+        ctx.check("read histograms")
+        rows = [(sid, t, b) for sid in sorted(set(ids.tolist())) for t, b in sorted(self._hists.get(sid, {}).items())
+                if start_ms <= t <= end_ms]
+        ctx.charge_loaded(len(rows), "histogram loading")
+        return HistogramBlock(np.array([r[0] for r in rows], np.int64), np.array([r[1] for r in rows], np.int64),
+                              pa.array([r[2] for r in rows], pa.binary()))

@@ -234,10 +234,10 @@ def _quantile_in(h: FloatHistogram, rank: float, bounds: tuple[float, float], co
     if count < rank:
         return upper
     rank -= count - in_bucket
-    return lower + (upper - lower) * _div(rank, in_bucket)
+    return lower + (upper - lower) * go_div(rank, in_bucket)
 
 
-def _div(a: float, b: float) -> float:
+def go_div(a: float, b: float) -> float:
     """a / b as Go computes it: IEEE division (x/0 is ±Inf or NaN, never an exception)."""
     if b != 0:
         return a / b
@@ -264,9 +264,9 @@ def fraction(lower: float, upper: float, h: FloatHistogram) -> float:
         if lower_set and upper_set:
             break
         if not lower_set and b_lo < lower < b_hi:
-            lower_rank, lower_set = rank + _div(c * (lower - b_lo), b_hi - b_lo), True
+            lower_rank, lower_set = rank + go_div(c * (lower - b_lo), b_hi - b_lo), True
         if not upper_set and b_lo < upper < b_hi:
-            upper_rank, upper_set = rank + _div(c * (upper - b_lo), b_hi - b_lo), True
+            upper_rank, upper_set = rank + go_div(c * (upper - b_lo), b_hi - b_lo), True
         if lower_set and upper_set:
             break
         rank += c
@@ -275,3 +275,30 @@ def fraction(lower: float, upper: float, h: FloatHistogram) -> float:
     if not upper_set or upper_rank > h.count:
         upper_rank = h.count
     return (upper_rank - lower_rank) / h.count
+
+
+def variance(h: FloatHistogram) -> float:
+    """histogramVariance of Prometheus 3 (histogram_stdvar; its square root is histogram_stddev): the
+    buckets' squared distances from the mean, each bucket at its geometric mean (0 in the zero bucket,
+    the arithmetic mean for custom buckets), added with Kahan compensation."""
+    mean = go_div(h.sum, h.count)
+    total = c = 0.0
+    for lower, upper, _, _, n in all_buckets(h):
+        if n == 0:
+            continue
+        if h.schema == CUSTOM_BUCKETS_SCHEMA:
+            val = (upper + lower) / 2.0
+        elif lower <= 0 <= upper:
+            val = 0.0
+        else:
+            val = math.copysign(math.sqrt(upper * lower), upper)
+        inc = n * (val - mean) * (val - mean)
+        t = total + inc
+        if math.isinf(t):
+            c = 0.0
+        elif abs(total) >= abs(inc):
+            c += (total - t) + inc
+        else:
+            c += (inc - t) + total
+        total = t
+    return go_div(total + c, h.count)

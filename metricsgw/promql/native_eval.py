@@ -1,58 +1,50 @@
-"""Native histograms in the engine: selection, rate/increase/delta, sum, and the histogram
-functions, as Prometheus 2.42 evaluates them on histogram samples.
+"""Native histograms in the engine: the histogram part of every expression's value, as Prometheus
+evaluates it on histogram samples (2.42, and Prometheus 3 where 2.42 is wrong: see native_ops.py).
 
 Floats keep their own fast path. A histogram selection reuses it: the histograms of the selected
 series are loaded (``source.read_histograms``), decoded once, and the float selection machinery
 (selectors.instant / selectors.ranges: lookback, staleness, windows, all steps at once) runs on
 their *indexes* as values, a stale histogram (sum = stale NaN) carrying the stale marker instead.
-The result is a ``HistSeries``: a Series whose values index ``hists``. Counts and sums are then
-numpy arrays over those indexes; quantiles, fractions, rates and sums work histogram by histogram
-on their few buckets (native_math.py), a Python loop per selected point.
+The result is a ``HistSeries`` (a Series whose values index ``hists``) or, for a range selector, a
+``HistRanges``. Counts and sums are then numpy arrays over those indexes; quantiles, fractions,
+rates and sums work histogram by histogram on their few buckets (native_math.py), a Python loop
+per selected point.
 
-``evaluate`` is a second, narrow evaluator beside the float one: it answers for the shapes 2.42
-evaluates on histograms -- a vector selector, rate/increase/delta of a matrix selector, sum
-(by/without) of those -- and None for anything else, which then has no histogram part. The float
-evaluator runs as before; a result shows both (a series' float points and histogram points, as
-Prometheus renders a series holding both).
-count and group (engine.aggregate) add the histogram points of their argument to the float ones.
-Not done: histograms through binary operators, subqueries, other aggregations, functions other
-than those here, range-vector (``x[5m]``) instant queries, and a sum group mixing float and histogram
-samples (2.42 drops it; here the float and the histogram result both appear).
+``evaluate`` is a second evaluator beside the float one, and it is total: every node either has
+its histogram part worked out here (selectors, subqueries, rate/increase/delta; in native_ops.py
+sum/avg, sum/avg/last_over_time, binary operators, unary minus), or is one whose float evaluation takes its argument's
+histograms into account itself (``CONSUMERS``, count/group: calls.py, engine.py), or is refused
+(NotSupported, a 400) as soon as any of its arguments holds a histogram. So histograms are never
+dropped silently: an answer is right or it is an error. The engine asks ``evaluate`` for the whole
+query after the float evaluation; a result shows both parts (a series' float points and histogram
+points, as Prometheus renders a series holding both).
+Not done (refused): the other aggregations and functions, and a sum/avg group or a
+last_over_time window mixing float and histogram samples.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
 
 import numpy as np
 import promql_parser as pp
 
-from ..errors import ExecError
+from ..errors import ExecError, NotSupported
 from ..model import METRIC_NAME, STALE_NAN
-from . import native, native_math, parser, selectors
+from . import native, native_math, native_ops, parser, selectors
 from . import rangefuncs as R
-from .aggregations import group_ids
-from .binary import dedupe
+from .native_values import HistRanges, HistSeries
 from .value import Series, drop_name
 
-
-@dataclass
-class HistSeries:
-    series: Series  # values: indexes into hists (where mask)
-    hists: "native.Decoded | list[native.FloatHistogram]"  # stored ones, or computed ones
-
-    def counts(self, idx: np.ndarray) -> np.ndarray:
-        if isinstance(self.hists, native.Decoded):
-            return self.hists.counts(idx.tolist())
-        return np.array([self.hists[i].count for i in idx.tolist()], np.float64)
-
-    def sums(self, idx: np.ndarray) -> np.ndarray:
-        if isinstance(self.hists, native.Decoded):
-            return self.hists.sums(idx.tolist())
-        return np.array([self.hists[i].sum for i in idx.tolist()], np.float64)
+# Functions whose float evaluation (calls.py) reads their last argument's histogram part itself:
+# the histogram_* functions, and those that count or time samples of any kind.
+CONSUMERS = {"histogram_count", "histogram_sum", "histogram_fraction", "histogram_quantile", "histogram_avg",
+             "histogram_stddev", "histogram_stdvar", "count_over_time", "present_over_time", "absent",
+             "absent_over_time", "timestamp"}
+RATES = {"rate": (True, True), "increase": (True, False), "delta": (False, False)}
 
 
-def _load(engine, ms, start: int, end: int, env) -> tuple[selectors.Loaded, list] | None:
+def _load(engine, ms, start: int, end: int, env) -> tuple[selectors.Loaded, native.Decoded] | None:
     source = engine.source
     if not hasattr(source, "histogram_metrics"):
         return None
@@ -92,23 +84,35 @@ def select(engine, node: "pp.VectorSelector", env) -> HistSeries | None:
     return HistSeries(series, hists) if len(series) else None
 
 
-RATES = {"rate": (True, True), "increase": (True, False), "delta": (False, False)}
+def select_ranges(engine, node: "pp.MatrixSelector", env) -> HistRanges | None:
+    """The histograms in each step's window (stale markers left out), or None when there are none."""
+    ms, start, end = engine.selector_window(node, env)
+    got = _load(engine, ms, start, end, env)
+    if got is None:
+        return None
+    loaded, hists = got
+    r = selectors.ranges(loaded, engine.ref_times(node.vector_selector, env), parser.duration_ms(node.range))
+    return HistRanges(r, hists) if (r.hi > r.lo).any() else None
+
+
+def subquery(engine, node: "pp.SubqueryExpr", env) -> HistRanges | None:
+    """The inner query's histograms at the subquery's steps, as a range vector (2.42's subquery)."""
+    ref, rng, grid = engine.subquery_grid(node, env)
+    inner = evaluate(engine, node.expr, dataclasses.replace(env, steps=grid)) if len(grid) else None
+    if not isinstance(inner, HistSeries):
+        return None
+    r = selectors.ranges(selectors.series_as_samples(inner.series, grid), ref, rng)
+    return HistRanges(r, inner.hists) if (r.hi > r.lo).any() else None
 
 
 def rate(engine, node: "pp.Call", env) -> HistSeries | None:
     """rate/increase/delta over histograms: histogramRate of each window, extrapolated as floats
     are (extrapolatedRate, without the stop at zero, which 2.42 skips for histograms)."""
     is_counter, is_rate = RATES[node.func.name]
-    msel = parser.unwrap(node.args[0])
-    if not isinstance(msel, pp.MatrixSelector):
+    got = evaluate(engine, node.args[0], env)
+    if not isinstance(got, HistRanges):
         return None
-    ref = engine.ref_times(msel.vector_selector, env)
-    ms, start, end = engine.selector_window(msel, env)
-    got = _load(engine, ms, start, end, env)
-    if got is None:
-        return None
-    loaded, hists = got
-    r = selectors.ranges(loaded.without_stale(), ref, parser.duration_ms(msel.range))
+    r, hists = got.ranges, got.hists
     n = r.hi - r.lo
     ok = n >= 2
     last = max(len(r.t) - 1, 0)
@@ -147,92 +151,60 @@ def rate(engine, node: "pp.Call", env) -> HistSeries | None:
     return HistSeries(series, out) if len(series) else None
 
 
-def total_by_group(engine, node: "pp.AggregateExpr", env) -> HistSeries | None:
-    """sum (by/without) over histograms: added in series order, as 2.42's aggregation does."""
-    inner = evaluate(engine, node.expr, env)
-    if inner is None:
-        return None
-    without, names = parser.grouping(node)
-    s = inner.series
-    keys: dict = {}
-    gid = group_ids(s.labels, without, names, keys)
-    steps = s.values.shape[1]
-    values = np.zeros((len(keys), steps))
-    mask = np.zeros((len(keys), steps), bool)
-    out: list[native.FloatHistogram] = []
-    for k in range(steps):
-        acc: dict[int, native_math.Hist] = {}
-        for i in np.flatnonzero(s.mask[:, k]).tolist():
-            g = int(gid[i])
-            acc[g] = native_math.sum_into(acc.get(g), native_math.Hist.of(inner.hists[int(s.values[i, k])]))
-        for g, h in acc.items():
-            values[g, k], mask[g, k] = len(out), True
-            out.append(h.to_float_histogram())
-    return HistSeries(Series(list(keys), values, mask).compact(), out) if out else None
-
-
-def evaluate(engine, node, env) -> HistSeries | None:
-    """The histogram part of ``node``'s value, or None (no histograms, or a shape we leave to floats)."""
+def evaluate(engine, node, env) -> HistSeries | HistRanges | None:
+    """The histogram part of ``node``'s value, or None (no histograms, or one read by the float
+    evaluation itself); NotSupported when ``node`` would drop histograms its arguments hold."""
     node = parser.unwrap(node)
     if isinstance(node, pp.VectorSelector):
         return select(engine, node, env)
-    if isinstance(node, pp.Call) and node.func.name in RATES:
-        return rate(engine, node, env)
-    if isinstance(node, pp.AggregateExpr) and parser.op_name(node).lower() == "sum":
-        return total_by_group(engine, node, env)
+    if isinstance(node, pp.MatrixSelector):
+        return select_ranges(engine, node, env)
+    if isinstance(node, pp.Call):
+        name = node.func.name
+        if name in RATES:
+            return rate(engine, node, env)
+        if name == "last_over_time":
+            return native_ops.last_over_time(evaluate(engine, node.args[0], env))
+        if name in ("sum_over_time", "avg_over_time"):
+            return native_ops.sum_over_time(evaluate(engine, node.args[0], env), name == "avg_over_time")
+        # A histogram_* function's other arguments are scalars: a histogram there is refused.
+        args = list(node.args)[:-1] if name in CONSUMERS else node.args
+        return _refuse(engine, args, env, f"{name}()")
+    if isinstance(node, pp.AggregateExpr):
+        op = parser.op_name(node).lower()
+        if op in ("sum", "avg"):
+            _refuse(engine, [node.param], env, f"the parameter of {op}")
+            return native_ops.total_by_group(evaluate(engine, node.expr, env), *parser.grouping(node), op == "avg")
+        # count and group count histogram samples themselves (engine.py)
+        return _refuse(engine, [node.param] if op in ("count", "group") else [node.param, node.expr], env, op)
+    if isinstance(node, pp.BinaryExpr):
+        return native_ops.operate(engine, node, evaluate(engine, node.lhs, env), evaluate(engine, node.rhs, env), env)
+    if isinstance(node, pp.SubqueryExpr):
+        return subquery(engine, node, env)
+    if isinstance(node, pp.UnaryExpr):
+        return native_ops.negate(evaluate(engine, node.expr, env))
+    return None  # number and string literals
+
+
+def _refuse(engine, args, env, what: str) -> None:
+    for arg in args:
+        if arg is not None and evaluate(engine, arg, env) is not None:
+            raise NotSupported(f"{what} over native histograms")
     return None
 
 
-def _per_point(h: HistSeries, fn) -> Series:
-    s = h.series
-    out = np.zeros(s.values.shape)
-    rows, cols = np.nonzero(s.mask)
-    idx = s.values[rows, cols].astype(np.int64)
-    out[rows, cols] = fn(idx, cols)
-    return dedupe(Series([drop_name(lb) for lb in s.labels], out, s.mask.copy()))
+def set_operands(engine, node: "pp.BinaryExpr", lhs: Series, rhs: Series, env) -> tuple[Series, Series]:
+    """A set operator's float operands, with the histogram samples that decide which floats it keeps."""
+    hl, hr = evaluate(engine, node.lhs, env), evaluate(engine, node.rhs, env)
+    if not isinstance(hl, HistSeries) and not isinstance(hr, HistSeries):
+        return lhs, rhs
+    on, names, _, _ = parser.matching(node)
+    return native_ops.set_operands(parser.op_name(node).lower(), lhs, rhs, hl, hr, on, names)
 
 
-def count(h: HistSeries) -> Series:
-    return _per_point(h, lambda idx, _: h.counts(idx))
-
-
-def total(h: HistSeries) -> Series:
-    return _per_point(h, lambda idx, _: h.sums(idx))
-
-
-def quantile(q: np.ndarray, h: HistSeries) -> Series:
-    hists = h.hists
-    return _per_point(h, lambda idx, cols: [native.quantile(float(q[c]), hists[i])
-                                            for i, c in zip(idx.tolist(), cols.tolist())])
-
-
-def fraction(lower: np.ndarray, upper: np.ndarray, h: HistSeries) -> Series:
-    hists = h.hists
-    return _per_point(h, lambda idx, cols: [native.fraction(float(lower[c]), float(upper[c]), hists[i])
-                                            for i, c in zip(idx.tolist(), cols.tolist())])
-
-
-def with_histogram_points(floats: Series, h: HistSeries) -> Series:
-    """A float vector with the histogram points added as present points of value 0 (for count and
-    group, which look at presence only)."""
-    s = h.series
-    return Series(floats.labels + s.labels, np.concatenate([floats.values, np.zeros(s.values.shape)]),
-                  np.concatenate([floats.mask, s.mask]))
-
-
-def vector_points(h: HistSeries) -> tuple[list, list]:
-    """An instant query's histogram samples: (labels, histograms), in label order."""
-    s = h.series
-    rows = np.flatnonzero(s.mask[:, 0])
-    return [s.labels[i] for i in rows], [h.hists[int(s.values[i, 0])] for i in rows]
-
-
-def matrix_rows(h: HistSeries, steps: np.ndarray) -> list:
-    """A range query's histogram points per series: (labels, t_ms, histograms), in label order."""
-    s = h.series
-    out = []
-    for i in sorted(range(len(s)), key=lambda i: s.labels[i]):
-        cols = np.flatnonzero(s.mask[i])
-        if len(cols):
-            out.append((s.labels[i], steps[cols], [h.hists[int(k)] for k in s.values[i, cols]]))
-    return out
+def refuse_mixed_groups(engine, node: "pp.AggregateExpr", floats: Series, env) -> None:
+    """A sum/avg group holding float and histogram samples at one step: Prometheus drops the group (3.x with
+    a warning, which metricsgw cannot show yet); refused here rather than answered without it."""
+    hist = evaluate(engine, node, env)
+    if isinstance(hist, HistSeries):
+        native_ops.refuse_mixed(floats, hist.series, f"{parser.op_name(node).lower()}() of a group")

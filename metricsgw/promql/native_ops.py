@@ -1,0 +1,247 @@
+"""Operators over native histograms: arithmetic with scalars and between histograms, unary minus,
+the set operators, sum and avg, sum/avg/last_over_time, and the sample counts of the *_over_time
+functions.
+
+Where Prometheus 2.42 and 3 agree (sum, histogram + histogram, and/or/unless, count_over_time,
+present_over_time, subqueries), results are 2.42's bit for bit. Where 2.42 is wrong, Prometheus 3's
+answer is given: 2.42 keeps a histogram unchanged by ``* 2``, ``/ 60`` or unary minus
+(VectorscalarBinop sets only the float value), and answers ``histogram - histogram``, ``avg`` and
+sum/avg/last_over_time as the float 0. Everything else that meets a histogram (comparisons, ``bool``,
+``%``, ``^``, histogram * histogram, a histogram matched with a float sample) is refused
+(NotSupported), where Prometheus 3 would drop the sample with an info annotation: an answer here is
+right or an error.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..errors import ExecError, NotSupported
+from . import binary, native, native_math, parser
+from .aggregations import group_ids
+from .native_values import HistRanges, HistSeries, Joined, with_histogram_points
+from .value import Ranges, ScalarSteps, Series, drop_name
+
+
+def _build(cells, labels, shape, make) -> HistSeries | None:
+    """A HistSeries of ``make(index, row, step)`` at each cell (rows, steps) that has one."""
+    rows, cols, idx = cells
+    values = np.zeros(shape)
+    out: list[native.FloatHistogram] = []
+    for i, k, j in zip(rows.tolist(), cols.tolist(), idx.tolist()):
+        values[i, k] = len(out)
+        out.append(make(j, i, k))
+    mask = np.zeros(shape, bool)
+    mask[rows, cols] = True
+    series = binary.dedupe(Series(labels, values, mask))
+    return HistSeries(series, out) if out else None
+
+
+def _cells(s: Series):
+    rows, cols = np.nonzero(s.mask)
+    return rows, cols, s.values[rows, cols].astype(np.int64)
+
+
+def _scaled(h: "native.FloatHistogram", by: float, divide: bool) -> "native.FloatHistogram":
+    """FloatHistogram.Mul / Div of Prometheus 3 (division by zero drops the buckets)."""
+    if divide and by == 0:
+        return dataclasses.replace(h, zero_count=native.go_div(h.zero_count, by), count=native.go_div(h.count, by),
+                                   sum=native.go_div(h.sum, by), pos_spans=[], pos=[], neg_spans=[], neg=[],
+                                   buckets=None)
+    f = (lambda c: c / by) if divide else (lambda c: c * by)
+    return dataclasses.replace(h, zero_count=f(h.zero_count), count=f(h.count), sum=f(h.sum),
+                               pos=[f(c) for c in h.pos], neg=[f(c) for c in h.neg], buckets=None)
+
+
+def _scalar_op(h: HistSeries, by: np.ndarray, divide: bool) -> HistSeries | None:
+    s = h.series
+    return _build(_cells(s), [drop_name(lb) for lb in s.labels], s.mask.shape,
+                  lambda j, _, k: _scaled(h.hists[j], float(by[k]), divide))
+
+
+def negate(h) -> HistSeries | None:
+    """Unary minus: every histogram multiplied by -1, the name dropped (Prometheus 3; 2.42 leaves it unchanged)."""
+    if not isinstance(h, HistSeries):
+        return None  # a range vector: the float evaluation refuses it
+    return _scalar_op(h, np.full(h.series.mask.shape[1], -1.0), False)
+
+
+def _hist_op(a: "native.FloatHistogram", b: "native.FloatHistogram", op: str) -> "native.FloatHistogram":
+    left, right = native_math.Hist.of(a), native_math.Hist.of(b)
+    if op == "+":  # 2.42: the histogram of the larger schema is added into the other
+        return native_math.sum_into(left, right).to_float_histogram()
+    h = native_math.copy_to_schema(left, min(left.schema, right.schema))  # Prometheus 3's Sub
+    return native_math.compact(native_math.add(h, right, -1.0)).to_float_histogram()
+
+
+def operate(engine, node, hl, hr, env) -> HistSeries | None:
+    """The histogram part of a binary operation whose sides' histogram parts are ``hl``, ``hr``."""
+    if hl is None and hr is None:
+        return None
+    if isinstance(hl, HistRanges) or isinstance(hr, HistRanges):
+        return None  # a range vector operand: the float evaluation refuses the expression
+    op = parser.op_name(node).lower()
+    on, names, card, include = parser.matching(node)
+    if op in binary.SETOPS:
+        return _set_op(op, hl, hr, engine.eval(node.lhs, env), engine.eval(node.rhs, env), on, names)
+    if parser.is_bool(node) or op not in ("+", "-", "*", "/"):
+        raise NotSupported(f"the {op}{' bool' if parser.is_bool(node) else ''} operator over native histograms")
+    # The float side facing a histogram side: a scalar to scale by, or floats that must not match it.
+    lf = engine.eval(node.lhs, env) if hr is not None else None
+    rf = engine.eval(node.rhs, env) if hl is not None else None
+    if hl is not None and isinstance(rf, ScalarSteps):
+        if op not in ("*", "/"):
+            raise NotSupported(f"histogram {op} scalar (native histograms)")
+        return _scalar_op(hl, rf.values, op == "/")
+    if hr is not None and isinstance(lf, ScalarSteps):
+        if op != "*":
+            raise NotSupported(f"scalar {op} histogram (native histograms)")
+        return _scalar_op(hr, lf.values, False)
+    # vector op vector: histograms meet histograms only (a histogram matched with a float is refused)
+    for hist, floats in ((hl, rf), (hr, lf)):
+        if hist is not None and isinstance(floats, Series) and \
+                len(binary.vector_vector("and", hist.series, floats, on, names, "many-to-many", [], False)):
+            raise NotSupported(f"the {op} operator between native histograms and float samples")
+    if hl is None or hr is None:
+        return None
+    # Pair the two sides' histograms with the float matching: lhs index * n + rhs index, added.
+    n = len(hr.hists)
+    pairs = binary.vector_vector("+", Series(hl.series.labels, hl.series.values * n, hl.series.mask),
+                                 hr.series, on, names, card, include, False)
+    if not len(pairs) or not pairs.mask.any():
+        return None
+    if op not in ("+", "-"):
+        raise NotSupported(f"histogram {op} histogram (native histograms)")
+    rows, cols, code = _cells(pairs)
+    return _build((rows, cols, code), pairs.labels, pairs.mask.shape,
+                  lambda c, *_: _hist_op(hl.hists[c // n], hr.hists[c % n], op))
+
+
+def _set_op(op: str, hl, hr, lf, rf, on: bool, names: list) -> HistSeries | None:
+    """and/unless keep the left-hand histograms matched (not matched) by any right-hand sample;
+    or adds the right-hand histograms no left-hand sample matches."""
+    if not isinstance(lf, Series) or not isinstance(rf, Series):
+        return None  # the float evaluation refuses a scalar operand
+    if op in ("and", "unless"):
+        if hl is None:
+            return None
+        res = binary.vector_vector(op, hl.series, rf if hr is None else with_histogram_points(rf, hr), on, names,
+                                   "many-to-many", [], False)
+        return HistSeries(res, hl.hists) if len(res) else None
+    if hr is None:
+        return hl
+    rest = binary.vector_vector("unless", hr.series, lf if hl is None else with_histogram_points(lf, hl), on,
+                                names, "many-to-many", [], False)
+    if hl is None:
+        return HistSeries(rest, hr.hists) if len(rest) else None
+    shifted = Series(rest.labels, rest.values + len(hl.hists), rest.mask)
+    return HistSeries(binary.vector_vector("or", hl.series, shifted, on, names, "many-to-many", [], False),
+                      Joined(hl.hists, hr.hists))
+
+
+def set_operands(op: str, lf: Series, rf: Series, hl, hr, on: bool, names: list) -> tuple[Series, Series]:
+    """The float operands of a set operator, so its float part sees the histogram samples too:
+    the right-hand side's presence for and/unless; for or, the right-hand floats that no
+    left-hand histogram matches."""
+    if op in ("and", "unless"):
+        return lf, rf if hr is None else with_histogram_points(rf, hr)
+    if hl is None:
+        return lf, rf
+    return lf, binary.vector_vector("unless", rf, with_histogram_points(lf, hl), on, names, "many-to-many", [], False)
+
+
+def total_by_group(inner, without: bool, names: list[str], mean: bool) -> HistSeries | None:
+    """sum (by/without) over histograms, added in series order as 2.42's aggregation does; avg
+    divides that sum by the group's count (Prometheus 3, whose Kahan-compensated sum differs only in
+    the last bits, where adding rounds)."""
+    if not isinstance(inner, HistSeries):
+        return None
+    s = inner.series
+    keys: dict = {}
+    gid = group_ids(s.labels, without, names, keys)
+    steps = s.values.shape[1]
+    values = np.zeros((len(keys), steps))
+    mask = np.zeros((len(keys), steps), bool)
+    out: list[native.FloatHistogram] = []
+    for k in range(steps):
+        acc: dict[int, native_math.Hist] = {}
+        seen: dict[int, int] = {}
+        for i in np.flatnonzero(s.mask[:, k]).tolist():
+            g = int(gid[i])
+            acc[g] = native_math.sum_into(acc.get(g), native_math.Hist.of(inner.hists[int(s.values[i, k])]))
+            seen[g] = seen.get(g, 0) + 1
+        for g, h in acc.items():
+            values[g, k], mask[g, k] = len(out), True
+            total = h.to_float_histogram()
+            out.append(_scaled(total, float(seen[g]), True) if mean else total)
+    return HistSeries(Series(list(keys), values, mask).compact(), out) if out else None
+
+
+def sum_over_time(h, mean: bool) -> HistSeries | None:
+    """sum_over_time / avg_over_time of histograms (Prometheus 3; 2.42 answers the float 0): each window's
+    histograms added in time order, avg divided by their number. Prometheus 3 adds with Kahan compensation,
+    which changes only the last bits of non-integer counts."""
+    if not isinstance(h, HistRanges):
+        return None
+    r = h.ranges
+    ok = r.hi > r.lo
+    rows, cols = np.nonzero(ok)
+    arith: dict[int, native_math.Hist] = {}
+
+    def window(i: int, k: int) -> "native.FloatHistogram":
+        acc = None
+        for j in r.v[r.lo[i, k]:r.hi[i, k]].astype(np.int64).tolist():
+            if j not in arith:
+                arith[j] = native_math.Hist.of(h.hists[j])
+            acc = native_math.sum_into(acc, arith[j])
+        total = native_math.compact(acc).to_float_histogram()
+        return _scaled(total, float(r.hi[i, k] - r.lo[i, k]), True) if mean else total
+
+    labels = [drop_name(lb) for lb in r.labels]
+    present = [labels[i] for i in np.flatnonzero(ok.any(axis=1))]
+    if len(set(present)) != len(present):  # as the float range functions (calls._dedupe_whole)
+        raise ExecError("vector cannot contain metrics with the same labelset")
+    return _build((rows, cols, rows), labels, ok.shape, lambda _, i, k: window(i, k))
+
+
+def last_over_time(h) -> HistSeries | None:
+    """The last histogram of each window (Prometheus 3; the metric name is kept)."""
+    if not isinstance(h, HistRanges):
+        return None
+    r = h.ranges
+    ok = r.hi > r.lo
+    values = np.where(ok, r.v[np.maximum(r.hi - 1, 0)] if len(r.v) else 0.0, 0.0)
+    return HistSeries(Series(list(r.labels), values, ok).compact(), h.hists) if ok.any() else None
+
+
+def _present(v: Ranges | Series) -> np.ndarray:
+    return v.hi > v.lo if isinstance(v, Ranges) else v.mask
+
+
+def refuse_mixed(floats: Ranges | Series, hists: Ranges | Series, what: str) -> None:
+    """A window (or a group) holding both float and histogram samples of one series at one step is
+    refused (which one is last, or how to add them, is not worked out here)."""
+    rows = {lb: i for i, lb in enumerate(floats.labels)}
+    for j, lb in enumerate(hists.labels):
+        i = rows.get(lb)
+        if i is not None and (_present(floats)[i] & _present(hists)[j]).any():
+            raise NotSupported(f"{what} mixing float and native histogram samples")
+
+
+def points_over_time(floats: Ranges, h: HistRanges, present: bool) -> Series:
+    """count_over_time / present_over_time counting float and histogram samples alike (2.42)."""
+    counts: dict = {}
+    for r in (floats, h.ranges):
+        for i, lb in enumerate(r.labels):
+            n = r.hi[i] - r.lo[i]
+            counts[lb] = counts[lb] + n if lb in counts else n
+    labels = list(counts)
+    n = np.array([counts[lb] for lb in labels], np.float64).reshape(len(labels), len(floats.range_end))
+    mask = n > 0
+    values = np.where(mask, 1.0, 0.0) if present else n
+    out = Series([drop_name(lb) for lb in labels], values, mask).compact()
+    if len(set(out.labels)) != len(out.labels):
+        raise ExecError("vector cannot contain metrics with the same labelset")
+    return out

@@ -1,0 +1,136 @@
+"""Native histogram values inside the engine, and what reads them point by point.
+
+A ``HistSeries`` is a Series whose values index ``hists`` (stored histograms, decoded on demand, or
+computed ones); a ``HistRanges`` is a range vector whose samples index them likewise. The functions
+here turn them into float Series (histogram_count/sum/quantile/fraction, and presence for count,
+group, count_over_time...) or into the points a result renders.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import native
+from .binary import dedupe
+from .value import Ranges, Series, drop_name
+
+
+class Joined:
+    """Two lists of histograms seen as one (``b``'s indexes after ``a``'s), without decoding either."""
+
+    def __init__(self, a, b) -> None:
+        self.a, self.b = a, b
+
+    def __len__(self) -> int:
+        return len(self.a) + len(self.b)
+
+    def __getitem__(self, i: int) -> "native.FloatHistogram":
+        return self.a[i] if i < len(self.a) else self.b[i - len(self.a)]
+
+
+@dataclass
+class HistSeries:
+    series: Series  # values: indexes into hists (where mask)
+    hists: "native.Decoded | Joined | list[native.FloatHistogram]"  # stored ones, or computed ones
+
+    def counts(self, idx: np.ndarray) -> np.ndarray:
+        if isinstance(self.hists, native.Decoded):
+            return self.hists.counts(idx.tolist())
+        return np.array([self.hists[i].count for i in idx.tolist()], np.float64)
+
+    def sums(self, idx: np.ndarray) -> np.ndarray:
+        if isinstance(self.hists, native.Decoded):
+            return self.hists.sums(idx.tolist())
+        return np.array([self.hists[i].sum for i in idx.tolist()], np.float64)
+
+
+@dataclass
+class HistRanges:
+    ranges: Ranges  # v: indexes into hists
+    hists: "native.Decoded | list[native.FloatHistogram]"
+
+
+def _per_point(h: HistSeries, fn) -> Series:
+    s = h.series
+    out = np.zeros(s.values.shape)
+    rows, cols = np.nonzero(s.mask)
+    idx = s.values[rows, cols].astype(np.int64)
+    out[rows, cols] = fn(idx, cols)
+    return dedupe(Series([drop_name(lb) for lb in s.labels], out, s.mask.copy()))
+
+
+def count(h: HistSeries) -> Series:
+    return _per_point(h, lambda idx, _: h.counts(idx))
+
+
+def total(h: HistSeries) -> Series:
+    return _per_point(h, lambda idx, _: h.sums(idx))
+
+
+def mean(h: HistSeries) -> Series:
+    """histogram_avg (Prometheus 3): sum / count."""
+    return _per_point(h, lambda idx, _: [native.go_div(s, c) for s, c in zip(h.sums(idx), h.counts(idx))])
+
+
+def spread(h: HistSeries, stddev: bool) -> Series:
+    """histogram_stdvar, or histogram_stddev (Prometheus 3)."""
+    def one(i: int) -> float:
+        v = native.variance(h.hists[i])
+        if not stddev:
+            return v
+        return math.sqrt(v) if v >= 0 else math.nan  # Go's Sqrt: NaN below 0, where Python raises
+
+    return _per_point(h, lambda idx, _: [one(i) for i in idx.tolist()])
+
+
+def quantile(q: np.ndarray, h: HistSeries) -> Series:
+    hists = h.hists
+    return _per_point(h, lambda idx, cols: [native.quantile(float(q[c]), hists[i])
+                                            for i, c in zip(idx.tolist(), cols.tolist())])
+
+
+def fraction(lower: np.ndarray, upper: np.ndarray, h: HistSeries) -> Series:
+    hists = h.hists
+    return _per_point(h, lambda idx, cols: [native.fraction(float(lower[c]), float(upper[c]), hists[i])
+                                            for i, c in zip(idx.tolist(), cols.tolist())])
+
+
+def with_histogram_points(floats: Series, h: HistSeries) -> Series:
+    """A float vector with the histogram points added as present points of value 0 (for count,
+    group and absent, which look at presence only)."""
+    s = h.series
+    return Series(floats.labels + s.labels, np.concatenate([floats.values, np.zeros(s.values.shape)]),
+                  np.concatenate([floats.mask, s.mask]))
+
+
+def vector_points(h: HistSeries) -> tuple[list, list]:
+    """An instant query's histogram samples: (labels, histograms), in label order."""
+    s = h.series
+    rows = np.flatnonzero(s.mask[:, 0])
+    return [s.labels[i] for i in rows], [h.hists[int(s.values[i, 0])] for i in rows]
+
+
+def matrix_rows(h: HistSeries, steps: np.ndarray) -> list:
+    """A range query's histogram points per series: (labels, t_ms, histograms), in label order."""
+    s = h.series
+    out = []
+    for i in sorted(range(len(s)), key=lambda i: s.labels[i]):
+        cols = np.flatnonzero(s.mask[i])
+        if len(cols):
+            out.append((s.labels[i], steps[cols], [h.hists[int(k)] for k in s.values[i, cols]]))
+    return out
+
+
+def range_rows(h: HistRanges) -> list:
+    """An instant query of a range selector: each series' histograms in its window (labels, t_ms,
+    histograms), in label order (the Ranges' rows already are)."""
+    r = h.ranges
+    out = []
+    for i, labels in enumerate(r.labels):
+        a, b = int(r.lo[i, 0]), int(r.hi[i, 0])
+        if b > a:
+            out.append((labels, r.t[a:b], [h.hists[int(j)] for j in r.v[a:b]]))
+    return out
