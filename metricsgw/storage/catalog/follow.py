@@ -8,10 +8,14 @@ import logging
 import threading
 import time
 
+import numpy as np
+
+from ... import npsort
 from ..files import parquet_io
 from ..files.snapshot import Snapshot
 from ..files.kinds import file_writer as table_writer
 from ..fileset import FileSet
+from .archive import spans as archive_spans
 from .book import CatalogBook
 
 log = logging.getLogger(__name__)
@@ -82,6 +86,7 @@ class Follower:
             return
         sids, keys = parquet_io.read_series(series)
         span_cols = [parquet_io.read_spans(p) for p in spans]
+        sids, keys = self._series_to_join(now, sids, keys, span_cols)
         with self.files.atomically():  # appends register series under it
             cat = self.book.catalog
             cat.add_keys(sids, keys)
@@ -91,3 +96,24 @@ class Follower:
                 cat.touch_dense(g[known], min_t[known])
                 cat.touch_dense(g[known], max_t[known])
         self._followed.update(series, spans)
+
+    def _series_to_join(self, now: Snapshot, sids, keys: list[bytes], span_cols: list) -> tuple:
+        """Of the new series files' series, those the head window has not forgotten: a merge of another writer's side
+        files names every series again, and the ones whose spans end by ``forgotten_until`` stay in the archive
+        (catalog/archive.py) instead of coming back to memory. Plus the series of the new spans the catalog does not
+        hold: this process forgot them while their writer did not (its spans run ahead of the files read here), and
+        they are written again, so their writer names them in its spans only. Their keys are in files read before."""
+        if not span_cols:
+            return sids, keys
+        span_sid, _, last = archive_spans(span_cols)
+        cat = self.book.catalog
+        idle = span_sid[(last <= self.book.forgotten_until) & (cat.lookup(span_sid) < 0)]
+        keep = np.flatnonzero(~npsort.members(sids, idle)).tolist()
+        sids, keys = sids[keep], [keys[i] for i in keep]
+        missing = span_sid[(last > self.book.forgotten_until) & (cat.lookup(span_sid) < 0)]
+        missing = missing[~npsort.isin(missing, sids)]
+        if not len(missing):
+            return sids, keys
+        old_sids, old_keys = parquet_io.read_series([p for p in now.series if p in self._followed])
+        at = np.flatnonzero(npsort.members(old_sids, missing)).tolist()
+        return np.concatenate([sids, old_sids[at]]), keys + [old_keys[i] for i in at]
