@@ -8,7 +8,7 @@ series forgotten and written again, whose span in memory starts at its return, i
 Like the catalog after retention's drops, the archive leaves out the series with no sample left on disk and starts
 spans at the oldest sample kept (``floor``), so answers are those memory would have given had it forgotten nothing.
 
-The archive is a cache of what the files say: kept while no side file, ``forgotten_until`` or the floor changed,
+The archive is a cache of what the files say: kept while the table's files and ``forgotten_until`` do not change,
 and only while it fits its byte bound (a share of ``--query.max-memory``, limits/memory.py). One that does not fit
 is built for the call that needs it and charged to that query.
 """
@@ -51,11 +51,11 @@ class Archive:
         if until == NONE or (start_ms is not None and start_ms > until):
             return None
         with self._lock, self.files.table.pin() as snap:  # compaction may retire the side files meanwhile
-            series, span_files = self._side_files(snap, "series"), self._side_files(snap, "spans")
-            key = (series, span_files, until, self.floor())
+            key = (snap.version, until)  # the version moves with every change of the files, and so of the floor
             if self._kept is not None and self._kept[0] == key:
                 return self._kept[1]
-            cat = build(list(series), list(span_files), until, key[3])
+            cat = build(list(self._side_files(snap, "series")), list(self._side_files(snap, "spans")), until,
+                        self.floor())
             size = cat.nbytes()
             if size <= self.max_bytes:
                 self._kept = (key, cat)

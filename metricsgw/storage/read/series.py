@@ -30,11 +30,11 @@ class SeriesQuerier:
                       ctx: QueryContext | None = None, limit: int | None = None,
                       among: np.ndarray | None = None) -> SeriesSet:
         """``among`` (sorted sids): only these are selected, charged and given labels (a head read: the
-        series held in memory, out of a catalog that may hold many more)."""
+        series held in memory, out of a catalog that may hold many more; the head window never forgets them)."""
         cat = self.book.catalog
-        archive = self.archive.catalog_for(start_ms, ctx)
+        archive = None if among is not None else self.archive.catalog_for(start_ms, ctx)
         if archive is not None:
-            return self._select_both(cat, archive, matchers, start_ms, end_ms, ctx, limit, among)
+            return self._select_both(cat, archive, matchers, start_ms, end_ms, ctx, limit)
         ids: list[np.ndarray] = []
         labels: list = []
         total = 0
@@ -61,7 +61,7 @@ class SeriesQuerier:
         return SeriesSet(np.concatenate(ids) if ids else np.empty(0, np.int64), labels)
 
     def _select_both(self, cat, archive, matchers: list[Matcher], start_ms: int | None, end_ms: int | None,
-                     ctx: QueryContext | None, limit: int | None, among: np.ndarray | None) -> SeriesSet:
+                     ctx: QueryContext | None, limit: int | None) -> SeriesSet:
         """``select_series`` over the catalog and the archive: a series both select comes from the catalog, and
         each metric's series come out in label order, as from the catalog alone."""
         check = ctx.check if ctx else None
@@ -77,11 +77,8 @@ class SeriesQuerier:
             m_ids: list[np.ndarray] = []
             m_labels: list = []
             for c, table, rows, sids, g in found[name]:
-                keep = np.ones(len(sids), bool)
-                if among is not None:
-                    keep &= npsort.members(sids, among)
-                if m_ids:  # the archive's: not those the catalog selected
-                    keep &= ~npsort.members(sids, npsort.unique(m_ids[0]))
+                # the archive's (second): not those the catalog selected
+                keep = ~npsort.members(sids, npsort.unique(m_ids[0])) if m_ids else np.ones(len(sids), bool)
                 m_ids.append(sids[keep])
                 m_labels.extend(self._labels(c, table, rows[keep], g[keep]))
             order = sorted(range(len(m_labels)), key=m_labels.__getitem__)
@@ -127,7 +124,7 @@ class SeriesQuerier:
                    ctx: QueryContext | None = None, among: np.ndarray | None = None) -> np.ndarray:
         """The ids ``select_series`` selects (charged the same), sorted by id, without their label sets."""
         ids: list[np.ndarray] = []
-        cats = self._catalogs(start_ms, ctx)
+        cats = [self.book.catalog] if among is not None else self._catalogs(start_ms, ctx)  # as select_series
         for cat in cats:
             for table, rows in cat.select(matchers, start_ms, end_ms, ctx.check if ctx else None):
                 g = table.gidx.view[rows]
