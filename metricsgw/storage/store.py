@@ -274,8 +274,8 @@ class Storage:
         if len(batch.sid):
             g = self.catalog.lookup(batch.sid)
             if g.min() < 0:  # the sender's series cache predates a retention pass that dropped the series
-                raise Unavailable("a series of this write was dropped by retention while the write was on its way; "
-                                  "retry", retry_after_s=1)
+                raise Unavailable("a series of this write was dropped by retention (or forgotten by the head window) "
+                                  "while the write was on its way; retry", retry_after_s=1)
         self.native.apply(batch)  # refuses (like the check above) before anything is applied
         if len(batch.sid):
             self.files.append(batch.sid, batch.t, batch.v)

@@ -16,7 +16,7 @@ from ..files.snapshot import Snapshot
 from ..files.kinds import file_writer as table_writer
 from ..fileset import FileSet
 from .archive import spans as archive_spans
-from .book import CatalogBook
+from .book import NONE, CatalogBook
 
 log = logging.getLogger(__name__)
 
@@ -98,19 +98,19 @@ class Follower:
         self._followed.update(series, spans)
 
     def _series_to_join(self, now: Snapshot, sids, keys: list[bytes], span_cols: list) -> tuple:
-        """Of the new series files' series, those the head window has not forgotten: a merge of another writer's side
-        files names every series again, and the ones whose spans end by ``forgotten_until`` stay in the archive
-        (catalog/archive.py) instead of coming back to memory. Plus the series of the new spans the catalog does not
-        hold: this process forgot them while their writer did not (its spans run ahead of the files read here), and
-        they are written again, so their writer names them in its spans only. Their keys are in files read before."""
-        if not span_cols:
+        """Once the head window forgot series, the series to join are those the new spans show written after every
+        forgotten one: a merge of another writer's side files names every series again (the spans' merge in a commit
+        of its own), and the others stay in the archive (catalog/archive.py) instead of coming back to memory. One
+        this process forgot and its writer did not is written again and named in its writer's new spans only (they
+        run ahead of the files read here): its key comes from the series files read before."""
+        until = self.book.forgotten_until
+        if until == NONE:
             return sids, keys
         span_sid, _, last = archive_spans(span_cols)
-        cat = self.book.catalog
-        idle = span_sid[(last <= self.book.forgotten_until) & (cat.lookup(span_sid) < 0)]
-        keep = np.flatnonzero(~npsort.members(sids, idle)).tolist()
+        fresh = span_sid[last > until]
+        keep = np.flatnonzero(npsort.members(sids, fresh)).tolist()
         sids, keys = sids[keep], [keys[i] for i in keep]
-        missing = span_sid[(last > self.book.forgotten_until) & (cat.lookup(span_sid) < 0)]
+        missing = fresh[self.book.catalog.lookup(fresh) < 0]
         missing = missing[~npsort.isin(missing, sids)]
         if not len(missing):
             return sids, keys
