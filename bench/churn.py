@@ -75,6 +75,7 @@ def main() -> None:
                 alive = [g for g in range(gen - a.lifetime + 1, gen + 1) if g >= 0]
                 batch, _ = pipe.process(codec.decode_v1(scrape(alive, a.pods, t_ms)))
                 asyncio.run(st.append(batch))
+                pipe.confirm(batch)  # as the write handler does: the new series are known from now on
                 ever += len(batch.new_series)
                 if k % 2:
                     st.flush()
