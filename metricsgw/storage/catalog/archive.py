@@ -39,7 +39,7 @@ class Archive:
         self.book = book
         self.writer_id = writer_id
         self.follow_others = follow_others  # whose series files: every writer's, or this writer's (an ingest shard)
-        self.floor = floor  # the oldest sample kept (on disk or in memory): retention deleted what is older
+        self.floor = floor  # the oldest sample on disk: retention deleted what is older
         self.max_bytes = max_bytes
         self._lock = threading.Lock()  # one build at a time: the reads that wait for it take the same one
         self._kept: tuple[tuple, Catalog] | None = None

@@ -4,8 +4,8 @@ loads arrays instead of parsing a million series keys.
 ``wal/<writer id>/catalog.npz.zst`` (numpy's npz through zstd, written atomically after a flush) holds every
 column of the Catalog and of its metric tables, and ``covered_seq``: every series and spans file this writer
 committed to the table (table.py) with a sequence number up to it is in the checkpoint; start-up adds only the files listed after it (and
-the WAL), and ``forgotten_until``: the series the head window had forgotten (in the files it covers, not in it)
-have no sample after it, so a restart's reads ask the archive for older times as before. Retention dropping series discards the checkpoint (they must not come back at a restart); the
+the WAL), and ``forgotten_until``: the series the head window had forgotten (in the files it covers, not in
+it) have no sample after it, so a restart's reads ask the archive for older times as before. Retention dropping series discards the checkpoint (they must not come back at a restart); the
 next flush writes a new one. A checkpoint may
 also hold series newer than that (added since the WAL cut): they come back from the WAL anyway,
 and registering a known series is a no-op. A missing or unreadable checkpoint just means the
@@ -67,7 +67,8 @@ def discard(root: str) -> None:
 
 def save(root: str, snap: dict, covered_seq: int) -> None:
     strings = json.dumps({"version": _VERSION, "covered_seq": covered_seq, "tables": snap["tables"],
-                          "columns": snap["columns"], "forgotten_until": snap.get("forgotten_until")}, ensure_ascii=False).encode("utf-8", "surrogatepass")
+                          "columns": snap["columns"], "forgotten_until": snap.get("forgotten_until")},
+                         ensure_ascii=False).encode("utf-8", "surrogatepass")
     empty64 = np.empty(0, np.int64)
     arrays = {"sids": snap["sids"], "first_ms": snap["first_ms"], "last_ms": snap["last_ms"],
               "metric_idx": snap["metric_idx"],

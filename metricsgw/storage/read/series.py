@@ -80,7 +80,9 @@ class SeriesQuerier:
                 # the archive's (second): not those the catalog selected
                 keep = ~npsort.members(sids, npsort.unique(m_ids[0])) if m_ids else np.ones(len(sids), bool)
                 m_ids.append(sids[keep])
-                m_labels.extend(self._labels(c, table, rows[keep], g[keep]))
+                # label sets are cached in the catalog only: the archive's bytes stay what its bound counted
+                rows = rows[keep]
+                m_labels.extend(self._labels(c, table, rows, g[keep]) if c is cat else table.labels_many(rows))
             order = sorted(range(len(m_labels)), key=m_labels.__getitem__)
             if limit is not None:
                 order = order[: limit - total]
