@@ -203,7 +203,7 @@ def run_server(kind: str, a, workload: Workload, work: Path) -> dict:
             t.join(130.0)
         time.sleep(a.settle)
         usage = sampler.stop()
-        out |= {"rss_idle_mib": rss_idle / MiB, "rss_peak_mib": usage.rss_peak / MiB,
+        out |= {"rss_idle_mib": rss_idle / MiB, "rss_peak_mib": usage.rss_peak / MiB, "pss_peak_mib": usage.pss_peak / MiB,
                 "rss_after_mib": usage.rss_last / MiB, **_write_figures(writes), "ready": ready,
                 "queries": queries.by_status, "query_p50_s": _pct(queries.seconds, 50),
                 "abuse": {k: c.by_status for k, c in abuse.items()},
@@ -233,7 +233,8 @@ def _pct(xs: list[float], q: float) -> float:
 
 
 def table(results: dict[str, dict]) -> str:
-    rows = (("peak RSS MiB", "rss_peak_mib", "{:,.0f}"), (" RSS MiB idle before", "rss_idle_mib", "{:,.0f}"),
+    rows = (("peak RSS MiB", "rss_peak_mib", "{:,.0f}"), ("peak Pss MiB (shared pages once)", "pss_peak_mib", "{:,.0f}"),
+            (" RSS MiB idle before", "rss_idle_mib", "{:,.0f}"),
             (" RSS MiB after the load (+settle)", "rss_after_mib", "{:,.0f}"),
             ("write p50 ms", "write_p50_ms", "{:,.0f}"), ("write p99 ms", "write_p99_ms", "{:,.0f}"),
             ("write max ms", "write_max_ms", "{:,.0f}"), ("writes acknowledged", "writes", "{:,}"),

@@ -12,7 +12,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from . import appkeys as K
-from .api import exemplars, metadata, query, rules as rules_api
+from .api import exemplars, metadata, query, query_status, rules as rules_api
 from .api.compression import compress_api_answers
 from .api.flights import Flights
 from .api.middleware import prometheus_errors
@@ -30,6 +30,9 @@ from .limits.query_text import QueryTextLimits, ensure_recursion_headroom
 from .promql.engine import Engine
 from .promql.parallel import Parts
 from .promql.results_cache import LateLog, ResultsCache
+from .querylog.channel import RECORDS_SOCKET, RecordSender
+from .querylog.owner import QueryLog
+from .querylog.running import RunningQueries
 from .ruler.client import RulerClient
 from .rules.loader import RuleHolder
 from .storage.store import Storage
@@ -116,6 +119,7 @@ def build_app(cfg: Config, telemetry: Telemetry | None = None) -> web.Applicatio
                     if cfg.cluster_peers or shards else None)
     app[K.RESULTS_CACHE] = results_cache_for(cfg, memory, storage, app[K.PEERS], tel)
     app[K.FLIGHTS] = Flights()
+    install_query_log(app, cfg, tel)
     # Queries get their own threads: ingestion (event loop + WAL thread) never waits behind them,
     # and those threads run at a lower CPU priority, so when queries and writes compete for the
     # cores the scheduler serves the writes first.
@@ -143,11 +147,42 @@ def build_app(cfg: Config, telemetry: Telemetry | None = None) -> web.Applicatio
     r.add_post("/-/reload", reload_rules)
     r.add_put("/-/reload", reload_rules)
     r.add_get("/metrics", own_metrics)
+    r.add_get("/api/v1/status/running_queries", query_status.running_queries)
+    r.add_post("/api/v1/admin/cancel_query", query_status.cancel_query)
+    if app[K.QUERY_LOG] is not None:  # a query process's lists are the front's (querylog/owner.py)
+        r.add_get("/api/v1/status/recent_queries", query_status.recent_queries)
+        r.add_get("/api/v1/status/top_queries", query_status.top_queries)
 
     app.on_startup.append(_open_storage)
     app.on_shutdown.append(_stop_queries)  # before aiohttp waits for the handlers still running
     app.on_cleanup.append(_close_storage)
     return app
+
+
+def install_query_log(app: web.Application, cfg: Config, tel: Telemetry) -> None:
+    """The queries running here, and where a finished one's record goes: this process's own query log, or, in a
+    query process of ``metricsgw serve``, the front, which owns the gateway's (querylog/channel.py)."""
+    app[K.RUNNING] = RunningQueries()
+
+    def dropped(reason: str, n: int) -> None:
+        tel.query_log_dropped.labels(reason).inc(n)
+
+    front = cfg.values.get(RECORDS_SOCKET)
+    if front:
+        sender = RecordSender(front, dropped)
+        app[K.QUERY_LOG], app[K.QUERY_RECORDS] = None, sender.send
+        closing = sender.close
+    else:
+        owner = QueryLog.from_config(cfg, dropped)
+        app[K.QUERY_LOG], app[K.QUERY_RECORDS] = owner, owner.add
+
+        async def closing() -> None:
+            await asyncio.to_thread(owner.close)
+
+    async def close(app: web.Application) -> None:
+        await closing()
+
+    app.on_cleanup.append(close)
 
 
 QUERY_THREAD_NICENESS = 10
@@ -226,10 +261,18 @@ async def ready(request: web.Request) -> web.Response:
 
 
 async def reload_rules(request: web.Request) -> web.Response:
-    ok, message = request.app[K.RULES].reload()
+    ok, message = reload(request.app)
     if ok:
         return web.Response(text=message + "\n")
     return web.Response(status=500, text=f"failed to reload rules, keeping the last good ones: {message}\n")
+
+
+def reload(app: web.Application) -> tuple[bool, str]:
+    """SIGHUP and /-/reload: the rules again, and the query log reopened, as Prometheus reopens its
+    query_log_file at a reload (logrotate may have moved it)."""
+    if app[K.QUERY_LOG] is not None:
+        app[K.QUERY_LOG].reopen()
+    return app[K.RULES].reload()
 
 
 async def own_metrics(request: web.Request) -> web.Response:

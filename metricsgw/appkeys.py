@@ -22,3 +22,6 @@ REPLAY_TASK: web.AppKey[Any] = web.AppKey("replay_task")
 RESULTS_CACHE: web.AppKey[Any] = web.AppKey("results_cache")  # promql.results_cache.ResultsCache, or None: off
 FLIGHTS: web.AppKey[Any] = web.AppKey("flights")  # api.flights.Flights: identical range queries share one evaluation
 PEERS: web.AppKey[Any] = web.AppKey("peers")  # cluster.peers.PeerFanout, or None without --cluster.peers
+QUERY_LOG: web.AppKey[Any] = web.AppKey("query_log")  # querylog.owner.QueryLog, or None in a query process
+QUERY_RECORDS: web.AppKey[Any] = web.AppKey("query_records")  # where a finished query's QueryRecord goes
+RUNNING: web.AppKey[Any] = web.AppKey("running")  # querylog.running.RunningQueries: the queries answered now

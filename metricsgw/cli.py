@@ -46,8 +46,7 @@ def main(argv: list[str] | None = None) -> int:
 async def _serve(cfg) -> None:
     from aiohttp import web
 
-    from .app import build_app
-    from .appkeys import RULES
+    from .app import build_app, reload
     from .compiled import start_loading
     from .web import listen_site
 
@@ -63,6 +62,6 @@ async def _serve(cfg) -> None:
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     loop.add_signal_handler(signal.SIGINT, stop.set)
-    loop.add_signal_handler(signal.SIGHUP, lambda: app[RULES].reload())
+    loop.add_signal_handler(signal.SIGHUP, lambda: reload(app))
     await stop.wait()
     await runner.cleanup()

@@ -275,6 +275,16 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("query.max-response-bytes", Z, 256 * 1024**2, "Largest JSON result a query may produce (422 above)."),
     Setting("query.blocked", S, [], "Blocked query (repeatable): 'REGEX[;min_range=DUR][;min_step=DUR][;reason=TEXT]'; "
             "REGEX must match the whole query; min_range applies to ranges >= DUR, min_step to steps < DUR.", repeated=True),
+    Setting("query.log-file", S, "", "Append one JSON line per PromQL query to this file, in Prometheus's query_log_file "
+            "format plus status, limit, userAgent, grafana and bytes (docs/endpoints.md, \"The query log\"); reopened "
+            "on SIGHUP and /-/reload, as Prometheus reopens it at a reload. Written by one process (the front)."),
+    Setting("query.slow-duration", D, 5.0, "A query that takes at least this long is slow: listed at "
+            "/api/v1/status/recent_queries?kind=slow and marked \"slow\":true in --query.log-file (0 = none is; "
+            "VictoriaMetrics: -search.logSlowQueryDuration)."),
+    Setting("query.recent-queries", I, 100, "Queries kept in each list of /api/v1/status/recent_queries (slow, "
+            "refused, timeout, canceled, error; each also within 8MiB), the oldest out first."),
+    Setting("query.stats-last-queries", I, 20_000, "The last queries /api/v1/status/top_queries ranks (within 32MiB; "
+            "0 = none; VictoriaMetrics: -search.queryStats.lastQueriesCount)."),
     Setting("log.level", S, "info", "Log level: debug, info, warn, error."),
 )
 

@@ -13,6 +13,9 @@ class GatewayError(Exception):
     error_type = "internal"
     status = 500
     headers: dict[str, str] = {}
+    # The flag of the limit that refused the request, where its message names several (the guard's queue);
+    # otherwise the query log takes the first setting the message names (querylog/record.py limit_flag).
+    setting = ""
 
     def __init_subclass__(cls, error_type: str = "", status: int = 0, **kw: object) -> None:
         super().__init_subclass__(**kw)
@@ -45,6 +48,10 @@ class ExecError(GatewayError, error_type="execution", status=422):
 
 class LimitExceeded(ExecError):
     """A query limit fired; the message names the limit and the flag that raises it."""
+
+
+class NotFound(GatewayError, error_type="not_found", status=404):
+    """What the request names does not exist (Prometheus's errorNotFound): a running query that ended."""
 
 
 class QueryCanceled(GatewayError, error_type="canceled", status=499):
@@ -84,3 +91,4 @@ class ForwardedError(GatewayError):
         self.status = status
         self.error_type = ("unavailable" if status in (429, 503) else "internal" if status >= 500 else "bad_data")
         self.headers = headers or {}
+

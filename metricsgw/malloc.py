@@ -118,16 +118,17 @@ def _trim() -> None:
     # Cycles the queries left (their arrays included) are freed first, so their pages go back too; the young
     # generations only, as what a query left is young (gcpolicy.py: why never a full collection here).
     gc.collect(YOUNG_GENERATIONS)
-    _glibc().malloc_trim(0)
+    release_free_memory()
 
 
 def release_free_memory() -> None:
-    """Give freed memory back to the OS after a flush.
+    """Give freed memory back to the OS: after a flush, after start-up, and as queries' ``_trim``.
 
     A flush allocates and frees hundreds of MB of numpy/Arrow buffers. glibc keeps freed heap
     memory (its mmap threshold adapts upward, so big buffers land on the heap) and Arrow's
     mimalloc pool keeps its pages: measured at 120k series, ~1.7 KB of RSS per series stayed
-    resident after each flush. malloc_trim(0) and release_unused() return it.
+    resident after each flush. malloc_trim(0) and release_unused() return it. Opening 195k series
+    (500 nodes) left 385 MiB of Pss, 134 MiB once both had run: malloc_trim alone gave back half of it.
     """
     pa.default_memory_pool().release_unused()
     lib = _glibc()

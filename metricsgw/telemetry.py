@@ -10,6 +10,10 @@ disable_created_metrics()
 _FAST = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
 _SLOW = (0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 
+QUERY_LOG_DROPPED_HELP = ("Query records the query log lost, by reason: buffer_full and write_error (--query.log-file), "
+                          "channel_full, front_unreachable and too_large (a query process's records on their way "
+                          "to the front).")
+
 
 class Telemetry:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
@@ -89,6 +93,8 @@ class Telemetry:
             "--query.max-memory).", registry=r)
         self.results_cache_entries = Gauge(
             "metricsgw_query_results_cache_entries", "Range queries the results cache holds answers of.", registry=r)
+        self.query_log_dropped = Counter(
+            "metricsgw_query_log_dropped_lines", QUERY_LOG_DROPPED_HELP, ["reason"], registry=r)
         self.queries_queued = Gauge(
             "metricsgw_queries_queued", "Queries waiting for a concurrency slot.", registry=r)
         self.peer_requests = Counter(

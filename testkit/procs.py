@@ -189,6 +189,19 @@ def tree_rss(pid: int) -> int:
     return rss
 
 
+def tree_pss(pid: int) -> int:
+    """Pss of a process tree, bytes: pages shared between the front and its children (forked code, the shared
+    sample arrays) count once over the tree, not once per process as RSS sums them."""
+    proc = psutil.Process(pid)
+    pss = proc.memory_full_info().pss
+    for child in proc.children(recursive=True):
+        try:
+            pss += child.memory_full_info().pss
+        except psutil.Error:
+            pass
+    return pss
+
+
 def tree_cpu_s(pid: int) -> float | None:
     """CPU seconds (user + system) of a process and the processes it runs now (metricsgw's front and its
     children), plus those it has waited for; None if the process is gone."""
@@ -213,11 +226,15 @@ class Usage:
     cpu_s: float = 0.0
     rss_peak: int = 0
     rss_last: int = 0
+    pss_peak: int = 0  # read each PSS_EVERY samples (Pss costs a walk of the page tables)
     samples: int = 0
 
 
+PSS_EVERY = 10
+
+
 class ResourceSampler:
-    """Background thread: CPU seconds and RSS of a process tree between start() and stop()."""
+    """Background thread: CPU seconds, RSS and Pss of a process tree between start() and stop()."""
 
     def __init__(self, pid: int, period_s: float = 0.1) -> None:
         self.proc = psutil.Process(pid)
@@ -241,6 +258,11 @@ class ResourceSampler:
                 return
             self.usage.rss_last = rss
             self.usage.rss_peak = max(self.usage.rss_peak, rss)
+            if self.usage.samples % PSS_EVERY == 0:
+                try:
+                    self.usage.pss_peak = max(self.usage.pss_peak, tree_pss(self.proc.pid))
+                except psutil.Error:
+                    return
             self.usage.samples += 1
             self._stop.wait(self.period_s)
 

@@ -19,7 +19,7 @@ FLOORS: list[tuple[str, ...]] = [
     ("metricsgw.http", "metricsgw.web"),
     ("metricsgw.remote",),
     ("metricsgw.rules", "metricsgw.ruler"),
-    ("metricsgw.limits",),
+    ("metricsgw.limits", "metricsgw.querylog"),
     ("metricsgw.storage",),
     ("metricsgw.promql",),
     ("metricsgw.ingest", "metricsgw.compiled"),

@@ -93,3 +93,19 @@ def test_trimming_collects_only_the_young_generations(monkeypatch):
         gc.callbacks.remove(seen)
         gc.enable()
     assert generations and max(generations) < 2
+
+
+def test_a_trim_gives_back_arrows_pool_too(monkeypatch):
+    """Arrow's mimalloc pool keeps the pages of freed buffers as glibc's arenas do: a query process that only
+    trimmed glibc held ~1 GiB of Pss at 500 nodes under 4 dashboards (malloc_trim gave back 30 MiB of it)."""
+    lib = _fake(monkeypatch, 60.0)
+    released = []
+
+    class Pool:
+        def release_unused(self) -> None:
+            released.append(True)
+
+    monkeypatch.setattr(malloc.pa, "default_memory_pool", Pool)
+    malloc.trim_after(malloc.TRIM_AFTER_BYTES)
+    assert len(lib.trims) == 1 and released == [True]
+    malloc._idle.cancel()

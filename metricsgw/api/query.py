@@ -15,6 +15,7 @@ from ..limits.context import QueryContext
 from ..limits.query_text import QueryTextLimits
 from ..promql import cached_range, parser
 from ..promql.render import point_count, render_json
+from .observed import Observation, observed
 from .running import run_guarded
 from .sources import read_source
 
@@ -39,27 +40,38 @@ def query_text(request: web.Request, params) -> str:
 
 
 async def instant_query(request: web.Request) -> web.Response:
-    params = await read_params(request)
-    query = query_text(request, params)
-    t = parse_time(params.get("time"), "time", default=now_s())
-    ctx = query_context(request, params.get("timeout"))
-    request.app[BLOCKED].check(query, None, None)
-    engine = request.app[ENGINE]
-    source, warnings = read_source(request, engine.source, params)
-    engine = engine.over(source)
-    t0 = time.perf_counter()
+    async with observed(request) as obs:
+        params = await read_params(request)
+        obs.query = params.get("query")
+        query = query_text(request, params)
+        t = parse_time(params.get("time"), "time", default=now_s())
+        obs.window(t, t)
+        ctx = query_context(request, params.get("timeout"))
+        obs.track(ctx)
+        request.app[BLOCKED].check(query, None, None)
+        engine = request.app[ENGINE]
+        source, warnings = read_source(request, engine.source, params)
+        engine = engine.over(source)
+        t0 = time.perf_counter()
 
-    def work():
-        testhooks.hold("evaluation", query, ctx)  # test-only; off unless METRICSGW_TEST_HOLD_DIR is set
-        return render_charged(engine.instant(query, t, ctx), ctx)
+        def work():
+            testhooks.hold("evaluation", query, ctx)  # test-only; off unless METRICSGW_TEST_HOLD_DIR is set
+            return render_charged(engine.instant(query, t, ctx), ctx)
 
-    value = await run_guarded(request, "query", ctx, work)
-    request.app[TELEMETRY].query_duration.labels("query").observe(time.perf_counter() - t0)
-    return success_json(value, max_bytes=request.app[CONFIG].query_max_response_bytes, warnings=warnings)
+        value = await run_guarded(request, "query", ctx, work)
+        request.app[TELEMETRY].query_duration.labels("query").observe(time.perf_counter() - t0)
+        return obs.answered(success_json(value, max_bytes=request.app[CONFIG].query_max_response_bytes,
+                                         warnings=warnings))
 
 
 async def range_query(request: web.Request) -> web.Response:
-    params = await read_params(request)
+    async with observed(request) as obs:
+        params = await read_params(request)
+        obs.query = params.get("query")
+        return obs.answered(await _range_query(request, params, obs))
+
+
+async def _range_query(request: web.Request, params, obs: Observation) -> web.Response:
     query = query_text(request, params)
     start = parse_time(params.get("start"), "start")
     end = parse_time(params.get("end"), "end")
@@ -69,14 +81,18 @@ async def range_query(request: web.Request) -> web.Response:
     if step <= 0:
         raise BadData('invalid parameter "step": zero or negative query resolution step widths are not accepted. '
                       "Try a positive integer")
+    obs.window(start, end, step)
     cfg = request.app[CONFIG]
     # Prometheus divides whole durations (integer nanoseconds): 11000.5 points pass, 11001 do not.
     if int(round((end - start) * 1e9)) // int(round(step * 1e9)) > cfg.query_max_points_per_series:
-        raise BadData(f'invalid parameter "step": exceeded maximum resolution of '
-                      f'{cfg.query_max_points_per_series:,} points per timeseries. '
-                      "Try decreasing the query resolution (?step=XX)")
+        too_many = BadData(f'invalid parameter "step": exceeded maximum resolution of '
+                           f'{cfg.query_max_points_per_series:,} points per timeseries. '
+                           "Try decreasing the query resolution (?step=XX)")
+        too_many.setting = "--query.max-points-per-series"  # Prometheus's words name no flag; the log names ours
+        raise too_many
     nocache = parse_bool(params.get("nocache"), "nocache")
     ctx = query_context(request, params.get("timeout"))
+    obs.track(ctx)
     request.app[BLOCKED].check(query, end - start, step)
     engine = request.app[ENGINE]
     source, warnings = read_source(request, engine.source, params)

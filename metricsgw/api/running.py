@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from contextlib import asynccontextmanager
 from typing import AsyncIterator, Awaitable, Callable, TypeVar
 
@@ -18,6 +19,7 @@ from .. import malloc
 from ..appkeys import GUARD, QUERY_POOL, TELEMETRY
 from ..errors import LimitExceeded, QueryTimeout
 from ..limits.context import QueryContext
+from ..querylog.record import limit_flag
 
 T = TypeVar("T")
 Runner = Callable[[Callable[[], T]], Awaitable[T]]
@@ -40,6 +42,7 @@ async def guarded(request: web.Request, kind: str, ctx: QueryContext, slot: bool
     tel = request.app[TELEMETRY]
     pool = request.app[QUERY_POOL]
     async with (guard.slot(kind, ctx) if slot else contextlib.nullcontext()):
+        ctx.admitted = time.monotonic()  # the query log tells the wait for a slot from the evaluation
         loop = asyncio.get_running_loop()
         timer = loop.call_later(max(ctx.remaining(), 0.0), ctx.interrupt)
 
@@ -61,7 +64,7 @@ async def guarded(request: web.Request, kind: str, ctx: QueryContext, slot: bool
             raise
         except LimitExceeded as err:
             if slot:
-                tel.guard_rejections.labels(_limit_name(err)).inc()
+                tel.guard_rejections.labels(limit_flag(err).lstrip("-") or "other").inc()
             raise
         finally:
             timer.cancel()
@@ -82,13 +85,3 @@ async def _until_stopped(fut: asyncio.Future) -> None:
     except BaseException:  # its QueryCanceled, or anything else: the worker is done either way
         pass
 
-
-def _limit_name(err: LimitExceeded) -> str:
-    text = str(err)
-    start = text.find("--")
-    if start < 0:
-        return "other"
-    end = start + 2
-    while end < len(text) and (text[end].isalnum() or text[end] in ".-_"):
-        end += 1
-    return text[start + 2:end]

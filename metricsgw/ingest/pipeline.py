@@ -25,7 +25,6 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import BadData
 from ..model import RELABEL_DROP, Labels, Rejection, series_keys_and_ids
 from ..remote.decoded import DecodedWrite
 from ..remote.series_keys import cache_keys
@@ -33,10 +32,8 @@ from ..storage.batch import AppendBatch, NativeSamples
 from .bulk import validate_many, validate_records
 from .series_cache import DROPPED, Admit, Refuse, SeriesCache
 from .time_window import SampleTimeWindow
-from .validate import INVALID_HISTOGRAM, LabelProblem, validate_labels
-
-RELABEL_INVALID = "relabel_invalid"
-UNDECODABLE_LABELS = "invalid_labels"
+from .one_series import one_by_one
+from .validate import INVALID_HISTOGRAM
 
 
 def _drop_rejection(series: int, samples: int) -> Rejection:
@@ -345,63 +342,9 @@ class IngestPipeline:
         if rules is None and None not in fast:  # the usual first scrape: nothing left to do series by series
             labels_at, labels_list, known_keys = range(len(idx)), fast, fast_keys
         else:
-            labels_at, labels_list, known_keys = self._one_by_one(decoded, idx, fast, fast_keys, rules, out)
+            labels_at, labels_list, known_keys = one_by_one(decoded, idx, fast, fast_keys, rules, out)
         keys, ids = series_keys_and_ids(labels_list, known_keys)
         self._fresh_keys = dict(zip(ids.tolist(), keys))  # for this request's WAL record
         for k, admit in zip(labels_at, map(Admit, labels_list, ids.tolist())):
             out[k] = admit
         return out
-
-    def _one_by_one(self, decoded: DecodedWrite, idx: list[int], fast: list, fast_keys: list, rules: Any,
-                    out: list) -> tuple[list[int], list[Labels], list[bytes | None]]:
-        """The series the bulk checks left (validated one by one) and every series' relabelling: (positions
-        admitted, their labels, their series keys where already known); a refusal goes into ``out``."""
-        labels_at: list[int] = []
-        labels_list: list[Labels] = []
-        known_keys: list[bytes | None] = []
-        for k, (i, labels, key) in enumerate(zip(idx, fast, fast_keys)):
-            if labels is None:
-                resolved = self._validate_one(decoded, i)
-                if isinstance(resolved, Refuse):
-                    out[k] = resolved
-                    continue
-                labels = resolved
-            if rules is not None:
-                relabelled = self._relabel(rules, labels)
-                if isinstance(relabelled, Refuse):
-                    out[k] = relabelled
-                    continue
-                if relabelled != labels:
-                    key = None
-                labels = relabelled
-            labels_at.append(k)
-            labels_list.append(labels)
-            known_keys.append(key)
-        return labels_at, labels_list, known_keys
-
-    def _validate_one(self, decoded: DecodedWrite, i: int) -> Labels | Refuse:
-        problem = decoded.problems.get(i)
-        if problem is not None:
-            return Refuse(UNDECODABLE_LABELS, f"series #{i}: {problem}")
-        try:
-            return validate_labels(decoded.label_pairs(i))
-        except LabelProblem as err:
-            return Refuse(err.reason, err.message)
-        except BadData as err:  # corrupt bytes inside this series' labels
-            return Refuse(UNDECODABLE_LABELS, f"series #{i}: {err}")
-
-    @staticmethod
-    def _relabel(rules: Any, labels: Labels) -> Labels | Refuse:
-        relabelled = rules.apply(labels)
-        if relabelled is None:
-            return DROPPED
-        if relabelled != labels:
-            try:
-                relabelled = validate_labels(relabelled)
-            except LabelProblem as err:
-                return Refuse(RELABEL_INVALID, f"after relabelling: {err.message}")
-        return relabelled
-
-    def _resolve(self, decoded: DecodedWrite, i: int) -> Admit | Refuse:
-        """Full label work for one unseen series: decode, validate, relabel, hash."""
-        return self._resolve_many(decoded, [i])[0]

@@ -45,6 +45,8 @@ class QueryContext:
     max_bytes_setting: str = "--query.max-memory-per-query"
     pool: MemoryPool | None = None
     started: float = field(default_factory=time.monotonic)
+    # When the guard gave the query its slot (time.monotonic()); None while it waits, or when it never took one.
+    admitted: float | None = None
     # Raw samples loaded count against max_samples (remote read); PromQL counts held points instead.
     counts_raw_samples: bool = True
     samples: int = 0
@@ -52,6 +54,8 @@ class QueryContext:
     series: int = 0
     bytes: int = 0
     peak_bytes: int = 0
+    # Raw samples read in all, whatever was released since: the query log's totalQueryableSamples.
+    loaded_samples: int = 0
     _cancelled: threading.Event = field(default_factory=threading.Event)
     _cancel_reason: str = "the client went away"
     # Callbacks that stop blocking work in progress (e.g. a DuckDB connection's interrupt()).
@@ -98,6 +102,7 @@ class QueryContext:
 
     def charge_loaded(self, n: int, stage: str, bytes_each: int = SAMPLE_BYTES) -> None:
         """Raw samples read from storage: always their bytes; samples only where they are what is counted."""
+        self.note_loaded(n)
         if self.counts_raw_samples:
             self.charge_samples(n, stage, bytes_each)
         else:
@@ -106,6 +111,11 @@ class QueryContext:
     def charge_points(self, n: int, stage: str) -> None:
         """Points of an evaluated (series x step) matrix: memory (the count is ``count_held``'s)."""
         self.charge_bytes(int(n) * POINT_BYTES, stage)
+
+    def note_loaded(self, n: int) -> None:
+        """Count raw samples read (never refuses: what is held is judged by the charges)."""
+        with self._held_lock:
+            self.loaded_samples += int(n)
 
     def count_held(self, peak: int, after: int, stage: str) -> None:
         """Prometheus's ``currentSamples`` through one step of evaluation: it reached ``peak``, and

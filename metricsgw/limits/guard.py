@@ -80,10 +80,12 @@ class QueryGuard:
             return
         if len(self._waiters) >= self.max_queue:
             self._rejected("max_queue")
-            raise TooManyRequests(
+            full = TooManyRequests(
                 f"too many queries: {self.running} running and {len(self._waiters)} queued "
                 f"(limits {self.concurrency_flag}={self.max_concurrency}, --query.max-queue={self.max_queue}); "
                 f"{kind} refused, retry later", retry_after_s=self._retry_after())
+            full.setting = "--query.max-queue"  # the message names the concurrency first: the queue is what refused
+            raise full
         fut: asyncio.Future = asyncio.get_running_loop().create_future()
         self._waiters.append(fut)
         self._report()
@@ -102,11 +104,13 @@ class QueryGuard:
             # name the memory budget when it is what holds the queue up
             short = self.pool is not None and not self.pool.has_room()
             memory = f", {MEMORY_SETTING}={self.pool.total_text} (in use)" if short else ""
-            raise Unavailable(
+            waited = Unavailable(
                 f"{kind} waited {self.queue_timeout_s:g}s for a query slot "
                 f"(limits --query.queue-timeout={self.queue_timeout_s:g}s, "
                 f"{self.concurrency_flag}={self.max_concurrency}{memory}); the server is overloaded, retry later",
-                retry_after_s=self._retry_after()) from None
+                retry_after_s=self._retry_after())
+            waited.setting = "--query.queue-timeout"
+            raise waited from None
         # a slot handed over by admit(): running counts it already
         self._report()
 

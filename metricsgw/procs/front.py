@@ -29,10 +29,15 @@ from aiohttp import web
 from prometheus_client import (CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, disable_created_metrics,
                                generate_latest)
 
+from ..api import query_status
 from ..api.middleware import prometheus_errors
+from ..appkeys import QUERY_LOG
 from ..cluster import gateway_head
 from ..config import Config, ConfigError
+from ..querylog.channel import serve_records
+from ..querylog.owner import QueryLog
 from ..storage.files.writer_lock import WriterIdInUse
+from ..telemetry import QUERY_LOG_DROPPED_HELP
 from ..web import install as install_access_control
 from ..web import listen_site
 from . import exposition
@@ -42,6 +47,7 @@ from .layout import Layout, resolve, unlink_socket
 from .orphans import flush_orphans
 from .handoff import FRONT_PATHS, MAX_BODY, MAX_WRITE_BODY, HandoffSender
 from .proxy import QueryProxy
+from .queries import FrontQueries
 from .readiness import hold_within, one_started, wait_started
 from .supervisor import Supervisor
 from .unavailable import part, refusal, why
@@ -66,6 +72,8 @@ class FrontTelemetry:
                                       "ingest shard, by its answer.", ["child", "code"], registry=r)
         self.proxied = Counter("metricsgw_front_proxied_requests", "Requests passed to a query process, by "
                                "status code.", ["child", "code"], registry=r)
+        self.query_log_dropped = Counter("metricsgw_query_log_dropped_lines", QUERY_LOG_DROPPED_HELP, ["reason"],
+                                         registry=r)  # the children's figure has the same name and help
         self.handed_off = Counter("metricsgw_front_handed_off_connections", "Client connections passed to a query "
                                   "process at a query, or to the one ingest shard at a remote write (it serves them "
                                   "from then on: handoff.py).", ["child"], registry=r)
@@ -79,6 +87,9 @@ class Front:
         self.proxy = QueryProxy(cfg, [self.clients[c.name] for c in layout.query_targets],
                                 lambda name, code: telemetry.proxied.labels(name, code).inc())
         self.shards = [self.clients[c.name] for c in layout.shard_children]
+        # The gateway's query log: the query processes send their records here (querylog/channel.py).
+        self.query_log = QueryLog.from_config(cfg, lambda reason, n: telemetry.query_log_dropped.labels(reason).inc(n))
+        self.queries = FrontQueries([self.clients[c.name] for c in layout.query_targets])
         self.gateway_head = gateway_head.GatewayHead(self.shards, cfg.cluster_peer_timeout,
                                                      hold_within(cfg.cluster_peer_timeout))
         # Without a web config (no TLS, no passwords) a query's connection is passed to a query process, and a
@@ -94,7 +105,12 @@ class Front:
         install_access_control(app, self.cfg, self.tel.registry)
         own = {("POST", "/api/v1/write"): self.write, ("GET", "/-/healthy"): self.healthy,
                ("GET", "/-/ready"): self.ready, ("POST", "/-/reload"): self.reload, ("PUT", "/-/reload"): self.reload,
-               ("GET", "/metrics"): self.metrics, ("GET", "/api/v1/status/tsdb"): self.gateway_head.tsdb_status}
+               ("GET", "/metrics"): self.metrics, ("GET", "/api/v1/status/tsdb"): self.gateway_head.tsdb_status,
+               ("GET", "/api/v1/status/running_queries"): self.queries.running_queries,
+               ("POST", "/api/v1/admin/cancel_query"): self.queries.cancel_query,
+               ("GET", "/api/v1/status/recent_queries"): query_status.recent_queries,
+               ("GET", "/api/v1/status/top_queries"): query_status.top_queries}
+        app[QUERY_LOG] = self.query_log
         assert {path for _, path in own} == FRONT_PATHS  # what a query process relays back here (handoff.py)
         for (method, path), handler in own.items():
             app.router.add_route(method, path, handler)
@@ -183,6 +199,7 @@ class Front:
         return web.Response(status=503, text=f"Service Unavailable: {'; '.join(bad)}\n")
 
     async def reload(self, request: web.Request) -> web.Response:
+        self.query_log.reopen()  # as Prometheus reopens its query_log_file at a reload
         answers = await self._ask_all("POST", "/-/reload")
         failed = [text if status == 0 else f"{part(self.clients[n].child)}: {text.strip()}"
                   for n, (status, text) in answers.items() if status != 200]
@@ -221,6 +238,8 @@ async def serve(cfg: Config, serve_args: list[str]) -> None:
         await asyncio.to_thread(flush_orphans, cfg, layout)
     except WriterIdInUse as err:
         raise ConfigError(str(err)) from None
+    unlink_socket(layout.records_socket)
+    records = await serve_records(layout.records_socket, front.query_log.add)  # before a query process sends
     supervisor.start()
     runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=SHUTDOWN_DRAIN_S)
     await runner.setup()
@@ -235,7 +254,7 @@ async def serve(cfg: Config, serve_args: list[str]) -> None:
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     loop.add_signal_handler(signal.SIGINT, stop.set)
-    loop.add_signal_handler(signal.SIGHUP, lambda: supervisor.signal_all(signal.SIGHUP))
+    loop.add_signal_handler(signal.SIGHUP, lambda: (supervisor.signal_all(signal.SIGHUP), front.query_log.reopen()))
     try:
         await stop.wait()
     finally:
@@ -243,6 +262,9 @@ async def serve(cfg: Config, serve_args: list[str]) -> None:
         await runner.cleanup()  # stops accepting, waits for the requests in flight
         unlink_socket(layout.front_socket)  # a copy of a stopped gateway's directory must not meet a socket
         await supervisor.stop()
+        records.close()  # the query processes have stopped
+        unlink_socket(layout.records_socket)
+        await asyncio.to_thread(front.query_log.close)
         log.info("stopped")
     if refused:
         raise ConfigError(f"{', '.join(refused)} could not start with these settings (its error is logged above)")

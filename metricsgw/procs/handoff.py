@@ -11,8 +11,9 @@ serves it from then on: that request and every later one on the connection, as a
 - Only without ``--web.config.file``: TLS state cannot move between processes, and the front alone checks
   passwords. With one, every request keeps going through the front.
 - A later request on the connection that the front answers (remote write, ``/metrics``, ``/-/ready``,
-  ``/-/reload``, a peer gateway's head read, ``/api/v1/status/tsdb``) is relayed by the query process to the front's own
-  socket, so every route answers as before, whichever process holds the connection.
+  ``/-/reload``, a peer gateway's head read, ``/api/v1/status/tsdb``, the query log's and running queries'
+  endpoints) is relayed by the query process to the front's own socket, so every route answers as before,
+  whichever process holds the connection.
 - A request too large for one hand-off message, or a query process that cannot take one now (restarting, its
   socket full), is proxied as before: the hand-off is only ever an optimisation.
 - Remote write, with one ingest shard (2 cores, the default there): the front passes a sender's connection to
@@ -39,7 +40,9 @@ from .proxy import QueryProxy
 log = logging.getLogger(__name__)
 
 # The routes the front answers itself (front.py); every other route is a query process's.
-FRONT_PATHS = frozenset({"/api/v1/write", "/-/healthy", "/-/ready", "/-/reload", "/metrics", "/api/v1/status/tsdb"})
+FRONT_PATHS = frozenset({"/api/v1/write", "/-/healthy", "/-/ready", "/-/reload", "/metrics", "/api/v1/status/tsdb",
+                         "/api/v1/status/running_queries", "/api/v1/admin/cancel_query",
+                         "/api/v1/status/recent_queries", "/api/v1/status/top_queries"})
 # A request larger than this (head and body) is proxied instead. A SOCK_SEQPACKET message must fit the socket's
 # send buffer (net.core.wmem_default, 208 KiB on Linux by default): a bigger one fails with EMSGSIZE.
 MAX_MESSAGE = 192 * 1024

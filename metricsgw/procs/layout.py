@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from ..cluster.peers import SHARD_SOCKETS
 from ..config import Config
+from ..querylog.channel import RECORDS_SOCKET, SOCKET_NAME
 
 # Default counts, measured on 2 cores (docs/processes.md): a shard per 2 cores, because the front's split of
 # a request over 2 shards costs more CPU than passing one shard the body undecoded (so 2 shards on 2 cores
@@ -65,6 +66,11 @@ class Layout:
     def front_socket(self) -> str:
         """The front's own socket: a query process relays there what the front answers (handoff.py)."""
         return os.path.join(self.run_dir, "front.sock")
+
+    @property
+    def records_socket(self) -> str:
+        """Where the query processes send the front their query records (querylog/channel.py)."""
+        return os.path.join(self.run_dir, SOCKET_NAME)
 
     def handoff_socket(self, child: Child) -> str:
         """Where ``child`` (a query process, or the one ingest shard) takes client connections from the front
@@ -135,7 +141,7 @@ def child_config(cfg: Config, child: Child, layout: Layout) -> Config:
     (TLS, authentication, the lifecycle gate) taken off: the child's socket is reached only through the front."""
     v = dict(cfg.values)
     v.update(web_config_file="", web_write_only_users=[], web_read_only_users=[], web_enable_lifecycle=True,
-             server_single_process=True)
+             server_single_process=True, query_log_file="")  # the front writes the query log
     if child.role == "shard":  # it answers only head reads (its own head) for the queriers and the front
         v["storage_writer_id"] = shard_writer_id(cfg.storage_writer_id, child.index, layout.shards)
         v["ingest_max_series"] = _share(cfg.ingest_max_series, layout.shards)
@@ -146,6 +152,7 @@ def child_config(cfg: Config, child: Child, layout: Layout) -> Config:
         q = layout.queriers
         v["storage_writer_id"] = querier_writer_id(cfg.storage_writer_id, child.index)
         v[SHARD_SOCKETS] = [c.socket for c in layout.shard_children]
+        v[RECORDS_SOCKET] = layout.records_socket
         v["query_max_memory"] = max(cfg.query_max_memory // q, 1)
         v["query_max_concurrency"] = max(cfg.query_max_concurrency // q, 1)
         v["query_max_queue"] = cfg.query_max_queue // q

@@ -16,16 +16,24 @@ from aiohttp import web
 from yarl import URL
 
 from ..http.body import read_bounded
+from ..querylog.record import CLIENT_ADDRESS_HEADER
 from .clients import ChildClient, least_busy
 from .unavailable import refusal, why
 
-# Hop-by-hop headers (RFC 9110 7.6.1) and those the two connections set for themselves.
+# Hop-by-hop headers (RFC 9110 7.6.1), those the two connections set for themselves, and the client's address,
+# which only the front may say (a client's own copy would let it pose as another in the query log).
 _NOT_PASSED = frozenset(h.lower() for h in ("Connection", "Keep-Alive", "Proxy-Connection", "TE", "Trailer",
-                                            "Transfer-Encoding", "Upgrade", "Host", "Content-Length"))
+                                            "Transfer-Encoding", "Upgrade", "Host", "Content-Length",
+                                            CLIENT_ADDRESS_HEADER))
 
 
 def _passed(headers) -> dict[str, str]:
     return {k: v for k, v in headers.items() if k.lower() not in _NOT_PASSED}
+
+
+def _to_child(request: web.Request) -> dict[str, str]:
+    """The request's headers for the child, with the client's address for its query log."""
+    return {**_passed(request.headers), CLIENT_ADDRESS_HEADER: request.remote or ""}
 
 
 class QueryProxy:
@@ -50,7 +58,7 @@ class QueryProxy:
             # The URL as the client encoded it: decoding and re-encoding it would change a query's bytes.
             url = URL(request.rel_url.raw_path_qs, encoded=True)
             async with target.session.request(request.method, url, data=body,
-                                              headers=_passed(request.headers), allow_redirects=False) as resp:
+                                              headers=_to_child(request), allow_redirects=False) as resp:
                 out = web.StreamResponse(status=resp.status, reason=resp.reason, headers=_passed(resp.headers))
                 if resp.content_length is not None:
                     out.content_length = resp.content_length

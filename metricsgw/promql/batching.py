@@ -28,10 +28,10 @@ from ..limits.context import SAMPLE_BYTES, QueryContext
 from ..model import METRIC_NAME, Labels, Matcher, SampleBlock
 from ..storage.batch import SeriesSet
 from ..storage.seam import SampleReader
-from . import held, parser
+from . import batch_held, functions, held, parser
 from .aggregations import aggregate, group_ids, group_sum
 from .calls import OVER_TIME, RATE_LIKE
-from .value import Series
+from .value import Series, drop_name
 
 # Range functions whose value for a series depends on that series' samples only.
 PER_SERIES_RANGE_FUNCS = set(RATE_LIKE) | OVER_TIME | {
@@ -42,11 +42,22 @@ MIN_SPLIT_SAMPLES = 1_000_000
 STREAMED = {"sum", "count", "min", "max", "group"}
 
 
+# Per-series instant functions: each output row comes from one input row, its value from that row's alone.
+PER_SERIES_INSTANT = {"abs", "ceil", "floor", "exp", "sqrt", "ln", "log2", "log10", "sgn", "round", "clamp",
+                      "clamp_min", "clamp_max", "deg", "rad", "sin", "cos", "tan", "asin", "acos", "atan", "sinh",
+                      "cosh", "tanh", "asinh", "acosh", "atanh"}
+# ... and the two that rewrite labels: their rows may collide, which evaluate_batched checks first.
+LABEL_FUNCS = {"label_replace", "label_join"}
+# Vector-scalar operators act row by row (set operators take no scalar).
+_SCALAR_OPS = {"+", "-", "*", "/", "%", "^", "atan2", "==", "!=", ">", "<", ">=", "<="}
+
+
 def batchable_selector(expr) -> "pp.VectorSelector | pp.MatrixSelector | None":
     """The one selector an aggregation's argument reads, when it can be evaluated by series
     batches: a selector of one metric, or a per-series range function of one (its other
-    arguments literal numbers)."""
-    node = parser.unwrap(expr)
+    arguments literal numbers), under any chain of row-by-row steps (per-series instant functions,
+    label_replace/label_join, unary minus, an operator with a number)."""
+    node = _below_row_steps(expr)
     if isinstance(node, pp.Call):
         if node.func.name not in PER_SERIES_RANGE_FUNCS:
             return None
@@ -64,6 +75,74 @@ def batchable_selector(expr) -> "pp.VectorSelector | pp.MatrixSelector | None":
     if not any(m.name == METRIC_NAME and m.op == "=" for m in parser.matchers(selector)):
         return None
     return node
+
+
+def _below_row_steps(expr):
+    """``expr`` without the row-by-row steps on top of it (or a node batching does not take)."""
+    node = parser.unwrap(expr)
+    while True:
+        if isinstance(node, pp.UnaryExpr):
+            node = parser.unwrap(node.expr)
+        elif isinstance(node, pp.Call) and node.func.name in PER_SERIES_INSTANT | LABEL_FUNCS:
+            literal = pp.StringLiteral if node.func.name in LABEL_FUNCS else pp.NumberLiteral
+            if not node.args or not all(isinstance(parser.unwrap(a), literal) for a in node.args[1:]):
+                return None
+            node = parser.unwrap(node.args[0])
+        elif isinstance(node, pp.BinaryExpr) and parser.op_name(node).lower() in _SCALAR_OPS:
+            lhs, rhs = parser.unwrap(node.lhs), parser.unwrap(node.rhs)
+            if isinstance(rhs, pp.NumberLiteral):
+                node = lhs
+            elif isinstance(lhs, pp.NumberLiteral):
+                node = rhs
+            else:
+                return None
+        else:
+            return node
+
+
+def _rows_collide(expr, series: SeriesSet) -> bool:
+    """Would the label functions in ``expr``'s row-by-row steps give two of ``series`` one label set? Then
+    rows of different batches would have to merge (or fail, as Prometheus does): evaluated whole instead.
+    The functions themselves are asked, on zero-step rows (the metric's name dropped: rows of one metric
+    stay distinct without it, and every step above a range function works without it)."""
+    calls = [node for node in _row_steps(expr) if isinstance(node, pp.Call) and node.func.name in LABEL_FUNCS]
+    if not calls or not len(series):
+        return False
+    rows = Series([drop_name(l) for l in series.labels], np.zeros((len(series), 0)), np.zeros((len(series), 0), bool))
+    for node in reversed(calls):  # innermost first
+        args = [parser.unwrap(a).val for a in node.args[1:]]
+        if METRIC_NAME in args:  # a step that reads or writes the name: not worth the thought
+            return True
+        if node.func.name == "label_replace":
+            rows = functions.label_replace(rows, *args)
+        else:
+            rows = functions.label_join(rows, args[0], args[1], args[2:])
+    return len(rows) != len(series)
+
+
+def _row_steps(expr) -> list:
+    """The row-by-row steps above the bottom node, outermost first."""
+    steps = []
+    node = parser.unwrap(expr)
+    while node is not None and not isinstance(node, (pp.VectorSelector, pp.MatrixSelector)):
+        if isinstance(node, pp.Call) and node.func.name in PER_SERIES_RANGE_FUNCS:
+            break
+        steps.append(node)
+        node = _next_row_step(node)
+    return steps
+
+
+def _next_row_step(node):
+    if isinstance(node, pp.UnaryExpr):
+        return parser.unwrap(node.expr)
+    if isinstance(node, pp.Call):
+        if node.func.name in PER_SERIES_RANGE_FUNCS:
+            return None
+        return parser.unwrap(node.args[0])
+    if isinstance(node, pp.BinaryExpr):
+        lhs = parser.unwrap(node.lhs)
+        return parser.unwrap(node.rhs) if isinstance(lhs, pp.NumberLiteral) else lhs
+    return None
 
 
 class FixedSelection:
@@ -96,7 +175,10 @@ def evaluate_batched(engine, op: str, expr, selector, without: bool, names: list
     workers = engine.parts.workers if engine.parts is not None else 1
     room = (ctx.max_bytes - ctx.bytes) // (4 * SAMPLE_BYTES)
     target = max(1, min(engine.batch_samples, room) // workers)
-    batches = _in_label_order_batches(engine.source, everything, start, end, target, len(env.steps), workers)
+    if _rows_collide(expr, everything):
+        batches = iter([everything])
+    else:
+        batches = _in_label_order_batches(engine.source, everything, start, end, target, len(env.steps), workers)
     inputs = np.zeros(len(env.steps), np.int64)
     if op in STREAMED:
         acc = _Streamed(op, without, names, len(env.steps))
@@ -137,25 +219,33 @@ def _in_label_order_batches(source, everything, start: int, end: int, target_sam
 def _evaluate_each(engine, expr, batches, env, keep: bool = False) -> Iterator[Series]:
     """Each batch's value of ``expr``, in order, batches evaluated side by side when the engine has
     spare cores; a batch's raw samples are released once it is evaluated (a kept batch stays
-    charged as the points it holds). Each batch's count of held samples is taken into the
-    query's as it comes, in order: the series of the batches before it are held beside it."""
+    charged as the points it holds). What the whole evaluation would hold (promql/batch_held.py)
+    grows as batches come, in order, and is refused the moment it passes --query.max-samples."""
     ctx = env.ctx
+    start = ctx.samples
+    bottom = _below_row_steps(expr)
+    step_nodes = {id(node) for node in _row_steps(expr) if isinstance(node, (pp.Call, pp.BinaryExpr))}
+    tally = batch_held.Tally(expr, bottom, len(env.steps))
 
     def one(batch):
         part = ctx.part()  # charges the query, gives back only its own
         inner = copy.copy(engine)
         inner.source = FixedSelection(engine.source, batch)
+        recorder = batch_held.Recorder(inner, bottom, step_nodes, len(env.steps))
         try:
             s = inner.eval(expr, dataclasses.replace(env, ctx=part))
         finally:
             part.release_all()
         if keep:
             ctx.charge_points(s.values.size, "aggregation input")
-        return s, part
+        return s, recorder
 
     def taken(done) -> Series:
-        s, part = done
-        held.fold_part(ctx, part, "aggregation input")
+        s, recorder = done
+        tally.add(recorder)
+        peak, _ = tally.count()
+        if start + peak > ctx.max_samples:
+            ctx.count_held(start + peak, start, tally.first_over(ctx.max_samples - start) or "aggregation input")
         return s
 
     batches = iter(batches)
@@ -166,6 +256,8 @@ def _evaluate_each(engine, expr, batches, env, keep: bool = False) -> Iterator[S
     # batches after it then share (side by side, each would read and charge the files again).
     yield taken(one(first))
     yield from map(taken, map(one, batches) if engine.parts is None else engine.parts.map(one, batches))
+    peak, after = tally.count()
+    ctx.count_held(start + peak, start + after, "aggregation input")
 
 
 def _concat(parts: list[Series], steps: int) -> Series:

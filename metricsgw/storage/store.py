@@ -29,18 +29,16 @@ from ..errors import Unavailable
 from ..limits.context import QueryContext
 from ..malloc import release_free_memory
 from ..model import Matcher, MetricMetadata, SampleBlock
-from . import crashpoints
 from .batch import AppendBatch, ExemplarBlock, HistogramBlock, SeriesSet
 from .catalog.archive import Archive
 from .catalog.book import CatalogBook
 from .catalog.catalog import Catalog
 from .catalog.follow import Follower
-from .files import flush_files, metadata_file, migrate, parquet_io
-from .files.table import Table, Transaction
+from .files import metadata_file, migrate
+from .files.table import Table
 from .files.writer_lock import WriterLock
 from .fileset import FileSet
 from .memory import startup
-from .memory.head import Head
 from .memory.late_writes import LateState, LateWrites
 from .memory.memory_span import MemorySpan
 from .memory.pending_series import UnflushedSeries, fresh_keys
@@ -48,6 +46,7 @@ from .native_store import NativeStore
 from .read.querier import SampleQuerier
 from .read.series import SeriesQuerier
 from .upkeep.flusher import Flusher
+from .upkeep.head_flush import HeadFlush
 from .upkeep.idle_series import IdleSeries
 from .upkeep.maintenance import Maintenance
 from .upkeep.retention_share import RetentionShare
@@ -107,10 +106,10 @@ class Storage:
         self._lock_file = WriterLock(os.path.join(self.writer_dir, "lock"), writer_id)
         self.maintenance = Maintenance(self)
         self.flusher = Flusher(self, flush_interval_s, flush_max_samples)
+        self.head_flush = HeadFlush(self)
         self.ready = False
         self.open_error: BaseException | None = None
         self.wal: WAL | None = None
-        self._flush_lock = threading.Lock()
         self.unflushed = UnflushedSeries()  # this writer's series no committed series file holds yet
         # A series the retention no longer keeps samples of has nothing for memory to hold either: the head window is
         # never longer than the retention.
@@ -142,6 +141,7 @@ class Storage:
             self.telemetry.replay_duration.set(elapsed)
         log.info("storage open: %d series, %d partition files, %d WAL records replayed (%d head samples) in %.2fs",
                  len(self.catalog), len(self.table.current.samples), replayed, self.files.head_samples(), elapsed)
+        release_free_memory()  # what loading the series and replaying the WAL freed, before serving
         with self.files.atomically():
             self.ready = True
             self.span.live = True
@@ -318,55 +318,8 @@ class Storage:
         self.flusher.flush_if_due()
 
     def flush(self) -> None:
-        """Head -> Parquet partitions + series table, committed to the table with the WAL cut; then drop
-        the flushed WAL segments. A failed flush leaves no file (the transaction deletes what it wrote):
-        its snapshot stays readable in ``flushing`` and its new series stay pending, and the next flush
-        writes them first, in the same commit as the head it cuts (its WAL cut covers theirs). So the
-        committed cut never passes a WAL segment whose samples are not committed. While flushes fail, the
-        samples held in memory (head and failed snapshots) are bounded: ``append`` refuses past the limit."""
-        with self._flush_lock:
-            t0 = time.perf_counter()
-            with self.files.atomically():
-                if not self.files.pending() and not len(self.unflushed):
-                    return
-                cut = self.wal.cut()
-                crashpoints.reached("flush.cut")
-                snaps = self.files.cut()
-                new_series = self.unflushed.take()
-                meta = {k: list(v) for k, v in self.metadata_by_metric.items()}
-            try:
-                with self.table.transaction() as tx:
-                    for snap in snaps.heads:  # older ones are flushes that failed: in write order
-                        self._write_snapshot(tx, snap)
-                    self.native.write(tx, snaps.native_heads)
-                    if len(new_series):
-                        path, _ = tx.new_path("series")
-                        parquet_io.write_series(path, new_series.columns())
-                        tx.add_side("series", path)
-                    crashpoints.reached("flush.files")
-                    metadata_file.write(self.writer_dir, meta)
-                    tx.commit(wal_cut=cut)  # the cut rides in the samples commit: the WAL marker
-                    with self.files.atomically():
-                        self.files.committed(snaps)
-                        self.unflushed.committed()
-                        self.span.publish()
-            except BaseException:
-                with self.files.atomically():
-                    self.unflushed.put_back(new_series)
-                raise
-            crashpoints.reached("flush.marker")
-            self.wal.remove_upto(cut)
-            self.book.checkpoint()
-            release_free_memory()
-            if self.telemetry:
-                self.telemetry.flush_duration.observe(time.perf_counter() - t0)
-                self.telemetry.head_samples.set(self.files.head_samples())
-
-    def _write_snapshot(self, tx: Transaction, snap: Head) -> None:
-        sid, t, v = snap.columns()
-        if len(sid):
-            self.samples.learn_interval(sid, t)
-            flush_files.write_head(tx, sid, t, v, self.catalog, self.partition_ms, self.writer_id)
+        """Head -> Parquet partitions + series table, committed with the WAL cut (upkeep/head_flush.py)."""
+        self.head_flush.run()
 
     # ---------------------------------------------------------------- reads, each handed to its part
     @property

@@ -20,8 +20,9 @@ from .auth import PasswordChecker, parse_basic_auth
 from .watch import WebConfigWatcher
 
 WRITE_PATHS = frozenset({"/api/v1/write"})
-# State-changing admin endpoints, behind --web.enable-lifecycle (Prometheus: /-/reload, /-/quit).
-LIFECYCLE_PATHS = frozenset({"/-/reload"})
+# State-changing admin endpoints, behind --web.enable-lifecycle (Prometheus: /-/reload, /-/quit), and cancelling
+# someone's query (api/query_status.py).
+LIFECYCLE_PATHS = frozenset({"/-/reload", "/api/v1/admin/cancel_query"})
 LIFECYCLE_METHODS = frozenset({"POST", "PUT"})
 
 

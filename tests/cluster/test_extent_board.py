@@ -151,7 +151,7 @@ def test_a_failed_flush_keeps_the_span(tmp_path, monkeypatch):
     def broken(*a, **kw):
         raise OSError("disk full")
 
-    monkeypatch.setattr(st, "_write_snapshot", broken)
+    monkeypatch.setattr(st.head_flush, "_write_snapshot", broken)
     with pytest.raises(OSError):
         st.flush()
     assert sink.calls[-1] == held  # the snapshot is still in memory: the span still covers it

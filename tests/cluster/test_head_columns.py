@@ -23,7 +23,7 @@ from metricsgw.errors import BadData
 from metricsgw.limits.context import QueryContext
 from metricsgw.model import STALE_NAN, Matcher, SampleBlock, series_key
 from metricsgw.remote import codec
-from metricsgw.storage import store as store_module
+from metricsgw.storage import crashpoints
 from metricsgw.storage.batch import HistogramBlock
 from metricsgw.storage.read.recent import RecentView
 from tests.remote.read_client import HEADERS, build_request
@@ -85,7 +85,7 @@ def test_a_view_taken_while_a_flush_commits_names_the_series_being_committed(tmp
     without labels and not know them at that version."""
     st = opened(tmp_path)
     seen = {}
-    reached = store_module.crashpoints.reached
+    reached = crashpoints.reached
 
     def at(name: str) -> None:
         if name == "flush.files" and "view" not in seen:
@@ -93,7 +93,7 @@ def test_a_view_taken_while_a_flush_commits_names_the_series_being_committed(tmp
             seen["version"] = st.table.current.table_version
         reached(name)
 
-    monkeypatch.setattr(store_module.crashpoints, "reached", at)
+    monkeypatch.setattr(crashpoints, "reached", at)
     try:
         run(st.append(batch([0, 1], [T0, T0], [1.0, 2.0])))
         sids = RecentView(st).select_series([Matcher("__name__", "=", "m")], T0 - 1, T0 + 1, QueryContext()).ids
