@@ -213,7 +213,7 @@ class Storage:
 
     @property
     def series_count(self) -> int:
-        """Series in the series table (also those no longer sampled, until retention drops them)."""
+        """Series in the series table in memory (also those no longer sampled, until the head window forgets them)."""
         return len(self.catalog)
 
     def active_series(self) -> int:

@@ -3,13 +3,13 @@ loads arrays instead of parsing a million series keys.
 
 ``wal/<writer id>/catalog.npz.zst`` (numpy's npz through zstd, written atomically after a flush) holds every
 column of the Catalog and of its metric tables, and ``covered_seq``: every series and spans file this writer
-committed to the table (table.py) with a sequence number up to it is in the checkpoint; start-up adds only the files listed after it (and
-the WAL), and ``forgotten_until``: the series the head window had forgotten (in the files it covers, not in
-it) have no sample after it, so a restart's reads ask the archive for older times as before. Retention dropping series discards the checkpoint (they must not come back at a restart); the
-next flush writes a new one. A checkpoint may
-also hold series newer than that (added since the WAL cut): they come back from the WAL anyway,
-and registering a known series is a no-op. A missing or unreadable checkpoint just means the
-slower full load (keysplit.py).
+committed to the table (table.py) with a sequence number up to it is in the checkpoint; start-up adds only the
+files listed after it (and the WAL). It also holds ``forgotten_until``: the series the head window had forgotten
+(in the files it covers, not in it) have no sample after it, so a restart's reads ask the archive for older times
+as before. Retention dropping series discards the checkpoint (they must not come back at a restart); the next
+flush writes a new one. A checkpoint may also hold series newer than that (added since the WAL cut): they come
+back from the WAL anyway, and registering a known series is a no-op. A missing or unreadable checkpoint just means
+the slower full load (keysplit.py).
 """
 
 from __future__ import annotations
