@@ -76,8 +76,11 @@ def results_cache_for(cfg: Config, memory: MemoryShares, storage: Storage, fanou
     return cache
 
 
-def _observe_series_memory(tel: Telemetry, storage: Storage, pipeline: IngestPipeline) -> None:
-    """Every holder of series in memory shows its entries and bytes in /metrics, read when scraped."""
+def _observe_memory(tel: Telemetry, storage: Storage, pipeline: IngestPipeline) -> None:
+    """Every holder of series in memory, and the sample cache, show their entries and bytes in /metrics, read when
+    scraped."""
+    tel.sample_cache_entries.set_function(lambda: storage.sample_cache_stats()[0])
+    tel.sample_cache_bytes.set_function(lambda: storage.sample_cache_stats()[1])
     for holder, entries, size in (
             ("catalog", lambda: len(storage.catalog), lambda: storage.catalog.nbytes()),
             ("archive", lambda: storage.archive.stats()[0], lambda: storage.archive.stats()[1]),
@@ -105,7 +108,7 @@ def build_app(cfg: Config, telemetry: Telemetry | None = None) -> web.Applicatio
                            subquery_step_s=cfg.query_subquery_default_step,
                            parts=Parts(cfg.query_max_workers_per_query or os.cpu_count() or 1,
                                        initializer=_idle_priority))
-    _observe_series_memory(tel, storage, app[K.PIPELINE])
+    _observe_memory(tel, storage, app[K.PIPELINE])
     ensure_recursion_headroom(QueryTextLimits.from_config(cfg))
     app[K.MEMORY] = pool_for(memory, cfg.query_max_concurrency)
     tel.query_memory.set_function(lambda: app[K.MEMORY].used)

@@ -91,6 +91,11 @@ class Telemetry:
         self.results_cache_bytes = Gauge(
             "metricsgw_query_results_cache_bytes", "Bytes the range-query results cache holds (its limit: 1/8 of "
             "--query.max-memory).", registry=r)
+        self.sample_cache_bytes = Gauge(
+            "metricsgw_query_sample_cache_bytes", "Bytes the cache of decoded samples of recently read files holds (its "
+            "limit: 1/16 of --query.max-memory).", registry=r)
+        self.sample_cache_entries = Gauge(
+            "metricsgw_query_sample_cache_entries", "(file, metric) pairs the sample cache holds decoded.", registry=r)
         self.results_cache_entries = Gauge(
             "metricsgw_query_results_cache_entries", "Range queries the results cache holds answers of.", registry=r)
         self.query_log_dropped = Counter(

@@ -70,7 +70,10 @@ def test_status_counts_the_head_windows_series(gateway):
     status, out = api(gw.base_url, "/api/v1/status/tsdb")
     assert [m["name"] for m in out["data"]["seriesCountByMetricName"]] == ["live_pod_cpu"]
     _, text = http_get(f"{gw.base_url}/metrics")
-    assert b'metricsgw_series_memory_entries{' in text and b'holder="catalog"' in text
+    lines = [line for line in text.splitlines() if line.startswith(b"metricsgw_series_memory_bytes{")]
+    for holder in (b"catalog", b"archive", b"ingest_cache"):
+        assert any(b'holder="' + holder + b'"' in line for line in lines), holder
+    assert b"metricsgw_query_sample_cache_bytes" in text
 
 
 def test_queries_over_the_old_range_still_find_the_forgotten_series(gateway):
