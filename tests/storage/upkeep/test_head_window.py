@@ -13,12 +13,13 @@ import numpy as np
 
 from metricsgw.ingest.pipeline import IngestPipeline
 from metricsgw.limits.context import QueryContext
-from metricsgw.model import Matcher
+from metricsgw.model import Matcher, canonical, series_id
 from metricsgw.promql.engine import Engine
 from metricsgw.promql.render import render
 from metricsgw.remote import codec
 from metricsgw.storage.catalog.book import NONE
 from metricsgw.storage.store import Storage
+from metricsgw.storage.upkeep.compact import MAX_SIDE_FILES, compact_side_tables
 from metricsgw.telemetry import Telemetry
 
 MINUTE = 60_000
@@ -179,3 +180,31 @@ def test_the_archive_keeps_to_its_bound_and_charges_a_query_past_it(tmp_path):
     entries, size = roomy.st.archive.stats()
     assert entries == 50 and 0 < size <= 32 << 20
     roomy.st.close()
+
+
+def test_a_merge_of_a_writers_side_files_does_not_bring_forgotten_series_back(tmp_path):
+    """A merge names every series of the writer again (the series and the spans merged in commits of their own): a
+    follower joins only those written after the series it forgot."""
+    start_ms = (int(time.time() * 1000) // HOUR - 3) * HOUR
+    now = [start_ms / 1000]
+    writer = Twin(tmp_path, now, DAY)
+    reader = Storage(str(tmp_path), retention_ms=DAY, head_window_ms=WINDOW, clock=lambda: now[0],
+                     writer_id="q0", follow_others=True)
+    reader.open()
+    for step in range(MAX_SIDE_FILES):  # a new pod a minute, each written once: a series and a spans file each
+        now[0] = (start_ms + step * MINUTE) / 1000
+        writer.write([(pod("cpu", step), 1.0)], start_ms + step * MINUTE)
+        writer.st.flush()
+    now[0] = (start_ms + HOUR) / 1000
+    writer.write([(pod("cpu", 99), 1.0)], start_ms + HOUR)
+    writer.st.flush()
+    reader.follow()
+    reader.maintenance.run()
+    assert reader.catalog.sids.view.tolist() == [series_id(canonical(pod("cpu", 99)))]
+    assert compact_side_tables(writer.st) > 0
+    reader.follow()
+    assert len(reader.catalog) == 1
+    sel = reader.select_series([Matcher("job", "=", "kubelet")], start_ms, start_ms + HOUR, QueryContext())
+    assert len(sel) == MAX_SIDE_FILES + 1  # the others from the archive
+    reader.close()
+    writer.st.close()
