@@ -52,7 +52,8 @@ def storage_for(cfg: Config, memory: MemoryShares, telemetry: Telemetry | None =
         sample_cache_bytes=memory.cache, duckdb_threads=cfg.storage_duckdb_threads, telemetry=telemetry,
         writer_id=writer_id or cfg.storage_writer_id, vacuum_delay_s=cfg.storage_vacuum_delay,
         follow_others=cfg.storage_follow_others, follow_interval_s=cfg.storage_follow_interval,
-        late_after_ms=int(cfg.query_cache_max_freshness * 1000))
+        late_after_ms=int(cfg.query_cache_max_freshness * 1000), head_window_ms=int(cfg.storage_head_window * 1000),
+        archive_bytes=memory.archive)
 
 
 def results_cache_for(cfg: Config, memory: MemoryShares, storage: Storage, fanout: PeerFanout | None,
@@ -75,6 +76,19 @@ def results_cache_for(cfg: Config, memory: MemoryShares, storage: Storage, fanou
     return cache
 
 
+def _observe_memory(tel: Telemetry, storage: Storage, pipeline: IngestPipeline) -> None:
+    """Every holder of series in memory, and the sample cache, show their entries and bytes in /metrics, read when
+    scraped."""
+    tel.sample_cache_entries.set_function(lambda: storage.sample_cache_stats()[0])
+    tel.sample_cache_bytes.set_function(lambda: storage.sample_cache_stats()[1])
+    for holder, entries, size in (
+            ("catalog", lambda: len(storage.catalog), lambda: storage.catalog.nbytes()),
+            ("archive", lambda: storage.archive.stats()[0], lambda: storage.archive.stats()[1]),
+            ("ingest_cache", lambda: pipeline.cache_size, pipeline.cache_bytes)):
+        tel.series_memory_entries.labels(holder).set_function(entries)
+        tel.series_memory_bytes.labels(holder).set_function(size)
+
+
 def build_app(cfg: Config, telemetry: Telemetry | None = None) -> web.Application:
     tel = telemetry or Telemetry()
     app = web.Application(middlewares=[compress_api_answers, prometheus_errors],  # errors are compressed too
@@ -94,6 +108,7 @@ def build_app(cfg: Config, telemetry: Telemetry | None = None) -> web.Applicatio
                            subquery_step_s=cfg.query_subquery_default_step,
                            parts=Parts(cfg.query_max_workers_per_query or os.cpu_count() or 1,
                                        initializer=_idle_priority))
+    _observe_memory(tel, storage, app[K.PIPELINE])
     ensure_recursion_headroom(QueryTextLimits.from_config(cfg))
     app[K.MEMORY] = pool_for(memory, cfg.query_max_concurrency)
     tel.query_memory.set_function(lambda: app[K.MEMORY].used)

@@ -187,6 +187,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("storage.flush-max-samples", P, 2_000_000, "Flush the head early once it holds this many samples."),
     Setting("storage.partition-duration", D, 3600.0, "Time span of one Parquet partition (hive-style, by hour by default)."),
     Setting("storage.retention.time", D, 15 * 86400.0, "Partitions older than this are deleted."),
+    Setting("storage.head-window", D, 3600.0, "A series not written for this long (or for --storage.retention.time, "
+            "if shorter) is forgotten in memory: the series table, the ingest caches and /api/v1/status/tsdb hold the "
+            "series written within it, as Prometheus' head does. Its samples stay on disk and queries over its old "
+            "range still find it (docs/storage.md, the head window)."),
     Setting("storage.wal-segment-size", Z, 64 * 1024**2, "WAL segment size before a new segment is started."),
     Setting("storage.duckdb-threads", P, 2, "DuckDB worker threads."),
     Setting("storage.writer-id", _writer_id, "gw0", "This process's name among the writers of the table under "
@@ -241,7 +245,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("query.max-terms", P, 1000, "Most terms (operands of binary or unary operators) in a query (400 above)."),
     Setting("query.lookback-delta", D, 300.0, "How far back an instant selector looks for a sample."),
     Setting("query.max-memory", Z, 1024**3, "Memory all queries together may hold at once: DuckDB's memory_limit gets "
-            "3/16 of it, the decoded-sample cache 1/16, the range-query results cache 1/8, and the rest is shared by running queries (samples, series "
+            "3/16 of it, the decoded-sample cache 1/16, the range-query results cache 1/8, the series archive (series "
+            "the head window forgot, for queries reaching back before it) 1/32, and the rest is shared by running queries (samples, series "
             "label sets, result matrices, JSON). A query waits in the queue while too little is free, and one that "
             "would cross it fails with 503 (retry)."),
     Setting("query.max-memory-per-query", Z, 256 * 1024**2, "Memory a single query may hold at once (422 above); "

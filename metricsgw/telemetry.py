@@ -32,6 +32,13 @@ class Telemetry:
             ["version", "code"], registry=r)
         self.active_series = Gauge(
             "metricsgw_active_series", "Series that received samples within the active window.", registry=r)
+        self.series_memory_entries = Gauge(
+            "metricsgw_series_memory_entries", "Series held in memory, by holder: catalog (the series table: those "
+            "written within --storage.head-window), archive (series it forgot, kept for queries reaching back before "
+            "it), ingest_cache (the ingest pipeline's series cache).", ["holder"], registry=r)
+        self.series_memory_bytes = Gauge(
+            "metricsgw_series_memory_bytes", "About the bytes each holder of metricsgw_series_memory_entries holds "
+            "(the archive's bound: 1/32 of --query.max-memory).", ["holder"], registry=r)
         self.head_samples = Gauge(
             "metricsgw_head_samples", "Samples held in the in-memory head, not yet flushed.", registry=r)
         self.wal_fsync = Histogram(
@@ -84,6 +91,11 @@ class Telemetry:
         self.results_cache_bytes = Gauge(
             "metricsgw_query_results_cache_bytes", "Bytes the range-query results cache holds (its limit: 1/8 of "
             "--query.max-memory).", registry=r)
+        self.sample_cache_bytes = Gauge(
+            "metricsgw_query_sample_cache_bytes", "Bytes the cache of decoded samples of recently read files holds (its "
+            "limit: 1/16 of --query.max-memory).", registry=r)
+        self.sample_cache_entries = Gauge(
+            "metricsgw_query_sample_cache_entries", "(file, metric) pairs the sample cache holds decoded.", registry=r)
         self.results_cache_entries = Gauge(
             "metricsgw_query_results_cache_entries", "Range queries the results cache holds answers of.", registry=r)
         self.query_log_dropped = Counter(

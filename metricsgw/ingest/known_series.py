@@ -64,6 +64,9 @@ class KnownSeries:
             self._kernel.find(self._hi, self._lo, self._state, self._val, *halves(keys), state, sids, False)
         return state, sids
 
+    def nbytes(self) -> int:
+        return self._hi.nbytes + self._lo.nbytes + self._state.nbytes + self._val.nbytes
+
     def clear(self) -> None:
         self._count = 0
         self._alloc(0)

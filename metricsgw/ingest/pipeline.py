@@ -84,6 +84,10 @@ class IngestPipeline:
     def cache_size(self) -> int:
         return len(self._cache)
 
+    def cache_bytes(self) -> int:
+        """About the bytes the series cache holds (/metrics)."""
+        return self._cache.nbytes()
+
     def process(self, decoded: DecodedWrite) -> tuple[AppendBatch, list[Rejection]]:
         if self.time_window is None:
             return self._process(decoded)

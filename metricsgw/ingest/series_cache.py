@@ -41,6 +41,7 @@ class Refuse:
 
 DROPPED = Refuse(RELABEL_DROP, "dropped by relabel rules")
 
+_DICT_ENTRY_BYTES = 200
 Resolved = tuple[np.ndarray, "np.ndarray | None"]  # (per key its id, which keys are dropped or None: none)
 
 
@@ -51,6 +52,11 @@ class SeriesCache:
 
     def __len__(self) -> int:
         return len(self._entries) + len(self._known)
+
+    def nbytes(self) -> int:
+        """About the bytes held: the known series' table, and the dict's entries at CPython's size (a key, an entry
+        object, a slot)."""
+        return self._known.nbytes() + len(self._entries) * _DICT_ENTRY_BYTES
 
     def clear(self) -> None:
         self._entries.clear()

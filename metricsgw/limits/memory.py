@@ -2,7 +2,7 @@
 
 One number a user sets bounds everything queries hold at once: DuckDB gets a fixed share as
 its ``memory_limit``, the decoded-sample cache another, the range-query results cache (promql/results_cache.py)
-another, and the rest is the pool that running
+another, the series archive (storage/catalog/archive.py) a small one, and the rest is the pool that running
 queries charge as they load samples, build result matrices and render JSON
 (``QueryContext.charge_bytes``). A query that would push the pool past its size fails with a
 503 naming the setting (retry later); the guard admits a queued query only while the pool has
@@ -20,6 +20,7 @@ SETTING = "--query.max-memory"
 DUCKDB_SHARE = 0.1875  # DuckDB's memory_limit: its hash tables, Parquet decoding buffers
 CACHE_SHARE = 0.0625  # decoded samples of recently read files (dashboards re-read them)
 RESULTS_SHARE = 0.125  # range-query answers, so a refresh evaluates only its new steps
+ARCHIVE_SHARE = 0.03125  # the series the head window forgot, for queries reaching back before it
 MIN_DUCKDB_BYTES = 64 << 20  # DuckDB refuses to work well below this
 
 
@@ -29,6 +30,7 @@ class MemoryShares:
     duckdb: int
     cache: int
     results: int
+    archive: int
     queries: int  # what running queries may hold together
 
     @classmethod
@@ -36,7 +38,8 @@ class MemoryShares:
         duckdb = max(int(total * DUCKDB_SHARE), MIN_DUCKDB_BYTES)
         cache = int(total * CACHE_SHARE)
         results = int(total * RESULTS_SHARE)
-        return cls(total, duckdb, cache, results, max(total - duckdb - cache - results, 1 << 20))
+        archive = int(total * ARCHIVE_SHARE)
+        return cls(total, duckdb, cache, results, archive, max(total - duckdb - cache - results - archive, 1 << 20))
 
 
 class MemoryPool:

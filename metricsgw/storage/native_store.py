@@ -74,8 +74,8 @@ class NativeStore:
         g = cat.lookup(nat.hist_sid)
         ge = cat.lookup(nat.ex_sid)
         if (len(g) and g.min() < 0) or (len(ge) and ge.min() < 0):
-            raise Unavailable("a series of this write was dropped by retention while the write was on its way; "
-                              "retry", retry_after_s=1)
+            raise Unavailable("a series of this write was dropped by retention (or forgotten by the head window) "
+                              "while the write was on its way; retry", retry_after_s=1)
         self.files.append_native(nat)
         if len(g):
             cat.touch_dense(g, nat.hist_t)

@@ -30,6 +30,7 @@ from ..limits.context import QueryContext
 from ..malloc import release_free_memory
 from ..model import Matcher, MetricMetadata, SampleBlock
 from .batch import AppendBatch, ExemplarBlock, HistogramBlock, SeriesSet
+from .catalog.archive import Archive
 from .catalog.book import CatalogBook
 from .catalog.catalog import Catalog
 from .catalog.follow import Follower
@@ -46,6 +47,7 @@ from .read.querier import SampleQuerier
 from .read.series import SeriesQuerier
 from .upkeep.flusher import Flusher
 from .upkeep.head_flush import HeadFlush
+from .upkeep.idle_series import IdleSeries
 from .upkeep.maintenance import Maintenance
 from .upkeep.retention_share import RetentionShare
 from .wal.native_wal import NativeSegmentEncoder
@@ -73,7 +75,7 @@ class Storage:
                  wal_segment_size: int = 64 << 20, duckdb_memory_limit: int = 256 << 20, duckdb_threads: int = 2,
                  sample_cache_bytes: int = 128 << 20, telemetry=None, clock=time.time, writer_id: str = "gw0",
                  vacuum_delay_s: float = 0.0, follow_others: bool = True, follow_interval_s: float = 5.0,
-                 late_after_ms: int = 300_000) -> None:
+                 late_after_ms: int = 300_000, head_window_ms: int = 3600_000, archive_bytes: int = 32 << 20) -> None:
         self.path = os.path.abspath(path)
         self.writer_id = writer_id
         self.writer_dir = os.path.join(self.path, "wal", writer_id)  # the WAL and this writer's own state
@@ -95,9 +97,11 @@ class Storage:
         # Samples already older than the results cache's freshness when written (memory/late_writes.py)
         self.late = LateWrites(late_after_ms)
         self.late_sink: Callable[[LateState], None] | None = None  # an ingest shard's extent board
-        self.series = SeriesQuerier(self.book, self.metadata_by_metric)
-        self.samples = SampleQuerier(self.path, self.files, self.book, duckdb_memory_limit, sample_cache_bytes,
-                                     duckdb_threads)
+        self.archive = Archive(self.files, self.book, writer_id, follow_others, lambda: self.maintenance.data_floor(),
+                               archive_bytes)
+        self.series = SeriesQuerier(self.book, self.archive, self.metadata_by_metric)
+        self.samples = SampleQuerier(self.path, self.files, self.book, self.archive, duckdb_memory_limit,
+                                     sample_cache_bytes, duckdb_threads)
         self.follower = Follower(self.files, self.book, writer_id, follow_others, follow_interval_s)
         self._lock_file = WriterLock(os.path.join(self.writer_dir, "lock"), writer_id)
         self.maintenance = Maintenance(self)
@@ -107,6 +111,9 @@ class Storage:
         self.open_error: BaseException | None = None
         self.wal: WAL | None = None
         self.unflushed = UnflushedSeries()  # this writer's series no committed series file holds yet
+        # A series the retention no longer keeps samples of has nothing for memory to hold either: the head window is
+        # never longer than the retention.
+        self.idle = IdleSeries(self.files, self.book, self.unflushed, min(head_window_ms, retention_ms), clock)
         self.undurable = UndurableSeries()  # registered, but no record defining them is on disk yet
 
     # ---------------------------------------------------------------- lifecycle
@@ -206,7 +213,7 @@ class Storage:
 
     @property
     def series_count(self) -> int:
-        """Series in the series table (also those no longer sampled, until retention drops them)."""
+        """Series in the series table in memory (also those no longer sampled, until the head window forgets them)."""
         return len(self.catalog)
 
     def active_series(self) -> int:
@@ -222,11 +229,12 @@ class Storage:
 
     @property
     def series_epoch(self) -> int:
-        """Changes each time retention drops series (callers caching series ids compare it)."""
+        """Changes each time retention drops series or the head window forgets some (callers caching series ids
+        compare it)."""
         return self.book.epoch
 
     def dropped_since(self, epoch: int) -> np.ndarray | None:
-        """Sids dropped by retention after ``epoch``; None if that is too long ago to say."""
+        """Sids dropped by retention or forgotten after ``epoch``; None if that is too long ago to say."""
         with self.files.atomically():
             return self.book.dropped_since(epoch)
 
@@ -266,8 +274,8 @@ class Storage:
         if len(batch.sid):
             g = self.catalog.lookup(batch.sid)
             if g.min() < 0:  # the sender's series cache predates a retention pass that dropped the series
-                raise Unavailable("a series of this write was dropped by retention while the write was on its way; "
-                                  "retry", retry_after_s=1)
+                raise Unavailable("a series of this write was dropped by retention (or forgotten by the head window) "
+                                  "while the write was on its way; retry", retry_after_s=1)
         self.native.apply(batch)  # refuses (like the check above) before anything is applied
         if len(batch.sid):
             self.files.append(batch.sid, batch.t, batch.v)

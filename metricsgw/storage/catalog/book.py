@@ -1,5 +1,6 @@
-"""The catalog in use and the bookkeeping that moves with it: how many series its last checkpoint holds, and the
-series retention dropped (an epoch and the last few sets, for callers that cache series ids).
+"""The catalog in use and the bookkeeping that moves with it: how many series its last checkpoint holds, the
+series retention dropped or the head window forgot (an epoch and the last few sets, for callers that cache series
+ids), and how far back the forgotten series reach (``forgotten_until``: reads over older times ask the archive).
 
 Retention replaces the catalog with a smaller one while reads go on, so a reader takes ``book.catalog`` once per
 call; the swap and the epoch move together inside the file set's ``atomically()``.
@@ -18,12 +19,19 @@ from .catalog import Catalog
 log = logging.getLogger(__name__)
 
 _DROPS_KEPT = 8  # epochs whose dropped sids dropped_since can still tell
+NONE = int(np.iinfo(np.int64).min)  # forgotten_until while memory forgot nothing
 
 
 class CatalogBook:
     def __init__(self, files: FileSet, writer_dir: str, writer_id: str) -> None:
         self.catalog = Catalog()
-        self.epoch = 0  # bumped each time retention drops series
+        self.epoch = 0  # bumped each time retention drops series or the head window forgets some
+        # The newest sample time of any series memory forgot (upkeep/idle_series.py), NONE while it forgot none: a
+        # read whose window starts after it finds every series it needs in the catalog; an older one asks the
+        # archive (catalog/archive.py) too. Saved in the checkpoint, which is what a restart's memory comes from.
+        self.forgotten_until = NONE
+        # Metrics the head window forgot every series of: their metadata goes once retention leaves none on disk
+        self.forgotten_metrics: set[str] = set()
         self._files = files
         self._writer_dir = writer_dir
         self._writer_id = writer_id
@@ -36,6 +44,14 @@ class CatalogBook:
         self.catalog = new
         self.epoch += 1
         self._dropped = self._dropped[1 - _DROPS_KEPT:] + [(self.epoch, dropped)]
+
+    def forget(self, new: Catalog, forgotten: np.ndarray, until_ms: int) -> None:
+        """(Inside ``files.atomically()``.) As ``replace``, for series the head window forgot: they stay on disk, and
+        the newest sample of any of them is ``until_ms``. The next checkpoint is measured from the smaller catalog."""
+        self.forgotten_metrics |= set(self.catalog.metrics) - set(new.metrics)
+        self.replace(new, forgotten)
+        self.forgotten_until = max(self.forgotten_until, until_ms)
+        self._checkpointed = min(self._checkpointed, len(new))
 
     def dropped_since(self, epoch: int) -> np.ndarray | None:
         """(Inside ``files.atomically()``.) Sids dropped after ``epoch``; None if that is too long ago to say."""
@@ -52,7 +68,7 @@ class CatalogBook:
         loaded = catalog_checkpoint.load(self._writer_dir)
         if loaded is None:
             return 0
-        self.catalog, covered = loaded
+        self.catalog, covered, self.forgotten_until = loaded
         self._checkpointed = len(self.catalog)
         return covered
 
@@ -65,6 +81,7 @@ class CatalogBook:
             return
         with self._files.atomically():  # no series is added meanwhile (append registers them under it)
             snap = catalog_checkpoint.snapshot(self.catalog)
+            snap["forgotten_until"] = self.forgotten_until  # the series it lacks (but the files hold) are older
         # The flusher is the only thread of this process that commits: this writer's side files listed now
         # are exactly those whose series and spans the snapshot holds.
         covered = catalog_checkpoint.covered_seq(self._files.table.current, self._writer_id)

@@ -21,6 +21,13 @@ from .catalog_bulk import add_keys
 from .metric_table import Column, Grow, MetricTable
 from .sorted_search import search_sorted
 
+# CPython's sizes, for nbytes: a dict entry with its int key and value; a str and its index entry beside its
+# characters; a cached label set (a tuple of shared pairs)
+_DICT_ENTRY_BYTES = 100
+_VALUE_BYTES = 120
+_LABELS_BYTES = 120
+
+
 class Catalog:
     """sid -> dense index -> (metric table, row); time span per series for windowed metadata calls."""
 
@@ -203,6 +210,19 @@ class Catalog:
         if table is None:
             return int(np.count_nonzero(self.last_ms.view >= since_ms))
         return int(np.count_nonzero(self.last_ms.a[table.gidx.view] >= since_ms))
+
+    def nbytes(self) -> int:
+        """About the bytes the catalog holds: its columns, the sid dict and label values at CPython's sizes, and
+        the label sets and ranks readers cached (what /metrics shows and the archive's bound counts)."""
+        n = len(self)
+        size = sum(c.a.nbytes for c in (self.sids, self.first_ms, self.last_ms, self.metric_idx))
+        size += sum(a.nbytes for a in self._index) + n * _DICT_ENTRY_BYTES
+        for table in list(self.tables):
+            size += table.gidx.a.nbytes
+            for col in list(table.columns.values()):
+                size += col.codes.a.nbytes + sum(map(len, col.values)) + len(col.values) * _VALUE_BYTES
+        size += len(self.labels_of) * _LABELS_BYTES + sum(r.nbytes for r in list(self.label_ranks.values()))
+        return size
 
     def without(self, drop: np.ndarray) -> "Catalog":
         """A new catalog of the series not in ``drop`` (a mask over the first ``len(drop)`` dense

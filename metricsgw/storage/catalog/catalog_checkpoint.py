@@ -3,12 +3,13 @@ loads arrays instead of parsing a million series keys.
 
 ``wal/<writer id>/catalog.npz.zst`` (numpy's npz through zstd, written atomically after a flush) holds every
 column of the Catalog and of its metric tables, and ``covered_seq``: every series and spans file this writer
-committed to the table (table.py) with a sequence number up to it is in the checkpoint; start-up adds only the files listed after it (and
-the WAL). Retention dropping series discards the checkpoint (they must not come back at a restart); the
-next flush writes a new one. A checkpoint may
-also hold series newer than that (added since the WAL cut): they come back from the WAL anyway,
-and registering a known series is a no-op. A missing or unreadable checkpoint just means the
-slower full load (keysplit.py).
+committed to the table (table.py) with a sequence number up to it is in the checkpoint; start-up adds only the
+files listed after it (and the WAL). It also holds ``forgotten_until``: the series the head window had forgotten
+(in the files it covers, not in it) have no sample after it, so a restart's reads ask the archive for older times
+as before. Retention dropping series discards the checkpoint (they must not come back at a restart); the next
+flush writes a new one. A checkpoint may also hold series newer than that (added since the WAL cut): they come
+back from the WAL anyway, and registering a known series is a no-op. A missing or unreadable checkpoint just means
+the slower full load (keysplit.py).
 """
 
 from __future__ import annotations
@@ -66,7 +67,8 @@ def discard(root: str) -> None:
 
 def save(root: str, snap: dict, covered_seq: int) -> None:
     strings = json.dumps({"version": _VERSION, "covered_seq": covered_seq, "tables": snap["tables"],
-                          "columns": snap["columns"]}, ensure_ascii=False).encode("utf-8", "surrogatepass")
+                          "columns": snap["columns"], "forgotten_until": snap.get("forgotten_until")},
+                         ensure_ascii=False).encode("utf-8", "surrogatepass")
     empty64 = np.empty(0, np.int64)
     arrays = {"sids": snap["sids"], "first_ms": snap["first_ms"], "last_ms": snap["last_ms"],
               "metric_idx": snap["metric_idx"],
@@ -92,8 +94,8 @@ def save(root: str, snap: dict, covered_seq: int) -> None:
         raise
 
 
-def load(root: str) -> tuple[Catalog, int] | None:
-    """(the catalog, covered_seq), or None if there is no usable checkpoint."""
+def load(root: str) -> tuple[Catalog, int, int] | None:
+    """(the catalog, covered_seq, forgotten_until), or None if there is no usable checkpoint."""
     path = os.path.join(root, NAME)
     if not os.path.exists(path):
         return None
@@ -105,7 +107,9 @@ def load(root: str) -> tuple[Catalog, int] | None:
         meta = json.loads(arrays["strings"].tobytes().decode("utf-8", "surrogatepass"))
         if meta["version"] != _VERSION:
             return None
-        return _build(arrays, meta), int(meta["covered_seq"])
+        forgotten = meta.get("forgotten_until")  # absent before the head window: nothing was forgotten
+        return _build(arrays, meta), int(meta["covered_seq"]), int(np.iinfo(np.int64).min if forgotten is None
+                                                                     else forgotten)
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zstandard.ZstdError) as err:
         log.warning("series table checkpoint %s unreadable (%s): loading the series files instead", path, err)
         return None

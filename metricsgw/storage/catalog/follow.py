@@ -8,11 +8,15 @@ import logging
 import threading
 import time
 
+import numpy as np
+
+from ... import npsort
 from ..files import parquet_io
 from ..files.snapshot import Snapshot
 from ..files.kinds import file_writer as table_writer
 from ..fileset import FileSet
-from .book import CatalogBook
+from .archive import spans as archive_spans
+from .book import NONE, CatalogBook
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +86,7 @@ class Follower:
             return
         sids, keys = parquet_io.read_series(series)
         span_cols = [parquet_io.read_spans(p) for p in spans]
+        sids, keys = self._series_to_join(now, sids, keys, span_cols)
         with self.files.atomically():  # appends register series under it
             cat = self.book.catalog
             cat.add_keys(sids, keys)
@@ -91,3 +96,24 @@ class Follower:
                 cat.touch_dense(g[known], min_t[known])
                 cat.touch_dense(g[known], max_t[known])
         self._followed.update(series, spans)
+
+    def _series_to_join(self, now: Snapshot, sids, keys: list[bytes], span_cols: list) -> tuple:
+        """Once the head window forgot series, the series to join are those the new spans show written after every
+        forgotten one: a merge of another writer's side files names every series again (the spans' merge in a commit
+        of its own), and the others stay in the archive (catalog/archive.py) instead of coming back to memory. One
+        this process forgot and its writer did not is written again and named in its writer's new spans only (they
+        run ahead of the files read here): its key comes from the series files read before."""
+        until = self.book.forgotten_until
+        if until == NONE:
+            return sids, keys
+        span_sid, _, last = archive_spans(span_cols)
+        fresh = span_sid[last > until]
+        keep = np.flatnonzero(npsort.members(sids, fresh)).tolist()
+        sids, keys = sids[keep], [keys[i] for i in keep]
+        missing = fresh[self.book.catalog.lookup(fresh) < 0]
+        missing = missing[~npsort.isin(missing, sids)]
+        if not len(missing):
+            return sids, keys
+        old_sids, old_keys = parquet_io.read_series([p for p in now.series if p in self._followed])
+        at = np.flatnonzero(npsort.members(old_sids, missing)).tolist()
+        return np.concatenate([sids, old_sids[at]]), keys + [old_keys[i] for i in at]

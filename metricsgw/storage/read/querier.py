@@ -16,6 +16,7 @@ from ... import npsort
 from ...limits.context import QueryContext
 from ...model import SampleBlock
 from ..batch import SeriesSet
+from ..catalog.archive import Archive
 from ..catalog.book import CatalogBook
 from ..fileset import FileSet
 from ..memory.head import select_sorted
@@ -67,10 +68,11 @@ class SampleQuerier:
     Sample reads pin the table snapshot they read, so compaction and retention delete none of its files
     meanwhile; they take ``book.catalog`` once per call (retention may replace it)."""
 
-    def __init__(self, path: str, files: FileSet, book: CatalogBook, memory_limit: int, cache_bytes: int,
-                 threads: int) -> None:
+    def __init__(self, path: str, files: FileSet, book: CatalogBook, archive: Archive, memory_limit: int,
+                 cache_bytes: int, threads: int) -> None:
         self.files = files
         self.book = book
+        self.archive = archive  # the series the head window forgot, for reads reaching back before it
         self._interval_ms = 15_000.0  # the median scrape interval flushes saw: sizes estimates and cache fills
         self._db = duckdb.connect(config={
             "memory_limit": f"{max(memory_limit // (1 << 20), 64)}MiB",
@@ -111,14 +113,53 @@ class SampleQuerier:
         """Samples a read of these series over the window would load (from time spans and the scrape interval)."""
         if not len(series):
             return 0
-        cat = self.book.catalog
-        g = cat.lookup(series.ids)
-        g = g[g >= 0]  # a series retention dropped since it was selected has nothing left to read
-        lo = np.maximum(cat.first_ms.a[g], start_ms)
-        hi = np.minimum(cat.last_ms.a[g], end_ms)
+        first, last = self._spans(series.ids, start_ms)
+        lo = np.maximum(first, start_ms)
+        hi = np.minimum(last, end_ms)
         span = np.clip(hi - lo, 0, None)
         present = hi >= lo
         return int(np.sum(span / self._interval_ms) + np.count_nonzero(present))
+
+    def _spans(self, ids: np.ndarray, start_ms: int) -> tuple[np.ndarray, np.ndarray]:
+        """Each series' (first, last) sample time; a series retention dropped since it was selected has nothing left
+        to read and is left out. With the archive (the window reaches back before the head window), a series in both
+        spans both: one forgotten and written again starts in memory at its return."""
+        cat = self.book.catalog
+        g = cat.lookup(ids)
+        first = np.where(g >= 0, cat.first_ms.a[g], np.iinfo(np.int64).max)
+        last = np.where(g >= 0, cat.last_ms.a[g], np.iinfo(np.int64).min)
+        archive = self.archive.catalog_for(start_ms)
+        if archive is not None:
+            ga = archive.lookup(ids)
+            old = ga >= 0
+            first[old] = np.minimum(first[old], archive.first_ms.a[ga[old]])
+            last[old] = np.maximum(last[old], archive.last_ms.a[ga[old]])
+        held = (g >= 0) | (last != np.iinfo(np.int64).min)
+        return first[held], last[held]
+
+    def _metrics_of(self, cat, ids: np.ndarray, start_ms: int, ctx: QueryContext) -> tuple[np.ndarray, np.ndarray,
+                                                                                            list]:
+        """(the ids a catalog holds, the index of each one's metric in the list, the list): the catalog's, and for
+        ids only the archive holds (forgotten by the head window), the archive's metrics after them."""
+        g = cat.lookup(ids)
+        known = g >= 0  # retention may have dropped a series since it was selected
+        metric_of = cat.metric_idx.a[g]
+        metrics = list(cat.tables)
+        archive = self.archive.catalog_for(start_ms, ctx) if not known.all() else None
+        if archive is not None:
+            miss = np.flatnonzero(~known)
+            ga = archive.lookup(ids[miss])
+            found = ga >= 0
+            at = {}
+            for ti in npsort.unique(archive.metric_idx.a[ga[found]]).tolist():
+                table = archive.tables[ti]
+                mine = cat.metrics.get(table.name)
+                at[ti] = mine.index if mine is not None else len(metrics)
+                if mine is None:
+                    metrics.append(table)
+            metric_of[miss[found]] = [at[ti] for ti in archive.metric_idx.a[ga[found]].tolist()]
+            known[miss[found]] = True
+        return ids[known], metric_of[known], metrics
 
     def read_samples(self, ids: np.ndarray, start_ms: int, end_ms: int, ctx: QueryContext) -> SampleBlock:
         """Samples of these series in [start_ms, end_ms], sorted by (sid, t), one per (sid, t).
@@ -132,9 +173,8 @@ class SampleQuerier:
             view = self.files.view()
             cat = self.book.catalog
         with view.pin as snap:
-            g = cat.lookup(ids_sorted)
-            known = g >= 0  # retention may have dropped a series since it was selected
-            plan = plan_read(ids_sorted[known], cat.metric_idx.a[g[known]], cat.tables, start_ms, end_ms,
+            wanted, metric_of, metrics = self._metrics_of(cat, ids_sorted, start_ms, ctx)
+            plan = plan_read(wanted, metric_of, metrics, start_ms, end_ms,
                              files=snap.samples, heads=[(h.min_t, h.max_t) for h in view.heads],
                              snapshot_version=snap.version, cache_version=self._cache_version,
                              cache=self._sample_cache, cache_max_bytes=self._sample_cache.max_bytes,

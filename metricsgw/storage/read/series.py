@@ -2,7 +2,9 @@
 catalog (storage/catalog/), never from samples.
 
 Each call reads ``book.catalog`` once: retention may replace it with a smaller one while a query runs, and a
-query must not mix the dense indexes of two catalogs.
+query must not mix the dense indexes of two catalogs. A call whose window reaches back before the series the head
+window forgot (``book.forgotten_until``) reads the archive too (catalog/archive.py), each series once; cardinality
+figures are the catalog's alone: the series of the head window, as Prometheus' head counts them.
 """
 
 from __future__ import annotations
@@ -14,24 +16,29 @@ from ...limits.context import QueryContext
 from ...model import METRIC_NAME, Matcher
 from ..batch import SeriesSet
 from ..catalog import stats
+from ..catalog.archive import Archive
 from ..catalog.book import CatalogBook
 
 
 class SeriesQuerier:
-    def __init__(self, book: CatalogBook, metadata_by_metric: dict) -> None:
+    def __init__(self, book: CatalogBook, archive: Archive, metadata_by_metric: dict) -> None:
         self.book = book
+        self.archive = archive
         self.metadata_by_metric = metadata_by_metric  # Storage's, filled by appends and replay
 
     def select_series(self, matchers: list[Matcher], start_ms: int | None, end_ms: int | None,
                       ctx: QueryContext | None = None, limit: int | None = None,
                       among: np.ndarray | None = None) -> SeriesSet:
         """``among`` (sorted sids): only these are selected, charged and given labels (a head read: the
-        series held in memory, out of a catalog that may hold many more)."""
+        series held in memory, out of a catalog that may hold many more; the head window never forgets them)."""
+        cat = self.book.catalog
+        archive = None if among is not None else self.archive.catalog_for(start_ms, ctx)
+        if archive is not None:
+            return self._select_both(cat, archive, matchers, start_ms, end_ms, ctx, limit)
         ids: list[np.ndarray] = []
         labels: list = []
         total = 0
         check = ctx.check if ctx else None
-        cat = self.book.catalog
         selected = cat.select(matchers, start_ms, end_ms, check)
         if limit is not None:  # the first ``limit`` in label order (as Prometheus cuts): metrics by name
             selected = sorted(selected, key=lambda table_rows: table_rows[0].name)
@@ -52,6 +59,48 @@ class SeriesQuerier:
             if limit is not None and total >= limit:
                 break
         return SeriesSet(np.concatenate(ids) if ids else np.empty(0, np.int64), labels)
+
+    def _select_both(self, cat, archive, matchers: list[Matcher], start_ms: int | None, end_ms: int | None,
+                     ctx: QueryContext | None, limit: int | None) -> SeriesSet:
+        """``select_series`` over the catalog and the archive: a series both select comes from the catalog, and
+        each metric's series come out in label order, as from the catalog alone."""
+        check = ctx.check if ctx else None
+        found: dict[str, list] = {}
+        for c in (cat, archive):
+            for table, rows in c.select(matchers, start_ms, end_ms, check):
+                g = table.gidx.view[rows]
+                found.setdefault(table.name, []).append((c, table, rows, c.sids.a[g], g))
+        ids: list[np.ndarray] = []
+        labels: list = []
+        total = 0
+        for name in (sorted(found) if limit is not None else found):  # as Prometheus cuts: metrics by name
+            m_ids: list[np.ndarray] = []
+            m_labels: list = []
+            for c, table, rows, sids, g in found[name]:
+                # the archive's (second): not those the catalog selected
+                keep = ~npsort.members(sids, npsort.unique(m_ids[0])) if m_ids else np.ones(len(sids), bool)
+                m_ids.append(sids[keep])
+                # label sets are cached in the catalog only: the archive's bytes stay what its bound counted
+                rows = rows[keep]
+                m_labels.extend(self._labels(c, table, rows, g[keep]) if c is cat else table.labels_many(rows))
+            order = sorted(range(len(m_labels)), key=m_labels.__getitem__)
+            if limit is not None:
+                order = order[: limit - total]
+            if not order:
+                continue
+            if ctx is not None:
+                ctx.charge_series(len(order), "series selection")
+            ids.append(np.concatenate(m_ids)[np.asarray(order, np.int64)])
+            labels.extend(map(m_labels.__getitem__, order))
+            total += len(order)
+            if limit is not None and total >= limit:
+                break
+        return SeriesSet(np.concatenate(ids) if ids else np.empty(0, np.int64), labels)
+
+    def _catalogs(self, start_ms: int | None, ctx: QueryContext | None) -> list:
+        """The catalog, and the archive when a window starting at ``start_ms`` reaches back before memory."""
+        archive = self.archive.catalog_for(start_ms, ctx)
+        return [self.book.catalog] if archive is None else [self.book.catalog, archive]
 
     def labels_of_ids(self, ids: np.ndarray) -> list:
         """The label set of each series id, None for an id the series table does not hold (a peer's columnar
@@ -77,15 +126,21 @@ class SeriesQuerier:
                    ctx: QueryContext | None = None, among: np.ndarray | None = None) -> np.ndarray:
         """The ids ``select_series`` selects (charged the same), sorted by id, without their label sets."""
         ids: list[np.ndarray] = []
-        cat = self.book.catalog
-        for table, rows in cat.select(matchers, start_ms, end_ms, ctx.check if ctx else None):
-            g = table.gidx.view[rows]
-            if among is not None:
-                g = g[npsort.members(cat.sids.a[g], among)]
-            if ctx is not None:
-                ctx.charge_series(len(g), "series selection")
-            ids.append(cat.sids.a[g])
-        return np.sort(np.concatenate(ids)) if ids else np.empty(0, np.int64)
+        cats = [self.book.catalog] if among is not None else self._catalogs(start_ms, ctx)  # as select_series
+        for cat in cats:
+            for table, rows in cat.select(matchers, start_ms, end_ms, ctx.check if ctx else None):
+                g = table.gidx.view[rows]
+                if among is not None:
+                    g = g[npsort.members(cat.sids.a[g], among)]
+                if ctx is not None and len(cats) == 1:
+                    ctx.charge_series(len(g), "series selection")
+                ids.append(cat.sids.a[g])
+        if len(cats) == 1:
+            return np.sort(np.concatenate(ids)) if ids else np.empty(0, np.int64)
+        out = npsort.unique(np.concatenate(ids)) if ids else np.empty(0, np.int64)  # a series in both: once
+        if ctx is not None:
+            ctx.charge_series(len(out), "series selection")
+        return out
 
     @staticmethod
     def _labels(cat, table, rows: np.ndarray, g: np.ndarray) -> list:
@@ -115,26 +170,27 @@ class SeriesQuerier:
                     ctx: QueryContext | None = None, limit: int | None = None) -> list[str]:
         names: set[str] = set()
         check = ctx.check if ctx else None
-        for table, rows in self.book.catalog.select(matchers, start_ms, end_ms, check):
-            names.add(METRIC_NAME)
-            for n, col in table.columns.items():
-                if n in names:
-                    continue
-                codes = col.codes.view
-                r = rows[rows < len(codes)]
-                if len(r) and codes[r].any():
-                    names.add(n)
+        for cat in self._catalogs(start_ms, ctx):
+            for table, rows in cat.select(matchers, start_ms, end_ms, check):
+                names.add(METRIC_NAME)
+                for n, col in table.columns.items():
+                    if n in names:
+                        continue
+                    codes = col.codes.view
+                    r = rows[rows < len(codes)]
+                    if len(r) and codes[r].any():
+                        names.add(n)
         return sorted(names)[:limit] if limit else sorted(names)
 
     def label_values(self, name: str, matchers: list[Matcher], start_ms: int | None, end_ms: int | None,
                      ctx: QueryContext | None = None, limit: int | None = None) -> list[str]:
         values: set[str] = set()
         check = ctx.check if ctx else None
-        if name == METRIC_NAME:
-            for table, _ in self.book.catalog.select(matchers, start_ms, end_ms, check):
-                values.add(table.name)
-        else:
-            for table, rows in self.book.catalog.select(matchers, start_ms, end_ms, check):
+        for cat in self._catalogs(start_ms, ctx):
+            for table, rows in cat.select(matchers, start_ms, end_ms, check):
+                if name == METRIC_NAME:
+                    values.add(table.name)
+                    continue
                 col = table.columns.get(name)
                 if col is None:
                     continue
@@ -147,7 +203,7 @@ class SeriesQuerier:
         return out[:limit] if limit else out
 
     def tsdb_status(self, limit: int) -> dict:
-        """Prometheus's /api/v1/status/tsdb over every stored series."""
+        """Prometheus's /api/v1/status/tsdb over the series in memory: those written within the head window."""
         return stats.render([self.tsdb_counts()], limit)
 
     def tsdb_counts(self) -> dict:

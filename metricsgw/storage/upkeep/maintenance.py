@@ -1,4 +1,4 @@
-"""What the flusher does after each flush: retention, compaction, side-table merges.
+"""What the flusher does after each flush: retention, the head window, compaction, side-table merges.
 
 Each step ends in a defined state whatever fails (disk full, EIO, a corrupt input): its files are
 written in a table transaction, so a failure leaves no partial file and changes nothing; the
@@ -9,7 +9,8 @@ every retry. Steps are independent: a failing compaction does not stop retention
 Retention deletes whole partitions whose time is past ``--storage.retention.time``, then drops the
 series left with no sample (storage.retention.drop_series_before) from memory at once and from the series
 and spans files in the same pass. If rewriting those files fails, the drop is remembered and the
-rewrite retried (a series that comes back meanwhile is kept: it is in memory again).
+rewrite retried (a series that comes back meanwhile is kept: it is in memory again). Series the head window
+forgot (upkeep/idle_series.py) are purged from those files the same way once their partitions are retired.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class Maintenance:
     def run(self) -> None:
         # Retention first: no point compacting partitions it is about to delete.
         for step, fn in (("retention", self.apply_retention),
+                         ("head window", self.storage.idle.forget_idle),
                          ("compaction", lambda: compact_partitions(self.storage)),
                          ("histogram compaction", self.storage.native.compact),
                          ("side-table compaction", lambda: compact_side_tables(self.storage))):
@@ -46,6 +48,12 @@ class Maintenance:
             else:
                 if self.failing.pop(step, None) is not None:
                     log.warning("%s works again", step)
+
+    def data_floor(self) -> int:
+        """The oldest sample, histogram or exemplar on disk, of every writer's files: the catalog holds other writers'
+        series too when it follows them (int64 max when there is none)."""
+        st = self.storage
+        return min([f.min_t for f in st.table.current.samples] + [st.native.files_min_t()])
 
     def _failed(self, step: str, err: Exception) -> None:
         tel = self.storage.telemetry
@@ -68,12 +76,14 @@ class Maintenance:
                 tx.commit()
             crashpoints.reached("retention.removed")
             log.info("retention: %d partition file(s) older than %d ms retired", len(old), st.retention_ms)
-        # Every writer's files: the catalog holds other writers' series too when it follows them.
-        files = st.table.current.samples
-        horizon = min([f.min_t for f in files] + [st.native.files_min_t()])
+        horizon = self.data_floor()
         dropped = st.retention.drop_series_before(horizon)
         if len(dropped):
             self._purge = npsort.union(self._purge, dropped)
+        if old:  # series the head window forgot whose samples went with those partitions, and their metadata
+            self._purge = npsort.union(self._purge, st.archive.expired(horizon))
+            if st.book.forgotten_metrics:
+                st.retention.drop_forgotten_metadata(set(st.archive.catalog_for(None).metrics))
         if len(self._purge):
             gone = self._purge[st.catalog.lookup(self._purge) < 0]  # one that came back keeps its records
             if len(gone):

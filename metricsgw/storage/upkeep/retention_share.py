@@ -53,6 +53,16 @@ class RetentionShare:
         log.info("retention: %d series with no samples left dropped, %d kept", len(sids), len(new))
         return sids
 
+    def drop_forgotten_metadata(self, on_disk: set[str]) -> None:
+        """Metadata of the metrics the head window forgot every series of goes once none of their series is left on
+        disk (``on_disk``: the metrics the archive holds), as it goes with the last series retention drops."""
+        with self.files.atomically():
+            gone = {name for name in self.book.forgotten_metrics
+                    if name in self.book.catalog.metrics or name not in on_disk}
+            for name in gone - set(self.book.catalog.metrics):
+                self.metadata_by_metric.pop(name, None)
+            self.book.forgotten_metrics -= gone
+
     def _dead_series(self, cat: Catalog, horizon_ms: int, clamp: bool = False) -> np.ndarray:
         """Mask over ``cat``'s dense indexes: series with a span, all of it before ``horizon_ms``, and
         no sample in memory. Inside ``files.atomically()``. ``clamp`` moves span starts up to the oldest

@@ -29,7 +29,7 @@ def test_checkpoint_round_trip_is_the_same_catalog(tmp_path):
     sids = np.array([s for s, _ in added], np.int64)
     cat.touch(sids[::2], np.full(len(sids[::2]), NOW, np.int64))
     catalog_checkpoint.save(str(tmp_path), catalog_checkpoint.snapshot(cat), covered_seq=42)
-    back, covered = catalog_checkpoint.load(str(tmp_path))
+    back, covered, _ = catalog_checkpoint.load(str(tmp_path))
     assert covered == 42 and len(back) == len(cat)
     for sid, lb in added:
         assert back.labels(sid) == lb
@@ -54,7 +54,7 @@ def test_restart_loads_checkpoint_then_newer_files_and_wal(tmp_path):
         asyncio.run(st.append(batch(range(53, 55), [NOW + 2000] * 2, [3.0] * 2)))  # only in the WAL
     finally:
         st.close(flush=False)
-    _, covered = catalog_checkpoint.load(str(tmp_path / "wal" / "gw0"))
+    _, covered, _ = catalog_checkpoint.load(str(tmp_path / "wal" / "gw0"))
     st = Storage(str(tmp_path))
     st.open()
     try:
