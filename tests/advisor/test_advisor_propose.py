@@ -128,4 +128,4 @@ def test_the_command(api, tmp_path, capsys):
     # the query log's query sums by job: device and instance are unread, but one of them must stay
     assert "read_total: device (4 values);" in text and "read_total instance: unsafe: may merge series" in text
     assert "changes 0 queries' output" in text
-    assert len(load_rule_file(str(out)).rules) == 3
+    assert len(load_rule_file(str(out)).rules) == 2  # the drop, and device off read_total
