@@ -79,7 +79,7 @@ def _variable_usage(where: str, query: str) -> Usage:
         selector, label = m.group(1), m.group(2)
         if selector is None:  # the label of every series: it reads that label, and no metric's samples
             return Usage([Read(where, (), frozenset([label]), False, whole_series=False)], [])
-        return expr_usage(where, selector, [label])
+        return expr_usage(where, selector, [label], shows_all=False)
     if m := _QUERY_RESULT.match(query):
         return expr_usage(where, m.group(1))
     if m := _METRICS.match(query):

@@ -58,11 +58,12 @@ class Usage:
         return {r.query for r in self.reads} | {u.query for u in self.unparsed}
 
 
-def expr_usage(query: str, expr: str, shown: Iterable[str] = ()) -> Usage:
-    """The reads of one expression; one it cannot parse is returned as Unparsed, never dropped."""
+def expr_usage(query: str, expr: str, shown: Iterable[str] = (), shows_all: bool = True) -> Usage:
+    """The reads of one expression (``shows_all=False``: only the ``shown`` labels of its answer are looked at, as
+    Grafana's label_values); one it cannot parse is returned as Unparsed, never dropped."""
     try:
         tree = P.parse(expr)
-        found = list(_walk(tree, frozenset(shown), True))
+        found = list(_walk(tree, frozenset(shown), shows_all))
     except (BadData, NotSupported) as err:
         return Usage([], [Unparsed(query, expr, str(err))])
     reads = []

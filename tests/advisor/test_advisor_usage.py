@@ -29,6 +29,8 @@ def test_the_gpu_fleet_dashboard_reads_its_dcgm_metrics_and_labels():
     util = set().union(*(r.labels for r in usage.of("DCGM_FI_DEV_GPU_UTIL")))
     assert {"Hostname", "namespace", "gpu"} <= util  # the variables' matchers and label_values
     assert "device" not in util
+    variable = [r for r in usage.of("DCGM_FI_DEV_GPU_UTIL") if r.query == "gpu-fleet.json variable $gpu"]
+    assert variable and not variable[0].shows_all  # label_values shows only the label it lists
 
 
 def test_the_gpu_alerts_read_hostname():
