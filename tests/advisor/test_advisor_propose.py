@@ -14,7 +14,6 @@ import pytest
 from metricsgw.advisor.counts import Counts
 from metricsgw.advisor.propose import metrics_to_list, propose
 from metricsgw.advisor.report import relabel_yaml
-from metricsgw.advisor.sources import dashboard_usage
 from metricsgw.advisor.usage import expr_usage
 from metricsgw.cli import main as cli_main
 from metricsgw.model import canonical
