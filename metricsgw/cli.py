@@ -1,4 +1,5 @@
-"""`metricsgw serve [flags]`, `metricsgw check relabel FILE...` and `metricsgw check web-config FILE...`."""
+"""`metricsgw serve [flags]`, `metricsgw check relabel FILE...`, `metricsgw check web-config FILE...` and
+`metricsgw advise --url URL [--dashboards FILE...] [--rules FILE...] [--query-log FILE] [--out FILE.yml]`."""
 
 from __future__ import annotations
 
@@ -20,6 +21,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "check":
         from .rules.check import main as check_relabel
         return check_relabel(args.files)
+    if args.command == "advise":
+        from .advisor.command import main as advise
+        return advise(args)
     try:
         cfg = config_from_args(args)
     except ConfigError as err:

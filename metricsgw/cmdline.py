@@ -30,6 +30,27 @@ def _serve_parser(sub) -> argparse.ArgumentParser:
     return p
 
 
+def _advise_parser(sub) -> None:
+    """`metricsgw advise` (run by advisor/command.py)."""
+    p = sub.add_parser("advise", help="propose relabel rules that drop what no dashboard, rule or query reads",
+                       description="Compare what the gateway stores with what dashboards, rule files and the query "
+                                   "log read, and propose relabel rules (never applied).")
+    p.add_argument("--url", required=True, help="the gateway, e.g. http://HOST:9201")
+    p.add_argument("--dashboards", nargs="+", default=[], metavar="FILE", help="Grafana dashboard JSON files")
+    p.add_argument("--rules", nargs="+", default=[], metavar="FILE", help="Prometheus rule files (groups:)")
+    p.add_argument("--query-log", action="append", default=[], metavar="FILE", help="a --query.log-file file")
+    p.add_argument("--min-series", type=int, default=1, help="propose dropping unread metrics with at least this "
+                                                              "many series (default: 1)")
+    p.add_argument("--min-values", type=int, default=2, help="judge labels with at least this many values (default: 2)")
+    p.add_argument("--top", type=int, default=10, help="judge the labels of this many read metrics, those with the "
+                                                       "most series: one /api/v1/series call each (default: 10)")
+    p.add_argument("--max-metrics", type=int, default=100000, help="metrics asked of /api/v1/status/tsdb")
+    p.add_argument("--max-listed-series", type=int, default=100000, help="series listed per judged metric")
+    p.add_argument("--basic-auth-user", default=None, help="the gateway's basic auth user")
+    p.add_argument("--basic-auth-password-file", default=None, help="a file holding its password")
+    p.add_argument("--out", default=None, metavar="FILE.yml", help="write the proposed relabel rules here")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="metricsgw", description="Prometheus-compatible metrics gateway and query guard.")
     parser.add_argument("--version", action="version", version=f"metricsgw {__version__}")
@@ -43,6 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     relabel.add_argument("files", nargs="+")
     web_config = check_sub.add_parser("web-config", help="validate --web.config.file files")
     web_config.add_argument("files", nargs="+")
+    _advise_parser(sub)
     return parser
 
 

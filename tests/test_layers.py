@@ -27,7 +27,7 @@ FLOORS: list[tuple[str, ...]] = [
     ("metricsgw.api",),
     ("metricsgw.app",),
     ("metricsgw.procs",),
-    ("metricsgw.cli", "metricsgw.__main__"),
+    ("metricsgw.cli", "metricsgw.__main__", "metricsgw.advisor"),
     ("testkit",),  # the test harness: the tests stand on it, beside bench/, and never import bench/
     ("bench",),
 ]

@@ -1,0 +1,61 @@
+"""The advisor's output: a report for people and the proposed relabel rules as a ``--rules.file`` YAML.
+
+A label is removed from one metric's series with a replace to "" scoped by ``__name__`` (as rules/relabel/dcgm.yml
+does): a ``labeldrop`` would remove it from every metric, read or not.
+"""
+
+from __future__ import annotations
+
+import json
+
+from .counts import Counts
+from .propose import Proposals
+from .usage import Usage
+
+_SHOWN = 20  # names listed per section of the report; the YAML has them all
+
+
+def relabel_yaml(p: Proposals) -> str:
+    lines = ["# Proposed by `metricsgw advise`: review, then load with --rules.file (check with `metricsgw check relabel`)."]
+    if p.drops:
+        lines += [f"# {len(p.drops)} metrics with {p.dropped_series} series that no dashboard, rule or logged query reads.",
+                  "- source_labels: [__name__]",
+                  f"  regex: {json.dumps('|'.join(m for m, _ in p.drops))}",
+                  "  action: drop"]
+    for r in p.removals:
+        for label, values in zip(r.labels, r.values):
+            lines += [f"# {label} ({values} values) on {r.metric}: no query of it reads it; its series stay distinct.",
+                      "- source_labels: [__name__]",
+                      f"  regex: {json.dumps(r.metric)}",
+                      f"  target_label: {label}",
+                      '  replacement: ""']
+    if not p.drops and not p.removals:
+        lines.append("[]")
+    return "\n".join(lines) + "\n"
+
+
+def text_report(counts: Counts, usage: Usage, p: Proposals, min_series: int) -> str:
+    total = sum(counts.series.values())
+    out = [f"{len(counts.series)} metrics, {total} series; {len(usage.queries())} queries read "
+           f"{sum(1 for m in counts.series if usage.is_read(m))} of them."]
+    everything = sorted({r.query for r in usage.reads if r.whole_series and not r.names})
+    if everything:
+        out.append(f"These select series without a metric name, so every metric counts as read: {', '.join(everything)}")
+    if usage.unparsed:
+        out.append(f"\nNot understood ({len(usage.unparsed)}; the metrics they read are not counted):")
+        out += [f"  {u.query}: {u.error}" + (f"\n    {u.expr}" if u.expr else "") for u in usage.unparsed]
+    out.append(f"\nDrop: {len(p.drops)} unread metrics with >= {min_series} series, saving {p.dropped_series} series "
+               f"({p.small_unread} smaller unread metrics left alone); no query changes.")
+    out += [f"  {n:>10}  {m}" for m, n in p.drops[:_SHOWN]]
+    if len(p.drops) > _SHOWN:
+        out.append(f"  ... and {len(p.drops) - _SHOWN} more (all in the YAML)")
+    out.append(f"\nRemove labels: {len(p.removals)} metrics (series stay distinct, so 0 series saved; the bytes are "
+               "the label text the series carry).")
+    for r in p.removals:
+        labels = ", ".join(f"{label} ({v} values)" for label, v in zip(r.labels, r.values))
+        out.append(f"  {r.metric}: {labels}; {r.bytes} bytes; changes {len(r.queries)} queries' output"
+                   + "".join(f"\n    {q}" for q in r.queries))
+    if p.unsafe:
+        out.append("\nNot proposed:")
+        out += [f"  {u.metric}{' ' + u.label if u.label else ''}: {u.reason}" for u in p.unsafe]
+    return "\n".join(out) + "\n"
