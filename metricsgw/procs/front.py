@@ -194,6 +194,10 @@ class Front:
         answers = await self._ask_all("GET", "/-/ready")
         bad = [text if status == 0 else why(self.clients[n], said=text.strip().removeprefix("Service Unavailable: "))
                for n, (status, text) in answers.items() if status != 200]
+        # Ready only once the front routes to every child too: a child can answer 200 before the supervisor's probe
+        # has seen it start, and until then a write is forwarded instead of handed to the shard.
+        bad += [why(self.clients[n]) for n, (status, _) in answers.items()
+                if status == 200 and not self.clients[n].started]
         if not bad:
             return web.Response(text="metricsgw is Ready.\n")
         return web.Response(status=503, text=f"Service Unavailable: {'; '.join(bad)}\n")
