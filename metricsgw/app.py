@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from . import appkeys as K
+from . import appkeys as K, malloc
 from .api import exemplars, metadata, query, query_status, rules as rules_api
 from .api.compression import compress_api_answers
 from .api.flights import Flights
@@ -79,6 +79,9 @@ def results_cache_for(cfg: Config, memory: MemoryShares, storage: Storage, fanou
 def _observe_memory(tel: Telemetry, storage: Storage, pipeline: IngestPipeline) -> None:
     """Every holder of series in memory, and the sample cache, show their entries and bytes in /metrics, read when
     scraped."""
+    for part in ("malloc_in_use", "malloc_free", "malloc_mapped", "arrow_pool"):
+        tel.memory.labels(part).set_function(lambda part=part: malloc.heap_bytes().get(part, 0))
+    tel.memory.labels("duckdb").set_function(storage.duckdb_memory)
     tel.sample_cache_entries.set_function(lambda: storage.sample_cache_stats()[0])
     tel.sample_cache_bytes.set_function(lambda: storage.sample_cache_stats()[1])
     for holder, entries, size in (

@@ -134,3 +134,24 @@ def release_free_memory() -> None:
     lib = _glibc()
     if lib is not None:
         lib.malloc_trim(0)
+
+
+class _Mallinfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in
+                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
+                 "keepcost")]
+
+
+def heap_bytes() -> dict[str, int]:
+    """What glibc's allocator holds, by kind: ``in_use`` (live blocks in the arenas), ``free`` (freed blocks the
+    arenas keep), ``mapped`` (blocks of their own mmap: big arrays), and Arrow's pool; empty where glibc is not
+    the allocator. Memory Python's object allocator maps itself is in none of these."""
+    out = {"arrow_pool": pa.total_allocated_bytes()}
+    lib = _glibc()
+    fn = getattr(lib, "mallinfo2", None) if lib is not None else None
+    if fn is None:  # glibc < 2.33
+        return out
+    fn.restype = _Mallinfo2
+    info = fn()
+    out.update(malloc_in_use=info.uordblks, malloc_free=info.fordblks, malloc_mapped=info.hblkhd)
+    return out

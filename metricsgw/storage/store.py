@@ -386,6 +386,9 @@ class Storage:
     def sample_cache_stats(self) -> tuple[int, int, set[str]]:
         return self.samples.sample_cache_stats()
 
+    def duckdb_memory(self) -> int:
+        return self.samples.duckdb_memory()
+
     def histogram_metrics(self) -> frozenset[str]:
         return self.native.histogram_metrics()
 
