@@ -127,3 +127,22 @@ def test_heap_bytes_sees_what_is_allocated():
     assert grown >= 64 << 20
     assert (after["malloc_in_use"] + after["malloc_mapped"]) - (before["malloc_in_use"] + before["malloc_mapped"]) < 8 << 20
     assert set(after) == {"arrow_pool", "malloc_in_use", "malloc_free", "malloc_mapped"}
+
+
+def test_restart_env_preloads_jemalloc_once(monkeypatch):
+    monkeypatch.setattr(malloc, "_je", False)  # this test process runs on glibc
+    monkeypatch.setattr(malloc, "jemalloc_path", lambda: "/usr/lib/x/libjemalloc.so.2")
+    env = malloc.restart_env("auto", {"PATH": "/bin", "LD_PRELOAD": "/opt/other.so"})
+    assert env["LD_PRELOAD"] == "/usr/lib/x/libjemalloc.so.2 /opt/other.so" and env["PATH"] == "/bin"
+    assert env["MALLOC_CONF"] == malloc.JEMALLOC_CONF and env[malloc.EXEC_MARK] == "auto"
+    assert malloc.restart_env("jemalloc", {"MALLOC_CONF": "narenas:2"})["MALLOC_CONF"] == "narenas:2"  # the user's
+    assert malloc.restart_env("auto", env) is None  # started again already: never a loop
+    assert malloc.restart_env("glibc", {}) is None
+
+
+def test_restart_env_without_jemalloc(monkeypatch):
+    monkeypatch.setattr(malloc, "_je", False)
+    monkeypatch.setattr(malloc, "jemalloc_path", lambda: None)
+    assert malloc.restart_env("auto", {}) is None  # goes on with glibc
+    with pytest.raises(ValueError, match="apt-get install libjemalloc2"):
+        malloc.restart_env("jemalloc", {})
