@@ -40,7 +40,7 @@ from ..storage.files.writer_lock import WriterIdInUse
 from ..telemetry import QUERY_LOG_DROPPED_HELP
 from ..web import install as install_access_control
 from ..web import listen_site
-from . import exposition
+from . import exposition, front_status
 from .clients import ChildClient
 from .distributor import Distributor
 from .layout import Layout, resolve, unlink_socket
@@ -109,7 +109,9 @@ class Front:
                ("GET", "/api/v1/status/running_queries"): self.queries.running_queries,
                ("POST", "/api/v1/admin/cancel_query"): self.queries.cancel_query,
                ("GET", "/api/v1/status/recent_queries"): query_status.recent_queries,
-               ("GET", "/api/v1/status/top_queries"): query_status.top_queries}
+               ("GET", "/api/v1/status/top_queries"): query_status.top_queries,
+               ("GET", "/api/v1/status/layout"): functools.partial(front_status.layout, self),
+               ("GET", "/api/v1/status/advise"): functools.partial(front_status.advise, self)}
         app[QUERY_LOG] = self.query_log
         assert {path for _, path in own} == FRONT_PATHS  # what a query process relays back here (handoff.py)
         for (method, path), handler in own.items():
