@@ -26,7 +26,8 @@ DEB_PACKAGES := prometheus:/usr/bin/prometheus \
                 prometheus-node-exporter:/usr/bin/prometheus-node-exporter \
                 prometheus-alertmanager:/usr/bin/prometheus-alertmanager \
                 victoria-metrics:/usr/bin/vmalert \
-                openssl:/usr/bin/openssl
+                openssl:/usr/bin/openssl \
+                chromium:/usr/bin/chromium
 MISSING_DEBS = $(strip $(foreach p,$(DEB_PACKAGES),$(if $(wildcard $(lastword $(subst :, ,$(p)))),,$(firstword $(subst :, ,$(p))))))
 
 debs:

@@ -4,12 +4,14 @@ a read-only user) and in one process without it; the browser; a watched page per
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -85,10 +87,10 @@ def _series(end_ms: int) -> list:
     return cpu + unread
 
 
-@pytest.fixture(scope="module", params=list(LAYOUTS))
-def gateway(request, tmp_path_factory):
-    layout = request.param
-    work = tmp_path_factory.mktemp(f"ui-{layout}")
+@contextlib.contextmanager
+def loaded_gateway(work: Path, layout: str):
+    """A gateway in ``layout`` (a key of LAYOUTS) under ``work``, loaded with ui_cpu_seconds_total and
+    ui_never_read_total, stopped at the end."""
     hold = QueryHold(work / "hold")
     dead_peer = f"http://127.0.0.1:{free_port()}"  # nothing listens: answers carry the peer's warning
     extra = [*LAYOUTS[layout], f"--query.log-file={work / 'queries.log'}", f"--query.max-samples={MAX_SAMPLES}",
@@ -115,6 +117,12 @@ def gateway(request, tmp_path_factory):
     finally:
         hold.release()
         gw.stop()
+
+
+@pytest.fixture(scope="module", params=list(LAYOUTS))
+def gateway(request, tmp_path_factory):
+    with loaded_gateway(tmp_path_factory.mktemp(f"ui-{request.param}"), request.param) as g:
+        yield g
 
 
 @pytest.fixture(scope="session")
