@@ -8,7 +8,8 @@ connection itself at its first query: handoff.py), and answers for the whole gat
 - ``/-/ready``: 200 only when every child is running and ready, else 503 naming the child and its reason;
 - ``/-/reload`` (behind --web.enable-lifecycle) and SIGHUP: passed to every child; 200 when all reloaded;
 - a head read of a gateway on another machine (``?scope=head``), and ``/api/v1/status/tsdb``: every shard's
-  answer, joined or merged (cluster/gateway_head.py, which the front hands its shards' clients).
+  answer, joined or merged (cluster/gateway_head.py, which the front hands its shards' clients);
+- ``/api/v1/status/layout`` and ``/api/v1/status/advise``: the whole gateway's (front_status.py).
 Until a child has started (readiness.py: at first, and after the supervisor restarted it), the front holds a
 request that needs it a few seconds, then refuses it with a 503 naming, in plain words, the part that is
 starting or restarting (unavailable.py). A query needs a query process and every shard, a write its shards.
