@@ -1,5 +1,5 @@
 """A loaded gateway for the pages, in the default layout behind basic auth (--web.config.file, an administrator and
-a read-only user) and in one process without it; the browser; a watched page per test."""
+a read-only user) and without it, and in one process; the browser; a watched page per test."""
 
 from __future__ import annotations
 
@@ -26,7 +26,9 @@ ADMIN, READER = ("admin", "admin-pw"), ("reader", "reader-pw")
 MAX_SAMPLES = 250
 PODS, POINTS = 10, 60  # an hour of ui_cpu_seconds_total, a sample a minute: 300 in 30 minutes, over MAX_SAMPLES
 CPU, UNREAD = "ui_cpu_seconds_total", "ui_never_read_total"  # no shipped dashboard or rule reads either
-LAYOUTS = {"default-auth": [], "single": ["--server.single-process"]}
+# The default layout behind basic auth (the front proxies every page), and without (the front hands a browser's
+# connection to a query process, which relays back what the front answers); one process.
+LAYOUTS = {"default-auth": [], "default": [], "single": ["--server.single-process"]}
 
 
 def basic(user: str, password: str) -> str:

@@ -1,5 +1,5 @@
-"""The pages in headless Chromium (issue 32), against a loaded gateway in the default layout behind basic auth and in
-one process: each loads with no console error and no request leaving the gateway, and shows what the API answers.
+"""The pages in headless Chromium (issue 32), against a loaded gateway in the default layout (behind basic auth and
+without) and in one process: each loads with no console error and no request leaving the gateway, and shows what the API answers.
 
 The waits are Playwright's expectations (they wait for the page, whatever the machine's speed); a held query
 (metricsgw/testhooks.py) is running for as long as the test needs.
@@ -208,7 +208,7 @@ def test_the_advisor_lists_the_unread_metric_and_its_rules_pass_the_checker(page
 
 def test_pages_need_credentials_when_the_gateway_has_them(browser, gateway):
     if gateway.auth is None:
-        pytest.skip("the one-process gateway runs without a web config")
+        pytest.skip("this gateway runs without a web config")
     context = browser.new_context(base_url=gateway.url)
     try:
         for path in ("/query", "/status", "/static/js/query.js", "/", "/api/v1/status/advise"):
@@ -222,7 +222,7 @@ def test_pages_need_credentials_when_the_gateway_has_them(browser, gateway):
 
 def test_a_read_only_user_sees_the_pages_but_cannot_cancel(browser, gateway):
     if gateway.auth is None:
-        pytest.skip("the one-process gateway runs without a web config")
+        pytest.skip("this gateway runs without a web config")
     context = browser.new_context(base_url=gateway.url, http_credentials=gateway.credentials(READER))
     try:
         p = context.new_page()

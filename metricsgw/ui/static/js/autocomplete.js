@@ -21,13 +21,17 @@ export class Autocomplete {
     this.labels = [];
     this.values = new Map();
     this.active = -1;
+    this.ready = Promise.resolve();
     input.addEventListener("input", () => this.update());
     input.addEventListener("keydown", (e) => this.key(e));
     input.addEventListener("blur", () => setTimeout(() => this.hide(), 150));
   }
 
-  async load() {
-    [this.metrics, this.labels] = await Promise.all([data("api/v1/label/__name__/values"), data("api/v1/labels")]);
+  // Fetches the names once; what is typed before they arrive is completed when they do.
+  load() {
+    this.ready = Promise.all([data("api/v1/label/__name__/values"), data("api/v1/labels")])
+      .then(([metrics, labels]) => { this.metrics = metrics; this.labels = labels; });
+    return this.ready;
   }
 
   // What is being written at the cursor: {kind: "metric"|"label"|"value", word, label}.
@@ -59,6 +63,11 @@ export class Autocomplete {
   }
 
   async update() {
+    try {
+      await this.ready;
+    } catch {
+      return; // the page says the names could not be loaded
+    }
     const ctx = this.context();
     const all = await this.candidates(ctx);
     const word = ctx.word.toLowerCase();
