@@ -129,7 +129,7 @@ class Front:
                 raise web.HTTPMethodNotAllowed(request.method, allowed[request.path])
             if gateway_head.answers(request):  # a peer gateway's head read: the shards', not a query process's
                 return await self.gateway_head.handle(request)
-            target = await self._query_target()
+            target = await self.query_target()
             if self.handoff is not None:
                 return await self._pass_or(request, target.child.name, MAX_BODY,
                                            functools.partial(self.proxy.handle, target=target))
@@ -146,7 +146,7 @@ class Front:
             return await self._pass_or(request, self.write_target.child.name, MAX_WRITE_BODY, self.distributor.handle)
         return await self.distributor.handle(request)
 
-    async def _query_target(self) -> ChildClient:
+    async def query_target(self) -> ChildClient:
         """The query process for a query: the least busy that has started, once every shard has too (a query reads
         their recent samples, which are whole only then). Waits for them (readiness.HOLD_S), else refuses."""
         shards_missing, target = await asyncio.gather(wait_started(self.shards), one_started(self.proxy.targets))
@@ -170,7 +170,7 @@ class Front:
             self.handoff.close()
         await asyncio.gather(*(c.close() for c in self.clients.values()))
 
-    async def _ask(self, name: str, method: str, path: str) -> tuple[int, str]:
+    async def ask(self, name: str, method: str, path: str) -> tuple[int, str]:
         """One child's answer to a small request; (0, why it has none, in plain words) when it cannot answer."""
         client = self.clients[name]
         if not client.proc.running:
@@ -184,7 +184,7 @@ class Front:
 
     async def _ask_all(self, method: str, path: str) -> dict[str, tuple[int, str]]:
         names = list(self.clients)
-        answers = await asyncio.gather(*(self._ask(n, method, path) for n in names))
+        answers = await asyncio.gather(*(self.ask(n, method, path) for n in names))
         return dict(zip(names, answers))
 
     async def method_not_allowed(self, request: web.Request) -> web.Response:

@@ -42,7 +42,7 @@ class FrontSource:
         return self._wait(self._series(metric, limit))
 
     async def _series(self, metric: str, limit: int) -> list[dict[str, str]] | None:
-        target = await self.front._query_target()
+        target = await self.front.query_target()
         async with target.session.get("/api/v1/series", params=[("match[]", metric), ("limit", str(limit))],
                                        headers={"Accept-Encoding": "identity"},
                                        timeout=aiohttp.ClientTimeout(total=self.timeout_s)) as resp:
@@ -63,7 +63,7 @@ async def advise(front, request: web.Request) -> web.Response:  # noqa: ANN001 (
 
 async def layout(front, request: web.Request) -> web.Response:  # noqa: ANN001 (a Front)
     names = list(front.clients)
-    answers = await asyncio.gather(*(front._ask(n, "GET", "/-/ready") for n in names))
+    answers = await asyncio.gather(*(front.ask(n, "GET", "/-/ready") for n in names))
     parts = [{"name": "front", "role": "front (listens, routes, owns the query log)", "pid": os.getpid(),
               "healthy": True, "status": "ready"}]
     for name, (status, text) in zip(names, answers):
