@@ -26,6 +26,7 @@ ADMIN, READER = ("admin", "admin-pw"), ("reader", "reader-pw")
 MAX_SAMPLES = 250
 PODS, POINTS = 10, 60  # an hour of ui_cpu_seconds_total, a sample a minute: 300 in 30 minutes, over MAX_SAMPLES
 CPU, UNREAD = "ui_cpu_seconds_total", "ui_never_read_total"  # no shipped dashboard or rule reads either
+DROPPED = "ui_dropped_total"  # the relabel rule of the gateway drops it
 # The default layout behind basic auth (the front proxies every page), and without (the front hands a browser's
 # connection to a query process, which relays back what the front answers); one process.
 LAYOUTS = {"default-auth": [], "default": [], "single": ["--server.single-process"]}
@@ -48,11 +49,12 @@ class Gateway:
         who = who or self.auth
         return {"Authorization": basic(*who)} if who and self.auth else {}
 
-    def get(self, path: str, params=None, who=None, method: str = "GET") -> tuple[int, dict]:  # noqa: ANN001
+    def get(self, path: str, params=None, who=None, method: str = "GET",  # noqa: ANN001
+            headers: dict[str, str] | None = None) -> tuple[int, dict]:
         query = urllib.parse.urlencode(params or {}, doseq=True)
         data = query.encode() if method == "POST" else None
         url = f"{self.url}{path}" + (f"?{query}" if query and method == "GET" else "")
-        req = urllib.request.Request(url, data=data, method=method, headers=self.headers(who))
+        req = urllib.request.Request(url, data=data, method=method, headers={**self.headers(who), **(headers or {})})
         try:
             with urllib.request.urlopen(req, timeout=60) as r:
                 body = r.read()
@@ -95,7 +97,9 @@ def loaded_gateway(work: Path, layout: str):
     ui_never_read_total, stopped at the end."""
     hold = QueryHold(work / "hold")
     dead_peer = f"http://127.0.0.1:{free_port()}"  # nothing listens: answers carry the peer's warning
+    (work / "relabel.yml").write_text(f"- source_labels: [__name__]\n  regex: {DROPPED}\n  action: drop\n")
     extra = [*LAYOUTS[layout], f"--query.log-file={work / 'queries.log'}", f"--query.max-samples={MAX_SAMPLES}",
+             f"--rules.file={work / 'relabel.yml'}",
              "--query.slow-duration=1s", "--web.enable-lifecycle", f"--cluster.peers={dead_peer}",
              "--query.partial-response=true"]
     auth = None

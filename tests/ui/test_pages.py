@@ -17,7 +17,7 @@ from playwright.sync_api import expect
 
 from tests.e2e.procs_helpers import wait_for
 from tests.guard.helpers import QueryHold
-from tests.ui.conftest import CPU, MAX_SAMPLES, PODS, READER, UNREAD
+from tests.ui.conftest import CPU, DROPPED, MAX_SAMPLES, PODS, READER, UNREAD
 
 expect.set_options(timeout=30_000)
 
@@ -145,7 +145,8 @@ def test_cardinality_matches_the_api_and_drills_down(page, gateway):
 
 def test_the_queries_page_shows_a_refused_query_and_an_admin_cancels_a_running_one(page, gateway):
     refused = f"{CPU}[31m]"
-    assert gateway.get("/api/v1/query", {"query": refused, "time": gateway.end})[0] == 422
+    grafana = {"X-Dashboard-Uid": "gpu-fleet", "X-Panel-Id": "7", "User-Agent": "Grafana/10.4.1"}
+    assert gateway.get("/api/v1/query", {"query": refused, "time": gateway.end}, headers=grafana)[0] == 422
     wait_for(lambda: any(q["params"]["query"] == refused for q in
                          gateway.data("/api/v1/status/recent_queries", {"kind": "refused"})["refused"]),
              "the refused query in the log")
@@ -153,7 +154,8 @@ def test_the_queries_page_shows_a_refused_query_and_an_admin_cancels_a_running_o
     page.locator("#kind-refused").click()
     row = page.locator("#recent-table tbody tr", has_text=refused)
     expect(row).to_contain_text("--query.max-samples")
-    expect(row).to_contain_text("Python-urllib")  # the client's user agent
+    expect(row.locator(".ua")).to_have_text("Grafana/10.4.1")  # the client's user agent, and Grafana's headers
+    expect(row.locator(".grafana")).to_have_text("Grafana: dashboard gpu-fleet panel 7")
     held = f"count({CPU})" + QueryHold.HELD
     gateway.hold.engage()
     answer = {}
@@ -189,6 +191,7 @@ def test_the_status_page_shows_flags_layout_and_storage(page, gateway):
     expect(parts.locator(".up")).to_have_count(parts.count())
     expect(page.locator("#peers-table tbody tr")).to_contain_text(gateway.dead_peer)
     expect(page.locator("#storage-table")).to_contain_text("wal")
+    expect(page.locator("#rules-yaml")).to_contain_text(f"regex: {DROPPED}")
     expect(page.locator("#build-out")).to_contain_text("metricsgw-")
 
 
