@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 from playwright.sync_api import expect
@@ -127,6 +128,13 @@ def test_cardinality_matches_the_api_and_drills_down(page, gateway):
     page.locator("#card-form button[type=submit]").click()
     week = gateway.data("/api/v1/status/tsdb", {"start": gateway.end - 7 * 86400, "end": gateway.end + 60})
     expect(page.locator("#num-series")).to_have_text(f"{week['headStats']['numSeries']:,}")
+    # one day: the newest sample's (UTC)
+    day = time.strftime("%Y-%m-%d", time.gmtime(gateway.end))
+    page.locator("#window").select_option("date")
+    page.locator("#date").fill(day)
+    page.locator("#card-form button[type=submit]").click()
+    that_day = gateway.data("/api/v1/status/tsdb", {"date": day})
+    expect(page.locator("#num-series")).to_have_text(f"{that_day['headStats']['numSeries']:,}")
     # a metric's labels, then a label's values
     page.locator("#top-metrics a", has_text=CPU).click()
     of_cpu = gateway.data("/api/v1/status/tsdb", {"match[]": CPU, "topN": 10})

@@ -107,7 +107,10 @@ async function growth() {
 }
 
 $("#match").value = state().match;
-$("#window").addEventListener("change", () => { $("#date").hidden = $("#window").value !== "date"; });
+$("#window").addEventListener("change", () => {
+  $("#date").hidden = $("#window").value !== "date";
+  if (!$("#date").value) $("#date").value = isoDay(Date.now() / 1000); // today (UTC) until another day is picked
+});
 $("#card-form").addEventListener("submit", (e) => { e.preventDefault(); go($("#match").value.trim(), ""); });
 $("#growth-button").addEventListener("click", growth);
 window.addEventListener("popstate", () => { $("#match").value = state().match; load(); });
