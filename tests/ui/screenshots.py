@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 
 from tests.ui.browser import chromium
-from tests.ui.conftest import CPU, loaded_gateway
+from tests.ui.gateway import CPU, loaded_gateway
 
 SHOTS = {"query": f"/query?expr=rate({CPU}[5m])&tab=graph&range=10m&step=60", "cardinality": f"/cardinality?match={CPU}&focusLabel=node",
          "queries": "/queries?kind=refused", "status": "/status", "advisor": "/advisor"}

@@ -18,7 +18,7 @@ from playwright.sync_api import expect
 
 from tests.e2e.procs_helpers import wait_for
 from tests.guard.helpers import QueryHold
-from tests.ui.conftest import CPU, DROPPED, MAX_SAMPLES, PODS, READER, UNREAD
+from tests.ui.gateway import CPU, DROPPED, MAX_SAMPLES, PODS, READER, UNREAD
 
 expect.set_options(timeout=30_000)
 
