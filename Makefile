@@ -29,7 +29,8 @@ DEB_PACKAGES := prometheus:/usr/bin/prometheus \
                 prometheus-alertmanager:/usr/bin/prometheus-alertmanager \
                 victoria-metrics:/usr/bin/vmalert \
                 openssl:/usr/bin/openssl \
-                libjemalloc2:/usr/share/doc/libjemalloc2/copyright
+                libjemalloc2:/usr/share/doc/libjemalloc2/copyright \
+                chromium:/usr/bin/chromium
 MISSING_DEBS = $(strip $(foreach p,$(DEB_PACKAGES),$(if $(wildcard $(lastword $(subst :, ,$(p)))),,$(firstword $(subst :, ,$(p))))))
 
 debs:

@@ -12,7 +12,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from . import appkeys as K, malloc
-from .api import exemplars, metadata, query, query_status, rules as rules_api
+from .api import advise, exemplars, metadata, pages, query, query_status, rules as rules_api, status
 from .api.compression import compress_api_answers
 from .api.flights import Flights
 from .api.middleware import prometheus_errors
@@ -144,6 +144,12 @@ def build_app(cfg: Config, telemetry: Telemetry | None = None) -> web.Applicatio
     r.add_get("/api/v1/metadata", metadata.metadata)
     r.add_get("/api/v1/status/buildinfo", metadata.buildinfo)
     r.add_get("/api/v1/status/tsdb", metadata.tsdb_status)
+    r.add_get("/api/v1/status/flags", status.flags_handler)
+    r.add_get("/api/v1/status/runtimeinfo", status.runtimeinfo)
+    r.add_get("/api/v1/status/config", status.config)
+    r.add_get("/api/v1/status/layout", status.layout)  # the front answers for a whole gateway (procs/front_status.py)
+    r.add_get("/api/v1/status/advise", advise.advise_handler)  # the front's too
+    pages.add_routes(r)
     r.add_get("/api/v1/query_exemplars", exemplars.query_exemplars)
     r.add_post("/api/v1/query_exemplars", exemplars.query_exemplars)
     r.add_get("/api/v1/rules", rules_api.rules)

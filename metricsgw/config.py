@@ -296,6 +296,11 @@ SETTINGS: tuple[Setting, ...] = (
             "refused, timeout, canceled, error; each also within 8MiB), the oldest out first."),
     Setting("query.stats-last-queries", I, 20_000, "The last queries /api/v1/status/top_queries ranks (within 32MiB; "
             "0 = none; VictoriaMetrics: -search.queryStats.lastQueriesCount)."),
+    Setting("advisor.dashboards", S, [], "Grafana dashboard JSON file (repeatable) whose queries the advisor "
+            "(/api/v1/status/advise, the Advisor page) counts as reads, besides the shipped dashboards/ and "
+            "--query.log-file.", repeated=True),
+    Setting("advisor.rule-files", S, [], "Prometheus rule file (repeatable) whose expressions the advisor counts as "
+            "reads, besides the shipped rules/alerts/.", repeated=True),
     Setting("log.level", S, "info", "Log level: debug, info, warn, error."),
 )
 

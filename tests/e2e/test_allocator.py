@@ -3,6 +3,8 @@ it; glibc leaves it out. Why jemalloc: malloc.py and bench/RESULTS.md (the soak)
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from metricsgw import malloc
@@ -33,6 +35,8 @@ def test_auto_preloads_jemalloc_in_every_process(tmp_path, layout):
                   and b'part="malloc_in_use"' in line]
         assert in_use and all(float(line.rsplit(b" ", 1)[1]) > 0 for line in in_use)
         assert b"C allocator: jemalloc" in gw.log_path.read_bytes()
+        _, body = procs.http_get(gw.base_url + "/api/v1/status/runtimeinfo")
+        assert json.loads(body)["data"]["allocator"] == "jemalloc"
     finally:
         gw.stop()
 
