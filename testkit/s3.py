@@ -1,23 +1,24 @@
 """An S3 server for tests and benches: moto in server mode, in a process of its own on a free port (a real HTTP
-S3 endpoint that honours conditional writes), stopped and restarted at will to play an unreachable store, and a
-proxy in front of it that drops ``If-None-Match`` (a store that ignores conditional writes: s3rver, old MinIO).
+S3 endpoint that honours conditional writes), and a proxy in front of it that plays a faulty store: one that
+ignores conditional writes (drops ``If-None-Match``, as s3rver or an old MinIO), answers 5xx, or cannot be reached.
 
 moto keeps its buckets in memory: a restarted server is empty. A test that needs the store back with its data
-pauses the process instead (``pause``/``resume``: connections hang, as on a partitioned network) or stops the
-proxy in front of it (``HeaderDroppingProxy(..., drop=False)``: connections are refused).
+pauses the process instead (``pause``/``resume``: connections hang, as on a partitioned network) or takes the
+proxy in front of it down and up again (``StoreProxy``: connections refused, or 5xx answers).
 """
 
 from __future__ import annotations
 
-import http.client
+import contextlib
+import multiprocessing
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from .procs import free_port
@@ -72,50 +73,127 @@ class MotoServer:
         self._log.close()
 
 
-class HeaderDroppingProxy:
-    """An HTTP proxy to ``upstream`` on a free port. With ``drop`` it removes ``If-None-Match`` from every request,
-    so the store behind it overwrites where it should answer 412; ``close()`` makes the endpoint refuse
-    connections while ``upstream`` keeps its data."""
+class StoreProxy:
+    """A TCP relay to ``upstream`` on a free port, to play a faulty store while ``upstream`` keeps its data:
+    ``drop_conditional`` removes the ``If-None-Match: *`` header line from what clients send (the store then
+    overwrites where it should answer 412), ``fail(503)`` answers every new connection's request so and closes it,
+    ``down()`` closes the port (connections refused, open ones cut) until ``up()`` opens the same port again.
 
-    def __init__(self, upstream: str, drop: bool = True) -> None:
-        host, port = upstream.removeprefix("http://").split(":")
-        drop_header = drop
+    Bytes, not HTTP: the clients under test keep connections alive as they do against a real store. In a process of
+    its own: delta-rs holds the GIL while it waits on the network, so a relay thread in the test's process would
+    wait for the very call it should answer."""
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
+    def __init__(self, upstream: str, drop_conditional: bool = False) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self.port = free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self._state = ctx.Array("i", [1, 0, 0])  # wanted up, fail_with status, is up (the relay's answer)
+        self._proc = ctx.Process(target=_relay_main, args=(upstream, self.port, drop_conditional, self._state),
+                                 daemon=True)
+        self._proc.start()
+        self._wait_state(True)
 
-            def _relay(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                headers = {k: v for k, v in self.headers.items()
-                           if not (drop_header and k.lower() == "if-none-match")}
-                conn = http.client.HTTPConnection(host, int(port), timeout=30)
-                try:
-                    conn.request(self.command, self.path, body=body, headers=headers)
-                    resp = conn.getresponse()
-                    data = resp.read()
-                finally:
-                    conn.close()
-                self.send_response(resp.status)
-                for k, v in resp.getheaders():
-                    if k.lower() not in ("transfer-encoding", "connection", "content-length"):
-                        self.send_header(k, v)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+    def fail(self, status: int | None) -> None:
+        self._state[1] = status or 0
 
-            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _relay
+    def down(self) -> None:
+        self._state[0] = 0
+        self._wait_state(False)
 
-            def log_message(self, *args) -> None:  # the test's output is not the place for every request
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", free_port()), Handler)
-        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self._thread.start()
+    def up(self) -> None:
+        self._state[0] = 1
+        self._wait_state(True)
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self._proc.terminate()
+        self._proc.join(10)
+
+    def _wait_state(self, up: bool) -> None:
+        deadline = time.monotonic() + 30
+        while bool(self._state[2]) != up:
+            if time.monotonic() > deadline or not self._proc.is_alive():
+                raise RuntimeError(f"the store proxy did not go {'up' if up else 'down'}")
+            time.sleep(0.02)
+
+
+def _relay_main(upstream: str, port: int, drop: bool, state) -> None:
+    host, up_port = upstream.removeprefix("http://").split(":")
+    conns: list[socket.socket] = []
+    lock = threading.Lock()
+    listener: socket.socket | None = None
+    while True:
+        if state[0] and listener is None:
+            listener = socket.socket()
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            listener.bind(("127.0.0.1", port))
+            listener.listen(64)
+            threading.Thread(target=_accept, args=(listener, (host, int(up_port)), drop, state, conns, lock),
+                             daemon=True).start()
+            state[2] = 1
+        elif not state[0] and listener is not None:
+            listener.close()
+            listener = None
+            with lock:
+                cut, conns[:] = list(conns), []
+            for c in cut:
+                with contextlib.suppress(OSError):
+                    c.shutdown(socket.SHUT_RDWR)
+                c.close()
+            state[2] = 0
+        time.sleep(0.02)
+
+
+def _accept(listener: socket.socket, upstream, drop: bool, state, conns: list, lock) -> None:
+    while True:
+        try:
+            client, _ = listener.accept()
+        except OSError:  # closed: the proxy went down
+            return
+        if state[1]:
+            threading.Thread(target=_refuse, args=(client, state[1]), daemon=True).start()
+            continue
+        try:
+            server = socket.create_connection(upstream)
+        except OSError:
+            client.close()
+            continue
+        with lock:
+            conns += [client, server]
+        threading.Thread(target=_pipe, args=(client, server, drop), daemon=True).start()
+        threading.Thread(target=_pipe, args=(server, client, False), daemon=True).start()
+
+
+def _refuse(client: socket.socket, status: int) -> None:
+    with client, contextlib.suppress(OSError):
+        client.settimeout(10)
+        head = b""
+        while b"\r\n\r\n" not in head:
+            chunk = client.recv(65536)
+            if not chunk:
+                return
+            head += chunk
+        body = b"<Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>"
+        client.sendall(b"HTTP/1.1 %d Service Unavailable\r\nContent-Type: application/xml\r\n"
+                       b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (status, len(body), body))
+
+
+def _pipe(src: socket.socket, dst: socket.socket, drop: bool) -> None:
+    try:
+        while True:
+            data = src.recv(65536)
+            if not data:
+                break
+            if drop:
+                data = _IF_NONE_MATCH.sub(b"", data)
+            dst.sendall(data)
+    except OSError:
+        pass
+    finally:
+        with contextlib.suppress(OSError):
+            dst.shutdown(socket.SHUT_WR)
+
+
+_IF_NONE_MATCH = re.compile(rb"(?im)^if-none-match: \*\r\n")
 
 
 def _wait_port(port: int, proc: subprocess.Popen, timeout_s: float = 30.0) -> None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import uuid
 from dataclasses import dataclass
 from urllib.parse import urlparse
@@ -189,21 +190,27 @@ class ObjectStore:
 
     def plain(self, what: str, err: BaseException) -> StoreUnavailable:
         """``err`` (of boto or delta-rs) as a message for people: what was tried, on which store, what it answered."""
-        status = _status(err)
+        text = str(err)
+        found = _HTTP_STATUS.search(text)
+        status = _status(err) or (int(found.group(1)) if found else None)
         if status:
             why = f"it answered HTTP {status}"
-        elif "timeout" in type(err).__name__.lower() or "timed out" in str(err).lower():
+        elif "timeout" in type(err).__name__.lower() or "timed out" in text.lower():
             why = "it did not answer in time"
-        elif "connect" in type(err).__name__.lower() or "connect" in str(err).lower():
+        elif any(w in (type(err).__name__ + text).lower() for w in ("connect", "error sending request")):
             why = "it cannot be reached"
         else:
-            why = self.scrub(str(err).splitlines()[0][:200] if str(err) else "it failed")
+            why = self.scrub(text.splitlines()[0][:200] if text else "it failed")
         return StoreUnavailable(f"could not {what} the object store at {self.where}: {why}", retry_after_s=5)
 
     def scrub(self, text: str) -> str:
         for s in self._secrets:
             text = text.replace(s, "<secret>")
         return text
+
+
+# delta-rs's messages carry the store's answer as text: "Server returned non-2xx status code ... 503 Service ..."
+_HTTP_STATUS = re.compile(r"\b([45]\d\d) [A-Z][a-z]")
 
 
 def _status(err: BaseException) -> int | None:

@@ -56,7 +56,7 @@ from ...errors import Unavailable
 from ...model import check_writer_id
 from .delta_log import commit_actions, listed_files
 from .kinds import KINDS, SIDE_KINDS, file_seq, file_writer, parse_name
-from .object_store import ObjectStore
+from .object_store import ObjectStore, StoreUnavailable
 from .parquet_io import SampleFile
 from .snapshot import Pin, Snapshot
 from .transaction import Transaction
@@ -118,9 +118,9 @@ class Table:
         """delta-rs's failures to reach the store, in the store's plain words (a 503 for a query)."""
         try:
             yield
-        except OSError:
+        except (StoreUnavailable, FileNotFoundError):  # already plain; a file removed meanwhile is the caller's
             raise
-        except Exception as err:  # noqa: BLE001 - delta-rs raises its own kinds for a store it cannot use
+        except Exception as err:  # noqa: BLE001 - delta-rs raises OSError and its own kinds for a store it cannot use
             if self.store is None:
                 raise
             raise self.store.plain(what, err) from None

@@ -1,0 +1,202 @@
+"""The table on an object store (moto in server mode, testkit/s3.py): two storages with separate directories, as
+gateways on separate hosts, share one table; a store that ignores conditional writes is refused; removing files
+while the other writes and both read loses no read; a store that fails leaves writes in the WAL and reads of the
+head and of the files already here working, and everything catches up when it returns."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+
+import pytest
+
+from metricsgw.storage.files.object_store import ObjectStore, S3Settings, StoreRefused, StoreUnavailable
+from metricsgw.storage.store import Storage
+from metricsgw.storage.upkeep.compact import compact_partitions
+from testkit.s3 import ACCESS_KEY, SECRET_KEY, MotoServer, StoreProxy
+from tests.storage.test_storage import NOW, batch, read_all, run
+
+_buckets = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def moto(tmp_path_factory):
+    server = MotoServer(tmp_path_factory.mktemp("moto"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def keys(monkeypatch):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", ACCESS_KEY)  # the AWS credential chain's environment variables
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
+
+
+def _bucket(moto) -> str:
+    return moto.bucket(f"table-{next(_buckets)}")
+
+
+def _storage(path, endpoint: str, bucket: str, writer: str, **kw) -> Storage:
+    store = ObjectStore(S3Settings(f"s3://{bucket}/metrics", endpoint, "us-east-1"))
+    st = Storage(str(path), writer_id=writer, table_store=store, **kw)
+    st.open()
+    return st
+
+
+def _keys(moto, bucket: str, under: str = "metrics/table/samples/hour=") -> list[str]:
+    pages = moto.client().get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=under)
+    return sorted(o["Key"] for page in pages for o in page.get("Contents", ()))
+
+
+def test_two_storages_on_separate_directories_share_one_table(moto, keys, tmp_path):
+    bucket = _bucket(moto)
+    a = _storage(tmp_path / "a", moto.endpoint, bucket, "gwa")
+    b = _storage(tmp_path / "b", moto.endpoint, bucket, "gwb")
+    run(a.append(batch([0, 1], [NOW, NOW], [1.0, 2.0])))
+    run(b.append(batch([2], [NOW + 1000], [3.0])))
+    a.flush()
+    b.flush()
+    a.follow()
+    b.follow()  # gwa's series join gwb's catalog (its samples joined at gwb's commit, which came after gwa's)
+    want = [("0", 0, 1.0), ("1", 0, 2.0), ("2", 1000, 3.0)]
+    assert sorted(read_all(a)) == sorted(read_all(b)) == want
+    assert len(list((tmp_path / "a" / "table").rglob("part-gwb-*.parquet"))) == 1  # a copy of b's file, read here
+    # only flushed Parquet and the Delta logs are in the store; the WAL stays on each directory
+    assert not any("/wal/" in k for k in _keys(moto, bucket, "metrics/"))
+    assert [k.rsplit("/", 1)[1][:8] for k in _keys(moto, bucket)] == ["part-gwa", "part-gwb"]
+
+    # a merge by one, while the other reads: the other follows it, and the merged files leave the store
+    run(a.append(batch([0], [NOW + 2000], [5.0])))
+    a.flush()
+    assert compact_partitions(a) == 1
+    b.follow()
+    assert sorted(read_all(b)) == sorted(read_all(a)) == sorted(want + [("0", 2000, 5.0)])
+    assert a.table.collect() == 2  # its two merged files, from the store and from its directory
+    assert b.table.collect() == 1  # its copy of gwa's first file (the second was merged before gwb fetched it)
+    assert len(_keys(moto, bucket)) == 2  # a's merged file and b's
+    for st in (a, b):
+        st.close()
+
+    # a third directory, empty (a new host), reads everything from the store; a restarted writer carries on
+    c = _storage(tmp_path / "c", moto.endpoint, bucket, "gwc")
+    a = _storage(tmp_path / "a", moto.endpoint, bucket, "gwa")
+    assert sorted(read_all(c)) == sorted(read_all(a)) == sorted(want + [("0", 2000, 5.0)])
+    for st in (a, c):
+        st.close()
+
+
+def test_a_store_that_ignores_conditional_writes_is_refused(moto, keys, tmp_path):
+    bucket = _bucket(moto)
+    proxy = StoreProxy(moto.endpoint, drop_conditional=True)
+    try:
+        store = ObjectStore(S3Settings(f"s3://{bucket}/metrics", proxy.endpoint, "us-east-1"))
+        with pytest.raises(StoreRefused, match="ignores conditional writes") as err:
+            store.check_conditional_writes()
+        assert SECRET_KEY not in str(err.value) and ACCESS_KEY not in str(err.value)
+        st = Storage(str(tmp_path), writer_id="gw0", table_store=store)
+        with pytest.raises(StoreRefused):
+            st.table.open()  # the table proves it as it opens, whoever built it
+        assert _keys(moto, bucket, "metrics/table/") == []  # nothing was written to the table
+        # the same store without the proxy's meddling passes
+        ObjectStore(S3Settings(f"s3://{bucket}/metrics", moto.endpoint, "us-east-1")).check_conditional_writes()
+    finally:
+        proxy.close()
+
+
+def test_removing_files_while_the_other_writes_and_both_read_fails_no_read(moto, keys, tmp_path):
+    """gwb merges and deletes its removed files at once (no vacuum delay) while gwa appends and flushes and a
+    reader on each side queries without pause: every read answers, never fewer samples than before it."""
+    bucket = _bucket(moto)
+    a = _storage(tmp_path / "a", moto.endpoint, bucket, "gwa")
+    b = _storage(tmp_path / "b", moto.endpoint, bucket, "gwb", vacuum_delay_s=0.0)
+    rounds = 12
+    stop = threading.Event()
+    errors: list[BaseException] = []
+    follow_races = []
+
+    def reader(st: Storage) -> None:
+        seen = 0
+        while not stop.is_set():
+            try:
+                n = len(read_all(st))
+                assert n >= seen, (n, seen)
+                seen = n
+            except BaseException as err:  # noqa: BLE001 - reported by the test below
+                errors.append(err)
+                return
+
+    def writer_a() -> None:
+        for r in range(rounds):
+            run(a.append(batch([100 + r], [NOW + r * 1000], [float(r)])))
+            a.flush()
+            try:
+                a.follow()
+            except FileNotFoundError:  # fetching a file gwb deleted meanwhile: the next follow loads the newer log
+                follow_races.append(r)
+
+    readers = [threading.Thread(target=reader, args=(st,)) for st in (a, b)]
+    wa = threading.Thread(target=writer_a)
+    for t in (*readers, wa):
+        t.start()
+    for r in range(rounds):
+        run(b.append(batch([200 + r], [NOW + r * 1000], [float(r)])))
+        b.flush()
+        compact_partitions(b)
+        b.follow()
+        b.table.collect()
+    wa.join()
+    stop.set()
+    for t in readers:
+        t.join()
+    assert not errors, errors
+    a.follow()
+    b.follow()
+    assert len(read_all(a)) == len(read_all(b)) == 2 * rounds
+    b.table.collect()
+    # every file the store holds is listed by the table: nothing gwa reads was deleted, nothing removed was kept
+    listed = {f.path.split("/table/", 1)[1] for f in a.table.current.samples}
+    assert {k.split("/", 1)[1].split("table/", 1)[1] for k in _keys(moto, bucket)} == listed
+    for st in (a, b):
+        st.close()
+
+
+def test_a_failing_store_keeps_writes_in_the_wal_and_catches_up(moto, keys, tmp_path):
+    bucket = _bucket(moto)
+    proxy = StoreProxy(moto.endpoint)
+    try:
+        a = _storage(tmp_path / "a", proxy.endpoint, bucket, "gwa")
+        b = _storage(tmp_path / "b", moto.endpoint, bucket, "gwb")
+        run(a.append(batch([0], [NOW], [1.0])))
+        a.flush()
+        b.follow()
+        for fault in ("5xx", "unreachable"):
+            if fault == "5xx":
+                proxy.fail(503)
+            else:
+                proxy.fail(None)
+                proxy.down()
+            run(a.append(batch([1], [NOW + 1000], [2.0])))  # the WAL takes it
+            with pytest.raises(StoreUnavailable) as err:
+                a.flush()
+            assert err.value.status == 503
+            msg = str(err.value)
+            assert "object store at s3://" in msg and SECRET_KEY not in msg and "Error" not in msg, msg
+            with pytest.raises(StoreUnavailable):
+                a.follow()
+            # the head and the files already here still answer
+            assert sorted(read_all(a)) == [("0", 0, 1.0), ("1", 1000, 2.0)]
+            if fault == "unreachable":
+                proxy.up()
+            else:
+                proxy.fail(None)
+            a.flush()
+            b.follow()
+            assert sorted(read_all(b)) == [("0", 0, 1.0), ("1", 1000, 2.0)]
+        a.close()
+        # restarted (its WAL replayed): nothing lost, nothing doubled
+        a = _storage(tmp_path / "a", proxy.endpoint, bucket, "gwa")
+        assert sorted(read_all(a)) == [("0", 0, 1.0), ("1", 1000, 2.0)]
+        for st in (a, b):
+            st.close()
+    finally:
+        proxy.close()
