@@ -51,8 +51,9 @@ class MotoServer:
         return name
 
     def env(self) -> dict[str, str]:
-        """What a gateway process is given: the keys by the AWS credential chain's environment variables."""
-        return {**os.environ, "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY}
+        """What a gateway process is given besides its parent's environment: the keys, by the AWS credential
+        chain's environment variables."""
+        return {"AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY}
 
     def pause(self) -> None:
         """Freeze the server: connections are accepted by the kernel and never answered (a store that hangs)."""
