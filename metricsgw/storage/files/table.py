@@ -70,7 +70,7 @@ log = logging.getLogger(__name__)
 # than this many JSON entries; log entries older than the retention are deleted at checkpoints.
 TABLE_CONFIG = {"delta.checkpointInterval": "50", "delta.logRetentionDuration": "interval 1 days",
                 "delta.enableExpiredLogCleanup": "true"}
-FETCH_THREADS = 8  # files fetched from the object store at once (each call waits on the network, not the CPU)
+STORE_THREADS = 8  # files sent to or fetched from the object store at once (each waits on the network, not the CPU)
 
 
 class Table:
@@ -177,11 +177,14 @@ class Table:
                         table_version=self._tables["samples"].version())
         if self.store is not None:
             self._stale = True  # until every file is here: the next refresh reads the tables again
-            missing = [p for p in snap.paths() if not os.path.exists(p)]
-            with ThreadPoolExecutor(FETCH_THREADS) as pool:
-                list(pool.map(lambda p: self.store.get(self._rel(p), p), missing))
+            self._on_store(lambda p, rel: self.store.get(rel, p), [p for p in snap.paths() if not os.path.exists(p)])
             self._stale = False
         return snap
+
+    def _on_store(self, call, paths: list[str]) -> None:
+        """``call(path, its name in the store)`` for every path, several at once (each waits on the network)."""
+        with ThreadPoolExecutor(STORE_THREADS) as pool:
+            list(pool.map(lambda p: call(p, self._rel(p)), paths))
 
     # ------------------------------------------------------------------ readers
     @property
@@ -264,13 +267,13 @@ class Table:
             unknown = retire - live
             if unknown:
                 raise ValueError(f"retiring files that are not in the table: {sorted(unknown)[:3]}")
+            if self.store is not None:  # every file in the store before a commit names it
+                self._on_store(self.store.put, [p for paths in adds.values() for p in paths])
             for kind in (*SIDE_KINDS, "samples"):
                 root = self.kind_root(kind)
                 mine = [p for p in retire if os.path.dirname(os.path.dirname(p)) == root]
                 txn = wal_cut if kind == "samples" else None
                 if adds[kind] or mine or txn is not None:
-                    for p in adds[kind] if self.store is not None else ():  # the files before the commit naming them
-                        self.store.put(p, self._rel(p))
                     self._commit_one(kind, adds[kind], mine, txn)
             self._swap(self._read_tables(), retire)
             return self._current
