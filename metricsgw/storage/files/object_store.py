@@ -153,7 +153,11 @@ class ObjectStore:
         from botocore.exceptions import ClientError
 
         key = self.key(f"{CHECK_PREFIX}/{uuid.uuid4().hex}")
-        self._call("write", self._client.put_object, Bucket=self.bucket, Key=key, Body=b"1", IfNoneMatch="*")
+        try:
+            self._call("write", self._client.put_object, Bucket=self.bucket, Key=key, Body=b"1", IfNoneMatch="*")
+        except FileNotFoundError:
+            raise StoreRefused(f"the bucket {self.bucket!r} does not exist at the object store: create it "
+                               "first") from None
         try:
             self._client.put_object(Bucket=self.bucket, Key=key, Body=b"2", IfNoneMatch="*")
         except ClientError as err:

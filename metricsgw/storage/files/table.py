@@ -70,6 +70,9 @@ log = logging.getLogger(__name__)
 # than this many JSON entries; log entries older than the retention are deleted at checkpoints.
 TABLE_CONFIG = {"delta.checkpointInterval": "50", "delta.logRetentionDuration": "interval 1 days",
                 "delta.enableExpiredLogCleanup": "true"}
+# A file fetched as its writer deletes it (the vacuum delay after its remove, which a newer log entry holds) is a
+# refresh that read the log just before the remove: reading the log again drops the file.
+FETCH_ATTEMPTS = 3
 STORE_THREADS = 8  # files sent to or fetched from the object store at once (each waits on the network, not the CPU)
 
 
@@ -227,7 +230,22 @@ class Table:
                 dt.update_incremental()
             if not self._stale and all(dt.version() == before[k] for k, dt in self._tables.items()):
                 return None
-            return self._swap(self._read_tables(), set())
+            return self._swap(self._read_latest(), set())
+
+    def _read_latest(self) -> Snapshot:
+        """``_read_tables``; when a file it lists was deleted before it could be fetched (its writer's remove is in
+        a newer log entry), the logs are read again, which drop it."""
+        for _ in range(FETCH_ATTEMPTS - 1):
+            try:
+                return self._read_tables()
+            except FileNotFoundError:
+                for dt in self._tables.values():
+                    dt.update_incremental()
+        try:
+            return self._read_tables()
+        except FileNotFoundError:
+            raise StoreUnavailable("files the table lists keep disappearing from the object store before they can "
+                                   "be fetched; retry") from None
 
     def _swap(self, snap: Snapshot, removed: set[str]) -> Snapshot:
         """``snap`` becomes current; ``removed`` (and, on a store, the copies here of files other writers removed)
@@ -275,7 +293,7 @@ class Table:
                 txn = wal_cut if kind == "samples" else None
                 if adds[kind] or mine or txn is not None:
                     self._commit_one(kind, adds[kind], mine, txn)
-            self._swap(self._read_tables(), retire)
+            self._swap(self._read_latest(), retire)
             return self._current
 
     def _commit_one(self, kind: str, adds: list[str], removes: list[str], wal_cut: int | None) -> None:
