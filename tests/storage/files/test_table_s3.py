@@ -196,3 +196,25 @@ def test_a_failing_store_keeps_writes_in_the_wal_and_catches_up(moto, keys, tmp_
             st.close()
     finally:
         proxy.close()
+
+
+def test_retention_deletes_from_the_store_and_every_copy(moto, keys, tmp_path):
+    bucket = _bucket(moto)
+    now = [NOW / 1000]
+    a = _storage(tmp_path / "a", moto.endpoint, bucket, "gwa", retention_ms=3600_000, clock=lambda: now[0])
+    b = _storage(tmp_path / "b", moto.endpoint, bucket, "gwb")
+    run(a.append(batch([0], [NOW], [1.0])))
+    a.flush()
+    b.follow()
+    assert read_all(b) == [("0", 0, 1.0)]
+    assert len(_keys(moto, bucket)) == 1 and list((tmp_path / "b" / "table").rglob("part-gwa-*.parquet"))
+    now[0] += 3 * 3600  # past the retention and the partition's end
+    a.maintenance.apply_retention()
+    a.table.collect()  # the partition's file (and the side files the series' purge rewrote)
+    assert _keys(moto, bucket) == []
+    b.follow()
+    b.table.collect()  # its copies of them
+    assert not list((tmp_path / "b" / "table").rglob("part-gwa-*.parquet"))
+    assert read_all(b) == []
+    for st in (a, b):
+        st.close()
