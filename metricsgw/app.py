@@ -62,7 +62,8 @@ def table_store_for(cfg: Config) -> ObjectStore | None:
     if not cfg.storage_table_url:
         return None
     return ObjectStore(S3Settings(cfg.storage_table_url, cfg.storage_s3_endpoint, cfg.storage_s3_region,
-                                  cfg.storage_s3_force_path_style, cfg.storage_s3_credentials_file))
+                                  cfg.storage_s3_force_path_style, cfg.storage_s3_credentials_file,
+                                  cfg.storage_s3_cache_size))
 
 
 def check_table_store(cfg: Config) -> None:

@@ -222,6 +222,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("storage.s3.credentials-file", S, "", "An AWS shared credentials file (INI: aws_access_key_id, "
             "aws_secret_access_key under [default] or AWS_PROFILE's section). Empty: the AWS chain (environment, "
             "~/.aws files, container and instance roles). Keys are never logged nor shown on a page."),
+    Setting("storage.s3.cache-size", Z, 0, "With --storage.table-url: disk for this process's copies of other gateways' "
+            "sample files, fetched when a query needs them (pruned by time first), least recently read out first. "
+            "0: every file the table lists is copied here as soon as it is committed (reads never wait on the store)."),
     # --- remote write
     Setting("remote-write.max-body-size", Z, 32 * 1024**2, "Largest compressed remote-write body accepted (413 above)."),
     Setting("remote-write.max-decoded-size", Z, 128 * 1024**2, "Largest declared snappy-decoded size accepted (413 above, before decompressing)."),

@@ -52,6 +52,7 @@ class S3Settings:
     region: str = ""
     force_path_style: bool = False
     credentials_file: str = ""  # AWS shared credentials format; empty: the standard chain
+    cache_bytes: int = 0  # other writers' sample files copied on demand within this budget; 0: every file, always
 
 
 def parse_table_url(url: str) -> tuple[str, str]:
@@ -70,6 +71,7 @@ class ObjectStore:
 
         self.bucket, self.prefix = parse_table_url(settings.url)
         self.endpoint = settings.endpoint
+        self.cache_bytes = settings.cache_bytes  # the table's copies' budget (table.py, copies.py)
         core = botocore.session.Session()
         if settings.credentials_file:
             core.set_config_variable("credentials_file", settings.credentials_file)

@@ -56,6 +56,7 @@ from ...errors import Unavailable
 from ...model import check_writer_id
 from .delta_log import commit_actions, listed_files
 from .kinds import KINDS, SIDE_KINDS, file_seq, file_writer, parse_name
+from .copies import Copies
 from .object_store import ObjectStore, StoreUnavailable
 from .parquet_io import SampleFile
 from .snapshot import Pin, Snapshot
@@ -94,6 +95,9 @@ class Table:
         self._failed_deletes: set[str] = set()  # logged once each
         self._closed = False
         self._stale = False  # the Delta tables moved past the snapshot, whose files could not all be fetched
+        # with a byte budget, other writers' sample files are fetched when a read needs them (copies.py)
+        self.copies = (Copies(store, self.root, self.writer_id, store.cache_bytes, STORE_THREADS)
+                       if store is not None and store.cache_bytes else None)
 
     def kind_root(self, kind: str) -> str:
         return os.path.join(self.root, "table", kind)
@@ -136,6 +140,8 @@ class Table:
         removed = 0
         if self.store is not None:
             self.store.check_conditional_writes()
+        if self.copies is not None:
+            self.copies.open()
         with self._store_calls("open the table in"):
             for kind in KINDS:
                 self._tables[kind] = self._open_delta(kind)
@@ -180,9 +186,25 @@ class Table:
                         table_version=self._tables["samples"].version())
         if self.store is not None:
             self._stale = True  # until every file is here: the next refresh reads the tables again
-            self._on_store(lambda p, rel: self.store.get(rel, p), [p for p in snap.paths() if not os.path.exists(p)])
+            self._on_store(lambda p, rel: self.store.get(rel, p),
+                           [p for p in snap.paths() if not os.path.exists(p) and not self._on_demand(p)])
             self._stale = False
         return snap
+
+    def _on_demand(self, path: str) -> bool:
+        """Whether ``path`` is fetched when a read needs it (``local_paths``) rather than with its snapshot."""
+        return (self.copies is not None and file_writer(path) != self.writer_id
+                and path.startswith(self.kind_root("samples") + os.sep))
+
+    @contextlib.contextmanager
+    def local_paths(self, paths: list[str]):
+        """Where a read of these sample files of a pinned snapshot finds them, until the block ends: the paths
+        themselves, or the copies fetched for it (copies.py)."""
+        if not any(map(self._on_demand, paths)):
+            yield paths
+            return
+        with self.copies.reading([p for p in paths if self._on_demand(p)]):
+            yield [self.copies.copy_of(p) if self._on_demand(p) else p for p in paths]
 
     def _on_store(self, call, paths: list[str]) -> None:
         """``call(path, its name in the store)`` for every path, several at once (each waits on the network)."""
@@ -322,6 +344,8 @@ class Table:
                     log.error("could not delete removed file %s (retried later): %s", path, err)
                 continue
             self._failed_deletes.discard(path)
+            if self.copies is not None:
+                self.copies.forget([path])
             with self._lock:
                 del self._retired[path]
             deleted += 1

@@ -10,6 +10,8 @@ import threading
 
 import pytest
 
+from metricsgw.limits.context import QueryContext
+from metricsgw.model import Matcher
 from metricsgw.storage.files.object_store import ObjectStore, S3Settings, StoreRefused, StoreUnavailable
 from metricsgw.storage.store import Storage
 from metricsgw.storage.upkeep.compact import compact_partitions
@@ -36,8 +38,8 @@ def _bucket(moto) -> str:
     return moto.bucket(f"table-{next(_buckets)}")
 
 
-def _storage(path, endpoint: str, bucket: str, writer: str, **kw) -> Storage:
-    store = ObjectStore(S3Settings(f"s3://{bucket}/metrics", endpoint, "us-east-1"))
+def _storage(path, endpoint: str, bucket: str, writer: str, cache_bytes: int = 0, **kw) -> Storage:
+    store = ObjectStore(S3Settings(f"s3://{bucket}/metrics", endpoint, "us-east-1", cache_bytes=cache_bytes))
     st = Storage(str(path), writer_id=writer, table_store=store, **kw)
     st.open()
     return st
@@ -216,5 +218,38 @@ def test_retention_deletes_from_the_store_and_every_copy(moto, keys, tmp_path):
     b.table.collect()  # its copies of them
     assert not list((tmp_path / "b" / "table").rglob("part-gwa-*.parquet"))
     assert read_all(b) == []
+    for st in (a, b):
+        st.close()
+
+
+def test_with_a_budget_other_writers_files_are_fetched_when_read_pruned_by_time_and_dropped(moto, keys, tmp_path):
+    bucket = _bucket(moto)
+    a = _storage(tmp_path / "a", moto.endpoint, bucket, "gwa")
+    hours = [0, 5 * 3600_000]  # two partitions: two files far apart in time
+    for h in hours:
+        run(a.append(batch([0], [NOW + h], [float(h)])))
+        a.flush()
+    b = _storage(tmp_path / "b", moto.endpoint, bucket, "gwb", cache_bytes=1)  # room for nothing between reads
+    copies = b.table.copies
+    assert copies.fetched == 0 and not list((tmp_path / "b" / "table").rglob("part-gwa-*"))  # none at open
+    ids = b.select_series([Matcher("i", "=", "0")], None, None, QueryContext()).ids
+    got = b.read_samples(ids, NOW - 1000, NOW + 1000, QueryContext())  # the first hour only
+    assert got.t.tolist() == [NOW] and copies.fetched == 1  # the other file's min/max of t kept it in the store
+    assert copies.bytes == 0 and not list((tmp_path / "b").rglob("part-gwa-*"))  # over the budget once read
+    assert sorted(read_all(b)) == [("0", 0, 0.0), ("0", hours[1], float(hours[1]))]
+    assert copies.fetched == 2  # the later hour's file; the first hour's samples are in the sample cache now
+
+    b.close()
+    b = _storage(tmp_path / "b", moto.endpoint, bucket, "gwb", cache_bytes=1 << 30)  # room for all
+    assert sorted(read_all(b)) == sorted(read_all(b)) == [("0", 0, 0.0), ("0", hours[1], float(hours[1]))]
+    assert b.table.copies.fetched == 2 and b.table.copies.bytes > 0  # kept: the second read fetched nothing
+    # gwa merges its files into one: b's copies of them go once b follows and no read pins them
+    run(a.append(batch([1], [NOW + 1000], [9.0])))
+    a.flush()
+    assert compact_partitions(a) == 1
+    b.follow()
+    assert b.table.collect() == 1 and b.table.copies.bytes > 0  # the first hour's old file; the other is still listed
+    assert sorted(read_all(b)) == [("0", 0, 0.0), ("0", hours[1], float(hours[1])), ("1", 1000, 9.0)]
+    assert len(list((tmp_path / "b" / "cache").rglob("part-gwa-*.parquet"))) == 2  # the merged file and hour 5's
     for st in (a, b):
         st.close()
