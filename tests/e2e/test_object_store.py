@@ -3,8 +3,9 @@ testkit/s3.py; docs/object-storage.md).
 
 - Two gateways, one in a single process and one as a front with shard and query processes, each with its own
   --storage.path and the other as its peer, take acknowledged loads; each answers every sample of both exactly
-  once. Stopped, and started again on empty directories (new hosts, no WAL), they still answer all of it from
-  the store alone. The keys are in no page and no log.
+  once. Stopped, and started again on empty directories (new hosts, no WAL; one fetching the other's files only
+  as its queries read them, --storage.s3.cache-size), they still answer all of it from the store alone. The keys
+  are in no page and no log.
 - A store that ignores conditional writes (a proxy drops If-None-Match) stops the gateway at start, saying why.
 - The store goes away under a gateway: its writes are still acknowledged (the WAL), its recent samples answered;
   a query that needs a newer table than it has fails with a plain 503; killed with SIGKILL meanwhile and
@@ -58,10 +59,10 @@ def test_two_gateways_on_separate_directories_share_one_table(moto, tmp_path):
     urls = [f"http://127.0.0.1:{p}" for p in ports]
     layouts = [["--server.single-process"], []]  # one process, and a front with its shard and query processes
 
-    def start(i: int, home: str, peers: bool = True):
+    def start(i: int, home: str, peers: bool = True, extra=()):
         peer = [f"--cluster.peers={urls[1 - i]}"] if peers else []
         return start_metricsgw(tmp_path / f"{home}{i}", port=ports[i], env=moto.env(),
-                               extra=[f"--storage.writer-id=gw{i}", *layouts[i], *FAST, *peer,
+                               extra=[f"--storage.writer-id=gw{i}", *layouts[i], *FAST, *peer, *extra,
                                       *_store_flags(moto.endpoint, bucket)])
 
     gws = [start(i, "host") for i in range(2)]
@@ -84,13 +85,15 @@ def test_two_gateways_on_separate_directories_share_one_table(moto, tmp_path):
             log = gw.log_path.read_text(errors="replace")
             assert SECRET_KEY not in log and ACCESS_KEY not in log
 
-        # new hosts: empty directories, no WAL; everything acknowledged is answered from the store
-        gws = [start(i, "newhost", peers=False) for i in range(2)]
+        # new hosts: empty directories, no WAL; everything acknowledged is answered from the store (gw1 fetching
+        # the other's sample files as its queries need them, within a budget too small to keep any)
+        gws = [start(0, "newhost", peers=False), start(1, "newhost", peers=False, extra=["--storage.s3.cache-size=1"])]
         for gw in gws:
             gw.wait_ready(120)
         for url in urls:
             for load in loads:
                 assert_exactly_once(url, load)
+        assert not list((tmp_path / "newhost1").rglob("part-gw0-*.parquet"))  # no copy kept past the read
     finally:
         for gw in gws:
             gw.stop()
