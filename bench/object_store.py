@@ -12,8 +12,9 @@ Starts moto in server mode (testkit/s3.py) on loopback. Two parts, each a median
    - fetch, then local: download every file (8 at once), then DuckDB's reader: what the gateway does when it meets
      a file it has no copy of; afterwards every read is the local one.
 2. **The gateway's storage**, local table vs table on the store: ingest (appends + the flush that commits them, the
-   upload included), a query of every series (the gateway's read path), and a storage opened on an empty directory
-   (a new host) reading the table.
+   upload included), a query of every series (the gateway's read path), a storage opened on an empty directory
+   (a new host) reading the table, and the query again with ``--storage.s3.cache-size`` too small to keep a copy
+   (every read fetches the files its plan needs).
 
 Ratios are to local. The table prints; ``--results`` appends it to bench/RESULTS.md.
 """
@@ -129,11 +130,12 @@ def gateway(moto: MotoServer, work: Path, series: int, samples: int, repeat: int
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
     bucket = moto.bucket("gateway")
     out: dict[str, list[float]] = {"ingest + flush": [], "query of every series": [], "open on an empty directory + "
-                                   "the first query": []}
+                                   "the first query": [], "query of every series, --storage.s3.cache-size=1 "
+                                   "(fetched at every read)": []}
     for r in range(repeat):
         row = []
-        def store(prefix: str = f"run{r}") -> ObjectStore:  # a table of its own per run, as the local side has
-            return ObjectStore(S3Settings(f"s3://{bucket}/{prefix}", moto.endpoint, REGION))
+        def store(prefix: str = f"run{r}", cache_bytes: int = 0) -> ObjectStore:  # a table per run, as locally
+            return ObjectStore(S3Settings(f"s3://{bucket}/{prefix}", moto.endpoint, REGION, cache_bytes=cache_bytes))
 
         for side, mk in (("local", lambda: None), ("store", store)):
             d = work / f"{side}-{r}"
@@ -150,7 +152,13 @@ def gateway(moto: MotoServer, work: Path, series: int, samples: int, repeat: int
             assert _query(other) == n == series * samples, (n, series * samples)
             cold = time.perf_counter() - t
             other.close()
-            row.append((ingest, query, cold))
+            if side == "local":
+                on_demand = query  # the same read with every file here
+            else:  # a budget too small to keep a copy: every read fetches the files it needs
+                other = _storage(d / "c", store(f"run{r}", cache_bytes=1), f"lazy{r}")
+                on_demand = _median(lambda: _query(other), 3)
+                other.close()
+            row.append((ingest, query, cold, on_demand))
         for i, what in enumerate(out):
             out[what].append((row[0][i], row[1][i]))
     return {w: (statistics.median(a for a, _ in v), statistics.median(b for _, b in v)) for w, v in out.items()}
