@@ -29,7 +29,9 @@ On an object store (``store``, --storage.table-url) the Delta logs and every com
 the directory under --storage.path holds a copy of every file the snapshot lists: a commit uploads its files before
 committing them, and a snapshot is swapped in only once every file it lists is here (fetched from the store). So
 every reader (DuckDB's own Parquet reader, compaction, the catalog) reads local files, as without a store; a store
-that cannot be reached leaves the last snapshot readable, and the next refresh fetches what it missed. A file
+that cannot be reached leaves the last snapshot readable, and the next refresh fetches what it missed. With a byte
+budget (``store.cache_bytes``) other writers' sample files are the exception: a query fetches those its plan needs
+through ``local_paths`` (copies.py). A file
 another writer removed is deleted here as this writer's own removed files are (after the pins and the vacuum
 delay); in the store only its writer deletes it, the vacuum delay after its remove, which gateways on other hosts
 get as their grace to fetch or finish with it (bench/object_store.py measures this read path against the others).

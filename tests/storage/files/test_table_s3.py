@@ -253,3 +253,23 @@ def test_with_a_budget_other_writers_files_are_fetched_when_read_pruned_by_time_
     assert len(list((tmp_path / "b" / "cache").rglob("part-gwa-*.parquet"))) == 2  # the merged file and hour 5's
     for st in (a, b):
         st.close()
+
+
+def test_with_a_budget_a_file_the_store_cannot_give_fails_the_read_with_a_plain_503(moto, keys, tmp_path):
+    bucket = _bucket(moto)
+    proxy = StoreProxy(moto.endpoint)
+    try:
+        a = _storage(tmp_path / "a", moto.endpoint, bucket, "gwa")
+        run(a.append(batch([0], [NOW], [1.0])))
+        a.flush()
+        b = _storage(tmp_path / "b", proxy.endpoint, bucket, "gwb", cache_bytes=1)
+        proxy.down()
+        with pytest.raises(StoreUnavailable) as err:
+            read_all(b)
+        assert err.value.status == 503 and "could not read the object store at s3://" in str(err.value)
+        proxy.up()
+        assert read_all(b) == [("0", 0, 1.0)]
+        for st in (a, b):
+            st.close()
+    finally:
+        proxy.close()
