@@ -135,7 +135,8 @@ def gateway(moto: MotoServer, work: Path, series: int, samples: int, repeat: int
     for r in range(repeat):
         row = []
         def store(prefix: str = f"run{r}", cache_bytes: int = 0) -> ObjectStore:  # a table per run, as locally
-            return ObjectStore(S3Settings(f"s3://{bucket}/{prefix}", moto.endpoint, REGION, cache_bytes=cache_bytes))
+            return ObjectStore(S3Settings(f"s3://{bucket}/{prefix}", moto.endpoint, REGION, force_path_style=True,
+                                          cache_bytes=cache_bytes))
 
         for side, mk in (("local", lambda: None), ("store", store)):
             d = work / f"{side}-{r}"

@@ -79,7 +79,7 @@ class ObjectStore:
         creds = session.get_credentials()
         cfg = botocore.config.Config(connect_timeout=CONNECT_TIMEOUT_S, read_timeout=READ_TIMEOUT_S,
                                      retries={"mode": "standard", "max_attempts": ATTEMPTS},
-                                     s3={"addressing_style": "path" if settings.force_path_style else "auto"})
+                                     s3={"addressing_style": "path" if settings.force_path_style else "virtual"})
         self._client = session.client("s3", endpoint_url=settings.endpoint or None, config=cfg)
         self._secrets = [s for s in (creds.secret_key, creds.token) if s] if creds else []
         options = dict(DELTA_CLIENT_OPTIONS)
@@ -88,8 +88,8 @@ class ObjectStore:
             options["AWS_ALLOW_HTTP"] = str(settings.endpoint.startswith("http://")).lower()
         if settings.region or session.region_name:
             options["AWS_REGION"] = settings.region or session.region_name
-        options["AWS_VIRTUAL_HOSTED_STYLE_REQUEST"] = str(not settings.force_path_style
-                                                          and not settings.endpoint).lower()
+        # both clients address the bucket alike: in the host name (AWS's way), or in the path when forced
+        options["AWS_VIRTUAL_HOSTED_STYLE_REQUEST"] = str(not settings.force_path_style).lower()
         # Static keys (environment, credentials files) are handed on; a role's expiring keys are not: delta-rs
         # reads the container and instance roles itself, and renews them.
         if creds and creds.method in ("env", "shared-credentials-file", "config-file", "explicit"):

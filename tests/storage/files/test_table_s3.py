@@ -39,7 +39,7 @@ def _bucket(moto) -> str:
 
 
 def _storage(path, endpoint: str, bucket: str, writer: str, cache_bytes: int = 0, **kw) -> Storage:
-    store = ObjectStore(S3Settings(f"s3://{bucket}/metrics", endpoint, "us-east-1", cache_bytes=cache_bytes))
+    store = ObjectStore(S3Settings(f"s3://{bucket}/metrics", endpoint, "us-east-1", True, cache_bytes=cache_bytes))
     st = Storage(str(path), writer_id=writer, table_store=store, **kw)
     st.open()
     return st
@@ -91,7 +91,7 @@ def test_a_store_that_ignores_conditional_writes_is_refused(moto, keys, tmp_path
     bucket = _bucket(moto)
     proxy = StoreProxy(moto.endpoint, drop_conditional=True)
     try:
-        store = ObjectStore(S3Settings(f"s3://{bucket}/metrics", proxy.endpoint, "us-east-1"))
+        store = ObjectStore(S3Settings(f"s3://{bucket}/metrics", proxy.endpoint, "us-east-1", True))
         with pytest.raises(StoreRefused, match="ignores conditional writes") as err:
             store.check_conditional_writes()
         assert SECRET_KEY not in str(err.value) and ACCESS_KEY not in str(err.value)
@@ -100,7 +100,7 @@ def test_a_store_that_ignores_conditional_writes_is_refused(moto, keys, tmp_path
             st.table.open()  # the table proves it as it opens, whoever built it
         assert _keys(moto, bucket, "metrics/table/") == []  # nothing was written to the table
         # the same store without the proxy's meddling passes
-        ObjectStore(S3Settings(f"s3://{bucket}/metrics", moto.endpoint, "us-east-1")).check_conditional_writes()
+        ObjectStore(S3Settings(f"s3://{bucket}/metrics", moto.endpoint, "us-east-1", True)).check_conditional_writes()
     finally:
         proxy.close()
 
