@@ -14,6 +14,7 @@ its WAL and retries.
 
 from __future__ import annotations
 
+import email.utils
 import logging
 import os
 import re
@@ -35,6 +36,9 @@ DELTA_CLIENT_OPTIONS = {"connect_timeout": f"{CONNECT_TIMEOUT_S}s", "timeout": f
                         "max_retries": str(ATTEMPTS - 1), "retry_timeout": "15s"}
 # Where the conditional-write proof writes its scratch objects (removed after).
 CHECK_PREFIX = "_metricsgw/conditional-write-check"
+# Each writer id's claim (claim_writer): renewed at every follow, another gateway's once it is this old.
+CLAIM_PREFIX = "_metricsgw/writers"
+CLAIM_STALE_S = 60
 
 
 class StoreUnavailable(Unavailable, OSError):
@@ -72,6 +76,8 @@ class ObjectStore:
         self.bucket, self.prefix = parse_table_url(settings.url)
         self.endpoint = settings.endpoint
         self.cache_bytes = settings.cache_bytes  # the table's copies' budget (table.py, copies.py)
+        self._claim: tuple[str, str] | None = None  # (key, holder) of this writer id's claim, once taken
+        self._claim_etag = ""
         core = botocore.session.Session()
         if settings.credentials_file:
             core.set_config_variable("credentials_file", settings.credentials_file)
@@ -183,6 +189,65 @@ class ObjectStore:
             except Exception:  # noqa: BLE001 - a scratch object left behind harms nothing
                 log.warning("could not delete the scratch object of the conditional-write check in %s", self.where)
 
+    # ------------------------------------------------------------------ one gateway per writer id
+    def claim_writer(self, writer_id: str, holder: str) -> None:
+        """Take ``writer_id`` for ``holder`` (host and --storage.path): refused while another holder renewed its claim
+        within ``CLAIM_STALE_S``. Two gateways with one writer id would number, upload and remove the same files; on
+        one host the lock file under --storage.path refuses the second, across hosts this claim does."""
+        from botocore.exceptions import ClientError
+
+        key = self.key(f"{CLAIM_PREFIX}/{writer_id}")
+        try:
+            got = self._call("read", self._client.get_object, Bucket=self.bucket, Key=key)
+        except FileNotFoundError:
+            cond = {"IfNoneMatch": "*"}
+        else:
+            other = got["Body"].read().decode(errors="replace")
+            age = (_http_date(got) - got["LastModified"]).total_seconds()
+            if other != holder and age < CLAIM_STALE_S:
+                raise StoreRefused(f"--storage.writer-id={writer_id} is in use by another gateway ({other}, "
+                                   f"{age:.0f}s ago) on the table at {self.where}: give each gateway its own")
+            cond = {"IfMatch": got["ETag"]}
+        try:
+            self._claim_etag = self._client.put_object(Bucket=self.bucket, Key=key, Body=holder.encode(),
+                                                       **cond)["ETag"]
+        except ClientError as err:
+            if _status(err) == 412:  # another gateway took it between our read and write
+                raise StoreRefused(f"--storage.writer-id={writer_id} was just taken by another gateway on the table "
+                                   f"at {self.where}: give each gateway its own") from None
+            raise self.plain("write", err) from None
+        self._claim = (key, holder)
+
+    def renew_claim(self) -> None:
+        """Refresh the claim (the follower's step, every few seconds); raises StoreRefused when another gateway took
+        it meanwhile (ours went stale: this process was stopped or cut off for longer than ``CLAIM_STALE_S``)."""
+        from botocore.exceptions import ClientError
+
+        if self._claim is None:
+            return
+        key, holder = self._claim
+        try:
+            self._claim_etag = self._client.put_object(Bucket=self.bucket, Key=key, Body=holder.encode(),
+                                                       IfMatch=self._claim_etag)["ETag"]
+        except ClientError as err:
+            if _status(err) == 412:
+                raise StoreRefused(f"this gateway's writer id was taken by another gateway on the table at "
+                                   f"{self.where} while this one could not renew it; it writes no more") from None
+            raise self.plain("write", err) from None
+        except Exception as err:  # noqa: BLE001 - unreachable: the claim is renewed at the next step
+            raise self.plain("write", err) from None
+
+    def release_claim(self) -> None:
+        if self._claim is None:
+            return
+        key, _ = self._claim
+        self._claim = None
+        try:
+            self._client.delete_object(Bucket=self.bucket, Key=key, IfMatch=self._claim_etag)
+        except Exception:  # noqa: BLE001 - a claim left behind goes stale
+            log.warning("could not release this writer id's claim in %s; it goes stale in %ss", self.where,
+                        CLAIM_STALE_S)
+
     # ------------------------------------------------------------------ errors
     def _call(self, what: str, fn, *args, **kwargs):
         try:
@@ -217,6 +282,11 @@ class ObjectStore:
 
 # delta-rs's messages carry the store's answer as text: "Server returned non-2xx status code ... 503 Service ..."
 _HTTP_STATUS = re.compile(r"\b([45]\d\d) [A-Z][a-z]")
+
+
+def _http_date(resp: dict):
+    """The store's clock at its answer (a claim's age is measured on the store's clock, not this host's)."""
+    return email.utils.parsedate_to_datetime(resp["ResponseMetadata"]["HTTPHeaders"]["date"])
 
 
 def _status(err: BaseException) -> int | None:

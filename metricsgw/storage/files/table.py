@@ -46,6 +46,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import socket
 import threading
 import time
 from collections import Counter
@@ -59,7 +60,7 @@ from ...model import check_writer_id
 from .delta_log import commit_actions, listed_files
 from .kinds import KINDS, SIDE_KINDS, file_seq, file_writer, parse_name
 from .copies import Copies
-from .object_store import ObjectStore, StoreUnavailable
+from .object_store import CLAIM_STALE_S, ObjectStore, StoreRefused, StoreUnavailable
 from .parquet_io import SampleFile
 from .snapshot import Pin, Snapshot
 from .transaction import Transaction
@@ -97,6 +98,8 @@ class Table:
         self._failed_deletes: set[str] = set()  # logged once each
         self._closed = False
         self._stale = False  # the Delta tables moved past the snapshot, whose files could not all be fetched
+        self._claim_renewed = clock()  # when this writer id's claim in the store was last renewed (tried)
+        self._lost_claim: StoreRefused | None = None  # another gateway took this writer id: no more commits
         # with a byte budget, other writers' sample files are fetched when a read needs them (copies.py)
         self.copies = (Copies(store, self.root, self.writer_id, store.cache_bytes, STORE_THREADS)
                        if store is not None and store.cache_bytes else None)
@@ -142,6 +145,7 @@ class Table:
         removed = 0
         if self.store is not None:
             self.store.check_conditional_writes()
+            self.store.claim_writer(self.writer_id, f"{socket.gethostname()}:{self.root}")
         if self.copies is not None:
             self.copies.open()
         with self._store_calls("open the table in"):
@@ -244,6 +248,8 @@ class Table:
         with self._lock:
             self._closed = True
             self._lock.wait_for(lambda: not self._pins)
+        if self.store is not None and self._lost_claim is None:
+            self.store.release_claim()
 
     def refresh(self) -> Snapshot | None:
         """Load commits of other processes; returns the previous snapshot when the file lists moved
@@ -301,6 +307,8 @@ class Table:
     def commit_files(self, adds: dict[str, list[str]], retire: set[str], wal_cut: int | None) -> Snapshot:
         """A transaction's commit (``Transaction.commit``): side kinds first, samples last (carrying the WAL cut),
         see the module docstring."""
+        if self._lost_claim is not None:
+            raise OSError(str(self._lost_claim))
         foreign = [p for p in retire if file_writer(p) != self.writer_id]
         if foreign:
             raise ValueError(f"removing files of another writer: {sorted(foreign)[:3]}")
@@ -325,8 +333,11 @@ class Table:
 
     def collect(self) -> int:
         """Delete removed files no pinned snapshot lists, once the vacuum delay has passed since their
-        remove (and partition directories left empty). A file that cannot be deleted now is retried later."""
+        remove (and partition directories left empty). A file that cannot be deleted now is retried later.
+        On a store, the flusher's loop calling this every second also renews the writer id's claim."""
         now = self._clock()
+        if self.store is not None and self._lost_claim is None and now - self._claim_renewed >= CLAIM_STALE_S / 4:
+            self._renew_claim(now)
         with self._lock:
             oldest = min(self._pins) if self._pins else None
             due = [p for p, (v, at) in self._retired.items()
@@ -357,6 +368,17 @@ class Table:
                 with contextlib.suppress(OSError):  # not empty (a live file) or already gone
                     os.rmdir(d)
         return deleted
+
+    def _renew_claim(self, now: float) -> None:
+        """The claim on this writer id (object_store.py), renewed by the flusher's loop through ``collect``."""
+        self._claim_renewed = now
+        try:
+            self.store.renew_claim()
+        except StoreRefused as err:
+            self._lost_claim = err
+            log.error("%s", err)
+        except StoreUnavailable as err:  # tried again a quarter of the stale time later
+            log.warning("could not renew this writer id's claim: %s", err)
 
     @property
     def retired(self) -> int:

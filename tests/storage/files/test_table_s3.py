@@ -12,6 +12,7 @@ import pytest
 
 from metricsgw.limits.context import QueryContext
 from metricsgw.model import Matcher
+from metricsgw.storage.files import object_store, table as table_module
 from metricsgw.storage.files.object_store import ObjectStore, S3Settings, StoreRefused, StoreUnavailable
 from metricsgw.storage.store import Storage
 from metricsgw.storage.upkeep.compact import compact_partitions
@@ -273,3 +274,22 @@ def test_with_a_budget_a_file_the_store_cannot_give_fails_the_read_with_a_plain_
             st.close()
     finally:
         proxy.close()
+
+
+def test_one_writer_id_is_one_gateway(moto, keys, tmp_path, monkeypatch):
+    bucket = _bucket(moto)
+    a = _storage(tmp_path / "a", moto.endpoint, bucket, "gw0")
+    with pytest.raises(StoreRefused, match="writer-id=gw0 is in use by another gateway"):
+        _storage(tmp_path / "b", moto.endpoint, bucket, "gw0")  # another host (directory), the same writer id
+    a.close()
+    b = _storage(tmp_path / "b2", moto.endpoint, bucket, "gw0")  # a clean stop released it
+    # a gateway cut off from the store past the claim's life loses it to one started meanwhile, and commits no more
+    monkeypatch.setattr(object_store, "CLAIM_STALE_S", 0)
+    monkeypatch.setattr(table_module, "CLAIM_STALE_S", 0)
+    c = _storage(tmp_path / "c", moto.endpoint, bucket, "gw0")
+    run(b.append(batch([0], [NOW], [1.0])))
+    b.table.collect()  # the flusher's loop: renewing finds the claim taken
+    with pytest.raises(OSError, match="taken by another gateway"):
+        b.flush()
+    b.close(flush=False)
+    c.close()
