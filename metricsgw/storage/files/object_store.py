@@ -216,6 +216,8 @@ class ObjectStore:
                 raise StoreRefused(f"--storage.writer-id={writer_id} was just taken by another gateway on the table "
                                    f"at {self.where}: give each gateway its own") from None
             raise self.plain("write", err) from None
+        except Exception as err:  # noqa: BLE001 - unreachable midway: plain words, as for any call
+            raise self.plain("write", err) from None
         self._claim = (key, holder)
 
     def renew_claim(self) -> None:

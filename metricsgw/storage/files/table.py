@@ -31,10 +31,10 @@ committing them, and a snapshot is swapped in only once every file it lists is h
 every reader (DuckDB's own Parquet reader, compaction, the catalog) reads local files, as without a store; a store
 that cannot be reached leaves the last snapshot readable, and the next refresh fetches what it missed. With a byte
 budget (``store.cache_bytes``) other writers' sample files are the exception: a query fetches those its plan needs
-through ``local_paths`` (copies.py). A file
-another writer removed is deleted here as this writer's own removed files are (after the pins and the vacuum
-delay); in the store only its writer deletes it, the vacuum delay after its remove, which gateways on other hosts
-get as their grace to fetch or finish with it (bench/object_store.py measures this read path against the others).
+through ``local_paths`` (copies.py). A file another writer removed is deleted here as this writer's own removed
+files are (after the pins and the vacuum delay); in the store only its writer deletes it, the vacuum delay after its
+remove, which gateways on other hosts get as their grace to fetch it if they are about to (bench/object_store.py
+measures this read path against the others). Each process claims its writer id in the store (object_store.py).
 
 Beside it: snapshot.py (``Snapshot`` and ``Pin``, what a reader holds), transaction.py (``Transaction``, the files
 one commit writes and retires) and delta_log.py (the Delta log through delta-rs: listing a table's files, committing
@@ -50,16 +50,15 @@ import socket
 import threading
 import time
 from collections import Counter
-
 from concurrent.futures import ThreadPoolExecutor
 
 from deltalake import DeltaTable
 
 from ...errors import Unavailable
 from ...model import check_writer_id
+from .copies import Copies
 from .delta_log import commit_actions, listed_files
 from .kinds import KINDS, SIDE_KINDS, file_seq, file_writer, parse_name
-from .copies import Copies
 from .object_store import CLAIM_STALE_S, ObjectStore, StoreRefused, StoreUnavailable
 from .parquet_io import SampleFile
 from .snapshot import Pin, Snapshot
