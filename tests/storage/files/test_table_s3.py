@@ -293,3 +293,24 @@ def test_one_writer_id_is_one_gateway(moto, keys, tmp_path, monkeypatch):
         b.flush()
     b.close(flush=False)
     c.close()
+
+
+def test_keys_from_a_credentials_file_and_never_in_a_message(moto, tmp_path, monkeypatch):
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))  # not the machine's ~/.aws
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    creds = tmp_path / "credentials"
+    creds.write_text(f"[default]\naws_access_key_id = {ACCESS_KEY}\naws_secret_access_key = {SECRET_KEY}\n")
+    bucket = _bucket(moto)
+    settings = S3Settings(f"s3://{bucket}/metrics", moto.endpoint, "us-east-1", True, str(creds))
+    store = ObjectStore(settings)
+    store.check_conditional_writes()
+    st = Storage(str(tmp_path / "a"), writer_id="gw0", table_store=store)
+    st.open()  # delta-rs got the file's keys too
+    run(st.append(batch([0], [NOW], [1.0])))
+    st.flush()
+    assert len(_keys(moto, bucket)) == 1
+    assert SECRET_KEY not in repr(store) and SECRET_KEY not in repr(settings)
+    assert "<secret>" in store.plain("read", OSError(f"denied for {SECRET_KEY}")).args[0]
+    st.close()
