@@ -1,11 +1,11 @@
 """Gateways on separate directories (as on separate hosts) sharing one table on an S3 server (moto in server mode,
 testkit/s3.py; docs/object-storage.md).
 
-- Two gateways, one in a single process and one as a front with shard and query processes, each with its own
-  --storage.path and the other as its peer, take acknowledged loads; each answers every sample of both exactly
-  once. Stopped, and started again on empty directories (new hosts, no WAL; one fetching the other's files only
-  as its queries read them, --storage.s3.cache-size), they still answer all of it from the store alone. The keys
-  are in no page and no log.
+- Three gateways, in single processes and one as a front with shard and query processes, each with its own
+  --storage.path and the others as its peers, take acknowledged loads, one of them killed with SIGKILL midway and
+  restarted; each answers every sample of all three exactly once. Stopped, and two started again on empty
+  directories (new hosts, no WAL; one fetching the others' files only as its queries read them,
+  --storage.s3.cache-size), they still answer all of it from the store alone. The keys are in no page and no log.
 - A store that ignores conditional writes (a proxy drops If-None-Match) stops the gateway at start, saying why.
 - The store goes away under a gateway: its writes are still acknowledged (the WAL), its recent samples answered;
   a query that needs a newer table than it has fails with a plain 503; killed with SIGKILL meanwhile and
@@ -53,23 +53,36 @@ def _keys(moto: MotoServer, bucket: str) -> list[str]:
     return [o["Key"] for page in pages for o in page.get("Contents", ())]
 
 
-def test_two_gateways_on_separate_directories_share_one_table(moto, tmp_path):
-    bucket = moto.bucket("shared-by-two")
-    ports = [free_port(), free_port()]
+def test_three_gateways_on_separate_directories_share_one_table(moto, tmp_path):
+    bucket = moto.bucket("shared-by-three")
+    ports = [free_port() for _ in range(3)]
     urls = [f"http://127.0.0.1:{p}" for p in ports]
-    layouts = [["--server.single-process"], []]  # one process, and a front with its shard and query processes
+    # single processes, and a front with its shard and query processes
+    layouts = [["--server.single-process"], [], ["--server.single-process"]]
 
     def start(i: int, home: str, peers: bool = True, extra=()):
-        peer = [f"--cluster.peers={urls[1 - i]}"] if peers else []
+        peer = [f"--cluster.peers={u}" for u in urls if u != urls[i]] if peers else []
         return start_metricsgw(tmp_path / f"{home}{i}", port=ports[i], env=moto.env(),
                                extra=[f"--storage.writer-id=gw{i}", *layouts[i], *FAST, *peer, *extra,
                                       *_store_flags(moto.endpoint, bucket)])
 
-    gws = [start(i, "host") for i in range(2)]
+    gws = [start(i, "host") for i in range(3)]
     try:
         for gw in gws:
             gw.wait_ready(120)
         loads = [_load(urls[i], first_series=100 * i) for i in range(2)]
+        # gw2 is killed (SIGKILL) in the middle of its load and restarted on its directory: its WAL has the rest
+        crashed = AckedLoad(urls[2], int(time.time() * 1000) - 120_000, writers=1, series=10, step_ms=1000,
+                            max_requests=30, first_series=200).start()
+        crashed.wait(lambda: len(crashed.acked) >= 100, "gw2 to acknowledge 10 requests")
+        gws[2].kill()
+        crashed.stop()
+        gws[2] = start(2, "host")
+        gws[2].wait_ready(120)
+        crashed.start(urls[2])
+        crashed.wait(lambda: crashed.next_i[0] >= 30, "the rest of gw2's load")
+        crashed.stop()
+        loads.append(crashed)
         for url in urls:
             for load in loads:
                 assert_exactly_once(url, load)
@@ -79,21 +92,21 @@ def test_two_gateways_on_separate_directories_share_one_table(moto, tmp_path):
         for gw in gws:
             gw.stop()  # SIGTERM: the heads are flushed to the table
         keys = _keys(moto, bucket)
-        assert {k.rsplit("/", 1)[1][:8] for k in keys if "/samples/hour=" in k} == {"part-gw0", "part-gw1"}
+        assert {k.rsplit("/", 1)[1][:8] for k in keys if "/samples/hour=" in k} == {"part-gw0", "part-gw1", "part-gw2"}
         assert not [k for k in keys if "/wal/" in k]  # each WAL stays on its own directory
         for gw in gws:
             log = gw.log_path.read_text(errors="replace")
             assert SECRET_KEY not in log and ACCESS_KEY not in log
 
         # new hosts: empty directories, no WAL; everything acknowledged is answered from the store (gw1 fetching
-        # the other's sample files as its queries need them, within a budget too small to keep any)
+        # the others' sample files as its queries need them, within a budget too small to keep any)
         gws = [start(0, "newhost", peers=False), start(1, "newhost", peers=False, extra=["--storage.s3.cache-size=1"])]
         for gw in gws:
             gw.wait_ready(120)
-        for url in urls:
+        for url in urls[:2]:
             for load in loads:
                 assert_exactly_once(url, load)
-        assert not list((tmp_path / "newhost1").rglob("part-gw0-*.parquet"))  # no copy kept past the read
+        assert not list((tmp_path / "newhost1").rglob("part-gw[02]-*.parquet"))  # no copy kept past the read
     finally:
         for gw in gws:
             gw.stop()
