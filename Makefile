@@ -18,7 +18,9 @@ $(BIN)/metricsgw: pyproject.toml
 
 install: $(BIN)/metricsgw
 
+# jemalloc gives freed memory back where glibc's arenas keep it (--server.allocator); the gateway runs without it too
 serve: install
+	@[ -e /usr/share/doc/libjemalloc2/copyright ] || (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends libjemalloc2) || echo "libjemalloc2 not installed: running on glibc's allocator"
 	$(BIN)/metricsgw serve --storage.path=./data $(addprefix --rules.file=,$(RULES)) $(ARGS)
 
 # The real servers and clients the end-to-end tests and bench/ run (package: one binary it installs).
@@ -26,7 +28,9 @@ DEB_PACKAGES := prometheus:/usr/bin/prometheus \
                 prometheus-node-exporter:/usr/bin/prometheus-node-exporter \
                 prometheus-alertmanager:/usr/bin/prometheus-alertmanager \
                 victoria-metrics:/usr/bin/vmalert \
-                openssl:/usr/bin/openssl
+                openssl:/usr/bin/openssl \
+                libjemalloc2:/usr/share/doc/libjemalloc2/copyright \
+                chromium:/usr/bin/chromium
 MISSING_DEBS = $(strip $(foreach p,$(DEB_PACKAGES),$(if $(wildcard $(lastword $(subst :, ,$(p)))),,$(firstword $(subst :, ,$(p))))))
 
 debs:

@@ -11,8 +11,8 @@ from concurrent.futures import ThreadPoolExecutor
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from . import appkeys as K
-from .api import exemplars, metadata, query, query_status, rules as rules_api
+from . import appkeys as K, malloc
+from .api import advise, exemplars, metadata, pages, query, query_status, rules as rules_api, status
 from .api.compression import compress_api_answers
 from .api.flights import Flights
 from .api.middleware import prometheus_errors
@@ -100,6 +100,9 @@ def results_cache_for(cfg: Config, memory: MemoryShares, storage: Storage, fanou
 def _observe_memory(tel: Telemetry, storage: Storage, pipeline: IngestPipeline) -> None:
     """Every holder of series in memory, and the sample cache, show their entries and bytes in /metrics, read when
     scraped."""
+    for part in ("malloc_in_use", "malloc_free", "malloc_mapped", "arrow_pool"):
+        tel.memory.labels(part).set_function(lambda part=part: malloc.heap_bytes().get(part, 0))
+    tel.memory.labels("duckdb").set_function(storage.duckdb_memory)
     tel.sample_cache_entries.set_function(lambda: storage.sample_cache_stats()[0])
     tel.sample_cache_bytes.set_function(lambda: storage.sample_cache_stats()[1])
     for holder, entries, size in (
@@ -162,6 +165,12 @@ def build_app(cfg: Config, telemetry: Telemetry | None = None) -> web.Applicatio
     r.add_get("/api/v1/metadata", metadata.metadata)
     r.add_get("/api/v1/status/buildinfo", metadata.buildinfo)
     r.add_get("/api/v1/status/tsdb", metadata.tsdb_status)
+    r.add_get("/api/v1/status/flags", status.flags_handler)
+    r.add_get("/api/v1/status/runtimeinfo", status.runtimeinfo)
+    r.add_get("/api/v1/status/config", status.config)
+    r.add_get("/api/v1/status/layout", status.layout)  # the front answers for a whole gateway (procs/front_status.py)
+    r.add_get("/api/v1/status/advise", advise.advise_handler)  # the front's too
+    pages.add_routes(r)
     r.add_get("/api/v1/query_exemplars", exemplars.query_exemplars)
     r.add_post("/api/v1/query_exemplars", exemplars.query_exemplars)
     r.add_get("/api/v1/rules", rules_api.rules)

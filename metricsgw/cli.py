@@ -13,7 +13,7 @@ from .config import ConfigError
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    as_program, argv = argv is None, sys.argv[1:] if argv is None else argv
     args = build_parser().parse_args(argv)
     if args.command == "check" and args.what == "web-config":
         from .web.check import main as check_web_config
@@ -29,9 +29,13 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as err:
         print(f"metricsgw: error: {err}", file=sys.stderr)
         return 2
-    setup_logging(cfg, process=None if cfg.server_single_process else "front")
     from . import gcpolicy, malloc
 
+    if as_program:  # a call from Python (tests) is never replaced by another program
+        _with_allocator(cfg.server_allocator)
+    setup_logging(cfg, process=None if cfg.server_single_process else "front")
+    logging.getLogger("metricsgw").info("C allocator: %s (--server.allocator=%s)", malloc.allocator(),
+                                        cfg.server_allocator)
     malloc.tune()  # before any thread starts: arenas and the mmap threshold (malloc.py)
     gcpolicy.tune()
     try:
@@ -49,6 +53,23 @@ def main(argv: list[str] | None = None) -> int:
         print(f"metricsgw: error: {err}", file=sys.stderr)
         return 2
     return 0
+
+
+def _with_allocator(choice: str) -> None:
+    """Start this program again, same pid and arguments, with --server.allocator's allocator preloaded (malloc.py);
+    its children inherit it. Before any thread or file: nothing is lost."""
+    import os
+
+    from . import malloc
+
+    try:
+        env = malloc.restart_env(choice, dict(os.environ))
+    except ValueError as err:
+        raise SystemExit(f"metricsgw: error: {err}") from None
+    if env is not None:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)
 
 
 async def _serve(cfg) -> None:

@@ -120,6 +120,13 @@ def _peer_url(text: str) -> str:
     raise ValueError(f"not a peer address: {text!r} (use http://host:port, https://host:port or unix:/path.sock)")
 
 
+def _allocator(text: str) -> str:
+    s = str(text).strip().lower()
+    if s not in ("auto", "jemalloc", "glibc"):
+        raise ValueError(f"not an allocator: {text!r} (use auto, jemalloc or glibc)")
+    return s
+
+
 def _bool(text: str | bool) -> bool:
     if isinstance(text, bool):
         return text
@@ -179,6 +186,10 @@ SETTINGS: tuple[Setting, ...] = (
     # --- processes (metricsgw/procs/)
     Setting("server.single-process", B, False, "Run the whole gateway in this one process (ingest and queries share "
             "one core and its GIL) instead of a front with ingest shard and query processes."),
+    Setting("server.allocator", _allocator, "auto", "The C allocator of metricsgw's processes: jemalloc (it gives "
+            "freed memory back to the system; glibc's arenas keep hundreds of MB of it under dashboards), glibc, or "
+            "auto: jemalloc where libjemalloc.so.2 is installed (Debian: libjemalloc2), else glibc. metricsgw starts "
+            "itself again with it preloaded."),
     Setting("ingest.shards", I, 0, "Ingest shard processes, each with its own WAL, head and flush; the front splits "
             "every remote-write request over them by series (0 = one per 2 cores, at least 1). After a change, the "
             "front first flushes the WAL of every writer the new count has no shard for."),
@@ -308,6 +319,11 @@ SETTINGS: tuple[Setting, ...] = (
             "refused, timeout, canceled, error; each also within 8MiB), the oldest out first."),
     Setting("query.stats-last-queries", I, 20_000, "The last queries /api/v1/status/top_queries ranks (within 32MiB; "
             "0 = none; VictoriaMetrics: -search.queryStats.lastQueriesCount)."),
+    Setting("advisor.dashboards", S, [], "Grafana dashboard JSON file (repeatable) whose queries the advisor "
+            "(/api/v1/status/advise, the Advisor page) counts as reads, besides the shipped dashboards/ and "
+            "--query.log-file.", repeated=True),
+    Setting("advisor.rule-files", S, [], "Prometheus rule file (repeatable) whose expressions the advisor counts as "
+            "reads, besides the shipped rules/alerts/.", repeated=True),
     Setting("log.level", S, "info", "Log level: debug, info, warn, error."),
 )
 

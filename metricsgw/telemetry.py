@@ -96,6 +96,10 @@ class Telemetry:
             "limit: 1/16 of --query.max-memory).", registry=r)
         self.sample_cache_entries = Gauge(
             "metricsgw_query_sample_cache_entries", "(file, metric) pairs the sample cache holds decoded.", registry=r)
+        self.memory = Gauge(
+            "metricsgw_memory_bytes", "Memory this process holds, by part: malloc_in_use, malloc_free (freed, kept by "
+            "the allocator), malloc_mapped (big blocks mapped alone), arrow_pool, duckdb (what DuckDB counts of its "
+            "own). Python's small objects are in none of them.", ["part"], registry=r)
         self.results_cache_entries = Gauge(
             "metricsgw_query_results_cache_entries", "Range queries the results cache holds answers of.", registry=r)
         self.query_log_dropped = Counter(

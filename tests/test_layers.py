@@ -22,12 +22,12 @@ FLOORS: list[tuple[str, ...]] = [
     ("metricsgw.limits", "metricsgw.querylog"),
     ("metricsgw.storage",),
     ("metricsgw.promql",),
-    ("metricsgw.ingest", "metricsgw.compiled"),
+    ("metricsgw.ingest", "metricsgw.compiled", "metricsgw.advisor"),
     ("metricsgw.cluster",),
     ("metricsgw.api",),
     ("metricsgw.app",),
     ("metricsgw.procs",),
-    ("metricsgw.cli", "metricsgw.__main__", "metricsgw.advisor"),
+    ("metricsgw.cli", "metricsgw.__main__", "metricsgw.advisor.command", "metricsgw.advisor.gateway"),
     ("testkit",),  # the test harness: the tests stand on it, beside bench/, and never import bench/
     ("bench",),
 ]

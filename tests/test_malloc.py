@@ -4,6 +4,9 @@ import gc
 import time
 import weakref
 
+import numpy as np
+import pytest
+
 from metricsgw import malloc
 
 
@@ -109,3 +112,37 @@ def test_a_trim_gives_back_arrows_pool_too(monkeypatch):
     malloc.trim_after(malloc.TRIM_AFTER_BYTES)
     assert len(lib.trims) == 1 and released == [True]
     malloc._idle.cancel()
+
+
+def test_heap_bytes_sees_what_is_allocated():
+    """/metrics' metricsgw_memory_bytes{part}: 64 MiB allocated show in glibc's figures, and go when freed."""
+    before = malloc.heap_bytes()
+    if "malloc_in_use" not in before:
+        pytest.skip("glibc >= 2.33 only")
+    a = np.ones(8 << 20)  # 64 MiB
+    held = malloc.heap_bytes()
+    grown = (held["malloc_in_use"] + held["malloc_mapped"]) - (before["malloc_in_use"] + before["malloc_mapped"])
+    del a
+    after = malloc.heap_bytes()
+    assert grown >= 64 << 20
+    assert (after["malloc_in_use"] + after["malloc_mapped"]) - (before["malloc_in_use"] + before["malloc_mapped"]) < 8 << 20
+    assert set(after) == {"arrow_pool", "malloc_in_use", "malloc_free", "malloc_mapped"}
+
+
+def test_restart_env_preloads_jemalloc_once(monkeypatch):
+    monkeypatch.setattr(malloc, "_je", False)  # this test process runs on glibc
+    monkeypatch.setattr(malloc, "jemalloc_path", lambda: "/usr/lib/x/libjemalloc.so.2")
+    env = malloc.restart_env("auto", {"PATH": "/bin", "LD_PRELOAD": "/opt/other.so"})
+    assert env["LD_PRELOAD"] == "/usr/lib/x/libjemalloc.so.2 /opt/other.so" and env["PATH"] == "/bin"
+    assert env["MALLOC_CONF"] == malloc.JEMALLOC_CONF and env[malloc.EXEC_MARK] == "auto"
+    assert malloc.restart_env("jemalloc", {"MALLOC_CONF": "narenas:2"})["MALLOC_CONF"] == "narenas:2"  # the user's
+    assert malloc.restart_env("auto", env) is None  # started again already: never a loop
+    assert malloc.restart_env("glibc", {}) is None
+
+
+def test_restart_env_without_jemalloc(monkeypatch):
+    monkeypatch.setattr(malloc, "_je", False)
+    monkeypatch.setattr(malloc, "jemalloc_path", lambda: None)
+    assert malloc.restart_env("auto", {}) is None  # goes on with glibc
+    with pytest.raises(ValueError, match="apt-get install libjemalloc2"):
+        malloc.restart_env("jemalloc", {})

@@ -59,3 +59,20 @@ def text_report(counts: Counts, usage: Usage, p: Proposals, min_series: int) -> 
         out.append("\nNot proposed:")
         out += [f"  {u.metric}{' ' + u.label if u.label else ''}: {u.reason}" for u in p.unsafe]
     return "\n".join(out) + "\n"
+
+
+def advice_json(counts: Counts, usage: Usage, p: Proposals, min_series: int) -> dict:
+    """The report as /api/v1/status/advise answers it: the same figures as ``text_report``, and the YAML."""
+    return {
+        "metrics": len(counts.series), "series": sum(counts.series.values()),
+        "queries": len(usage.queries()), "readMetrics": sum(1 for m in counts.series if usage.is_read(m)),
+        "minSeries": min_series,
+        "everyMetricRead": sorted({r.query for r in usage.reads if r.whole_series and not r.names}),
+        "unparsed": [{"query": u.query, "expr": u.expr, "error": u.error} for u in usage.unparsed],
+        "drops": [{"metric": m, "series": n} for m, n in p.drops],
+        "droppedSeries": p.dropped_series, "smallUnread": p.small_unread,
+        "labelRemovals": [{"metric": r.metric, "labels": list(r.labels), "values": list(r.values), "bytes": r.bytes,
+                           "changedQueries": list(r.queries)} for r in p.removals],
+        "notProposed": [{"metric": u.metric, "label": u.label, "reason": u.reason} for u in p.unsafe],
+        "relabelRules": relabel_yaml(p),
+    }

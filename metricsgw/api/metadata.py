@@ -18,11 +18,12 @@ from ..appkeys import CONFIG, STORAGE
 from ..cluster import head_json
 from ..cluster import head_protocol
 from ..errors import BadData
-from ..http.params import now_s, parse_limit, parse_time, read_params
+from ..http.params import now_s, parse_limit, parse_time, parse_tsdb_top, parse_tsdb_window, read_params
 from ..http.response import success
 from ..limits.query_text import QueryTextLimits
 from ..model import Matcher, is_label_name
 from ..promql import parser
+from ..storage.catalog import stats
 from .query import query_context
 from .running import guarded, run_guarded
 from .sources import peers_head_json, read_source
@@ -213,15 +214,23 @@ async def buildinfo(request: web.Request) -> web.Response:
 
 
 async def tsdb_status(request: web.Request) -> web.Response:
-    """Prometheus's cardinality page, over every stored series (not only the head)."""
+    """Prometheus's cardinality page, over the head's series, or with ``start``/``end`` (or VictoriaMetrics'
+    ``date``) over every series with a sample in that window, whatever partition holds it; VictoriaMetrics'
+    ``topN``, ``focusLabel`` and one ``match[]`` narrow it."""
     params = await read_params(request)
-    limit = parse_limit(params.get("limit")) or 10
+    limit, focus = parse_tsdb_top(params)
+    start_ms, end_ms = parse_tsdb_window(params)
+    sets = parse_match(request, params)
+    if len(sets) > 1:
+        raise BadData('invalid parameter "match[]": give at most one series selector to count')
+    matchers = sets[0] if sets else None
     storage = request.app[STORAGE]
     if head_protocol.asks_for_head(request.rel_url.query):  # a shard's own series, whole: the front adds them up
         head_protocol.refuse_until_ready(storage)
         cfg = request.app[CONFIG]
         ctx = head_protocol.read_context(request.headers, cfg.query_metadata_timeout, cfg.query_max_memory_per_query)
         async with guarded(request, "tsdb_status", ctx, slot=False) as run:  # part of the front's answer
-            return success(await run(storage.tsdb_counts))
+            return success(await run(lambda: storage.tsdb_counts(start_ms, end_ms, matchers, ctx)))
     ctx = query_context(request, params.get("timeout"), metadata=True)
-    return success(await run_guarded(request, "tsdb_status", ctx, lambda: storage.tsdb_status(limit)))
+    return success(await run_guarded(request, "tsdb_status", ctx, lambda: stats.render(
+        [storage.tsdb_counts(start_ms, end_ms, matchers, ctx)], limit, focus)))

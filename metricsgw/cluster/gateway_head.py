@@ -29,7 +29,7 @@ from aiohttp import web
 
 from ..errors import BadData, PayloadTooLarge, Unavailable
 from ..http.body import read_bounded
-from ..http.params import parse_limit, read_params
+from ..http.params import parse_tsdb_top, parse_tsdb_window, read_params
 from ..http.response import success
 from ..remote import read_codec
 from ..remote.codec import decompress
@@ -141,11 +141,17 @@ class GatewayHead:
 
     async def tsdb_status(self, request: web.Request) -> web.Response:
         params = await read_params(request)
-        limit = parse_limit(params.get("limit")) or 10  # as a single process answers (api/metadata.py)
-        asked = [(k, v) for k, v in params.items() if k not in (head_protocol.SCOPE_PARAM, "limit")]
-        answers = await self._ask_json(request.path, asked + [(head_protocol.SCOPE_PARAM, head_protocol.HEAD)],
-                                       request.headers)
-        return success(stats.render([data for data, _ in answers], limit))
+        return success(await self.tsdb_data(params, request.headers))
+
+    async def tsdb_data(self, params, headers) -> dict:
+        """The gateway's /api/v1/status/tsdb answer for ``params``: every shard's whole counts added up."""
+        limit, focus = parse_tsdb_top(params)  # as a single process answers (api/metadata.py)
+        parse_tsdb_window(params)  # a bad window is refused here, in the words a single process uses
+        asked = [(k, v) for k, v in params.items()
+                 if k not in (head_protocol.SCOPE_PARAM, "limit", "topN", "focusLabel")]
+        answers = await self._ask_json("/api/v1/status/tsdb", asked + [(head_protocol.SCOPE_PARAM, head_protocol.HEAD)],
+                                       headers)
+        return stats.render([data for data, _ in answers], limit, focus)
 
     async def _ask_json(self, path: str, params: list[tuple[str, str]], asked) -> list[tuple[object, int | None]]:
         """Every shard's ``data`` on ``path`` and the table version it named; the asker's deadline and reservation

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import time
 import urllib.parse
-from datetime import datetime
+from datetime import datetime, timezone
 
 from aiohttp import web
 from multidict import MultiDict
@@ -137,3 +137,35 @@ def parse_bool(value: str | None, name: str, default: bool = False) -> bool:
 
 def now_s() -> float:
     return round(time.time(), 3)
+
+
+def parse_tsdb_top(params) -> tuple[int, str | None]:
+    """/api/v1/status/tsdb's list length (Prometheus's ``limit``, or VictoriaMetrics' ``topN``; 10 when absent) and
+    VictoriaMetrics' ``focusLabel``."""
+    text = params.get("limit") or params.get("topN")
+    try:
+        n = parse_limit(text)
+    except BadData:
+        raise BadData(f'invalid parameter "limit"/"topN": cannot parse {text!r} as a number of entries') from None
+    focus = params.get("focusLabel") or None
+    return n or 10, focus
+
+
+def parse_tsdb_window(params) -> tuple[int | None, int | None]:
+    """The window /api/v1/status/tsdb counts series over, in ms: ``start`` and ``end``, or VictoriaMetrics' ``date``
+    (YYYY-MM-DD, that UTC day); (None, None) when none is given: the head's series."""
+    date = params.get("date")
+    if date:
+        try:
+            day = datetime.strptime(date, "%Y-%m-%d").replace(tzinfo=timezone.utc)
+        except ValueError:
+            raise BadData(f'invalid parameter "date": {date!r} is not a day written YYYY-MM-DD') from None
+        start = int(day.timestamp() * 1000)
+        return start, start + 86_400_000 - 1
+    if params.get("start") is None and params.get("end") is None:
+        return None, None
+    end = parse_time(params.get("end"), "end", default=now_s())
+    start = parse_time(params.get("start"), "start", default=end - 86_400)
+    if end < start:
+        raise BadData('invalid parameter "end": end timestamp must not be before start time')
+    return int(start * 1000), int(end * 1000)

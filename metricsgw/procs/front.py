@@ -8,7 +8,8 @@ connection itself at its first query: handoff.py), and answers for the whole gat
 - ``/-/ready``: 200 only when every child is running and ready, else 503 naming the child and its reason;
 - ``/-/reload`` (behind --web.enable-lifecycle) and SIGHUP: passed to every child; 200 when all reloaded;
 - a head read of a gateway on another machine (``?scope=head``), and ``/api/v1/status/tsdb``: every shard's
-  answer, joined or merged (cluster/gateway_head.py, which the front hands its shards' clients).
+  answer, joined or merged (cluster/gateway_head.py, which the front hands its shards' clients);
+- ``/api/v1/status/layout`` and ``/api/v1/status/advise``: the whole gateway's (front_status.py).
 Until a child has started (readiness.py: at first, and after the supervisor restarted it), the front holds a
 request that needs it a few seconds, then refuses it with a 503 naming, in plain words, the part that is
 starting or restarting (unavailable.py). A query needs a query process and every shard, a write its shards.
@@ -40,7 +41,7 @@ from ..storage.files.writer_lock import WriterIdInUse
 from ..telemetry import QUERY_LOG_DROPPED_HELP
 from ..web import install as install_access_control
 from ..web import listen_site
-from . import exposition
+from . import exposition, front_status
 from .clients import ChildClient
 from .distributor import Distributor
 from .layout import Layout, resolve, unlink_socket
@@ -109,7 +110,9 @@ class Front:
                ("GET", "/api/v1/status/running_queries"): self.queries.running_queries,
                ("POST", "/api/v1/admin/cancel_query"): self.queries.cancel_query,
                ("GET", "/api/v1/status/recent_queries"): query_status.recent_queries,
-               ("GET", "/api/v1/status/top_queries"): query_status.top_queries}
+               ("GET", "/api/v1/status/top_queries"): query_status.top_queries,
+               ("GET", "/api/v1/status/layout"): functools.partial(front_status.layout, self),
+               ("GET", "/api/v1/status/advise"): functools.partial(front_status.advise, self)}
         app[QUERY_LOG] = self.query_log
         assert {path for _, path in own} == FRONT_PATHS  # what a query process relays back here (handoff.py)
         for (method, path), handler in own.items():
@@ -126,7 +129,7 @@ class Front:
                 raise web.HTTPMethodNotAllowed(request.method, allowed[request.path])
             if gateway_head.answers(request):  # a peer gateway's head read: the shards', not a query process's
                 return await self.gateway_head.handle(request)
-            target = await self._query_target()
+            target = await self.query_target()
             if self.handoff is not None:
                 return await self._pass_or(request, target.child.name, MAX_BODY,
                                            functools.partial(self.proxy.handle, target=target))
@@ -143,7 +146,7 @@ class Front:
             return await self._pass_or(request, self.write_target.child.name, MAX_WRITE_BODY, self.distributor.handle)
         return await self.distributor.handle(request)
 
-    async def _query_target(self) -> ChildClient:
+    async def query_target(self) -> ChildClient:
         """The query process for a query: the least busy that has started, once every shard has too (a query reads
         their recent samples, which are whole only then). Waits for them (readiness.HOLD_S), else refuses."""
         shards_missing, target = await asyncio.gather(wait_started(self.shards), one_started(self.proxy.targets))
@@ -167,7 +170,7 @@ class Front:
             self.handoff.close()
         await asyncio.gather(*(c.close() for c in self.clients.values()))
 
-    async def _ask(self, name: str, method: str, path: str) -> tuple[int, str]:
+    async def ask(self, name: str, method: str, path: str) -> tuple[int, str]:
         """One child's answer to a small request; (0, why it has none, in plain words) when it cannot answer."""
         client = self.clients[name]
         if not client.proc.running:
@@ -181,7 +184,7 @@ class Front:
 
     async def _ask_all(self, method: str, path: str) -> dict[str, tuple[int, str]]:
         names = list(self.clients)
-        answers = await asyncio.gather(*(self._ask(n, method, path) for n in names))
+        answers = await asyncio.gather(*(self.ask(n, method, path) for n in names))
         return dict(zip(names, answers))
 
     async def method_not_allowed(self, request: web.Request) -> web.Response:

@@ -42,7 +42,8 @@ log = logging.getLogger(__name__)
 # The routes the front answers itself (front.py); every other route is a query process's.
 FRONT_PATHS = frozenset({"/api/v1/write", "/-/healthy", "/-/ready", "/-/reload", "/metrics", "/api/v1/status/tsdb",
                          "/api/v1/status/running_queries", "/api/v1/admin/cancel_query",
-                         "/api/v1/status/recent_queries", "/api/v1/status/top_queries"})
+                         "/api/v1/status/recent_queries", "/api/v1/status/top_queries", "/api/v1/status/layout",
+                         "/api/v1/status/advise"})
 # A request larger than this (head and body) is proxied instead. A SOCK_SEQPACKET message must fit the socket's
 # send buffer (net.core.wmem_default, 208 KiB on Linux by default): a bigger one fails with EMSGSIZE.
 MAX_MESSAGE = 192 * 1024

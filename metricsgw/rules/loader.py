@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from typing import Any, Sequence
 
 import yaml
@@ -103,6 +104,7 @@ class RuleHolder:
             return True, msg
 
     def _report(self, ok: bool) -> None:
+        self.last_ok, self.last_time = ok, time.time()  # the Status page's "last reload"
         if self.telemetry is None:
             return
         self.telemetry.rules_reload_success.set(1 if ok else 0)

@@ -371,8 +371,9 @@ class Storage:
     def tsdb_status(self, limit: int) -> dict:
         return self.series.tsdb_status(limit)
 
-    def tsdb_counts(self) -> dict:
-        return self.series.tsdb_counts()
+    def tsdb_counts(self, start_ms: int | None = None, end_ms: int | None = None,
+                    matchers: list[Matcher] | None = None, ctx: QueryContext | None = None) -> dict:
+        return self.series.tsdb_counts(start_ms, end_ms, matchers, ctx)
 
     def metadata(self, metric: str | None = None, limit: int | None = None) -> dict[str, list[dict]]:
         return self.series.metadata(metric, limit)
@@ -385,6 +386,9 @@ class Storage:
 
     def sample_cache_stats(self) -> tuple[int, int, set[str]]:
         return self.samples.sample_cache_stats()
+
+    def duckdb_memory(self) -> int:
+        return self.samples.duckdb_memory()
 
     def histogram_metrics(self) -> frozenset[str]:
         return self.native.histogram_metrics()

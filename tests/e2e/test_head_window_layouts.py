@@ -74,6 +74,8 @@ def test_status_counts_the_head_windows_series(gateway):
     for holder in (b"catalog", b"archive", b"ingest_cache"):
         assert any(b'holder="' + holder + b'"' in line for line in lines), holder
     assert b"metricsgw_query_sample_cache_bytes" in text
+    in_use = [line for line in text.splitlines() if line.startswith(b'metricsgw_memory_bytes{') and b'part="malloc_in_use"' in line]
+    assert in_use and all(float(line.rsplit(b" ", 1)[1]) > 0 for line in in_use)
 
 
 def test_queries_over_the_old_range_still_find_the_forgotten_series(gateway):

@@ -131,6 +131,16 @@ def test_tsdb_status_equals_one_process(pair, params):
     assert data["headStats"]["numSeries"] == 40 + 2 * 9  # the gauges; 9 histogram and float series a protocol
 
 
+def test_tsdb_status_over_a_window_and_of_a_metric_equals_one_process(pair):
+    """The Cardinality page's calls: every partition over a window, one metric's labels, a label's values."""
+    _, start_s, end_s, _ = pair
+    whole = _same(pair, "/api/v1/status/tsdb", {"start": start_s - 60, "end": end_s}, layouts=("default",))
+    assert whole["headStats"]["numSeries"] == 40 + 2 * 9
+    gauges = _same(pair, "/api/v1/status/tsdb", {"match[]": "up_gauge", "focusLabel": "i", "topN": "3"},
+                   layouts=("default",))
+    assert gauges["headStats"]["numSeries"] == 40 and len(gauges["seriesCountByFocusLabelValue"]) == 3
+
+
 def test_series_and_labels_equal_one_process(pair):
     _, start_s, end_s, _ = pair
     window = {"start": start_s, "end": end_s}

@@ -5,6 +5,8 @@ bounded server memory. Also the request ``timeout`` and blocked queries.
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from tests.guard.conftest import server_fixture
@@ -120,6 +122,15 @@ def test_tsdb_status_limit(server):
         assert len(d[key]) == 3, key
     top = d["seriesCountByMetricName"][0]
     assert top == {"name": "node_cpu_seconds_total", "value": 33472}  # the largest family of the workload
+    # The Cardinality page over a window (every partition), then a metric's labels: the same figures here
+    now = time.time()
+    status, body, seconds = timed_api(server.base_url, "/api/v1/status/tsdb", {"limit": "3", "start": now - 86400,
+                                                                              "end": now})
+    assert status == 200 and body["data"]["seriesCountByMetricName"][0] == top, body
+    print(f"tsdb status of a day over {body['data']['headStats']['numSeries']} series: {seconds:.2f}s")
+    status, body, seconds = timed_api(server.base_url, "/api/v1/status/tsdb", {"match[]": top["name"], "topN": "3"})
+    assert status == 200 and body["data"]["headStats"]["numSeries"] == top["value"], body
+    print(f"tsdb status of {top['name']}: {seconds:.2f}s")
 
 
 HEAVY = 'count({__name__=~".+"})'  # every series; held by the test hook so it outlasts any deadline

@@ -196,3 +196,36 @@ def test_join_of_stretches_is_the_whole(setup):
     parts = [matrix_parts.between(whole, start, cut), matrix_parts.between(whole, cut + STEP_MS, end)]
     assert _same(matrix_parts.join(parts[::-1]), whole)
     assert _same(matrix_parts.join([setup.matrix(q, start, cut), setup.matrix(q, cut + STEP_MS, end)]), whole)
+
+
+def test_the_cache_holds_about_the_bytes_it_counts():
+    """What the entries really hold (traced allocations of the answers the cache keeps, label sets included)
+    against ``bytes``, the figure its bound and /metrics use. orjson's metric JSON once held 4 KiB each, 4x the
+    counted bytes at the soak's 500 nodes."""
+    import gc
+    import tracemalloc
+
+    cache = ResultsCache(512 << 20, FRESH_MS, LateLog([LateWrites(FRESH_MS).state]), retention_ms=10 * 365 * 86400_000)
+    marks = ((0, 0),)
+    points, series = 120, 3000
+    gc.collect()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for k in range(4):
+            labels = [(("Hostname", f"gpu-node-{i // 8:05d}"), ("UUID", f"GPU-{k:02d}{i:034x}"),
+                       ("__name__", "DCGM_FI_DEV_GPU_UTIL"), ("gpu", str(i % 8)), ("instance", f"10.0.{i // 250}.{i % 250}:9400"),
+                       ("job", "dcgm"), ("modelName", "NVIDIA H100 80GB HBM3")) for i in range(series)]
+            t = np.tile(NOW_MS - 3_600_000 + np.arange(points, dtype=np.int64) * 30_000, series)
+            v = np.random.default_rng(k).random(series * points) * 100
+            m = Matrix(labels, t, v, np.arange(series + 1, dtype=np.int64) * points)
+            cache.store((f"q{k}", 30_000, 0), int(t[0]), int(t[points - 1]), 30_000, m, marks, NOW_MS)
+            del labels, t, v, m
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    counted = cache.stats()[1]
+    assert cache.stats()[0] == 4
+    assert held <= 1.25 * counted, (held, counted)
+    assert counted <= 2 * held, (held, counted)

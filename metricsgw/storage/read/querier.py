@@ -101,6 +101,11 @@ class SampleQuerier:
         """(entries, bytes, files they come from) of the sample cache."""
         return self._sample_cache.stats()
 
+    def duckdb_memory(self) -> int:
+        """Bytes DuckDB says it holds (its buffer pool, Parquet footers, allocator caches)."""
+        row = self._db.cursor().execute("SELECT sum(memory_usage_bytes) FROM duckdb_memory()").fetchone()
+        return int(row[0] or 0)
+
     def learn_interval(self, sid: np.ndarray, t: np.ndarray) -> None:
         """Take the median scrape interval of a flushed head's columns (sorted by (sid, t)) as the estimate."""
         same = sid[1:] == sid[:-1]

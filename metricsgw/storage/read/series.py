@@ -4,7 +4,8 @@ catalog (storage/catalog/), never from samples.
 Each call reads ``book.catalog`` once: retention may replace it with a smaller one while a query runs, and a
 query must not mix the dense indexes of two catalogs. A call whose window reaches back before the series the head
 window forgot (``book.forgotten_until``) reads the archive too (catalog/archive.py), each series once; cardinality
-figures are the catalog's alone: the series of the head window, as Prometheus' head counts them.
+figures are the catalog's alone (the series of the head window, as Prometheus' head counts them) unless asked for a
+window, which they then count across every partition, the archive's series too.
 """
 
 from __future__ import annotations
@@ -206,13 +207,36 @@ class SeriesQuerier:
         """Prometheus's /api/v1/status/tsdb over the series in memory: those written within the head window."""
         return stats.render([self.tsdb_counts()], limit)
 
-    def tsdb_counts(self) -> dict:
-        """The figures of tsdb_status, whole, for adding up with other processes' (stats.counts)."""
+    def tsdb_counts(self, start_ms: int | None = None, end_ms: int | None = None,
+                    matchers: list[Matcher] | None = None, ctx: QueryContext | None = None) -> dict:
+        """The figures of tsdb_status, whole, for adding up with other processes' (stats.counts). With a window:
+        the series with a sample in it, those the head window forgot too (the archive, each series once); with
+        ``matchers``: only the series they select."""
         cat = self.book.catalog
-        known = len(cat)
-        min_t = int(cat.first_ms.view.min()) if known else None
-        max_t = int(cat.last_ms.view.max()) if known else None
-        return stats.counts(cat, min_t, max_t)
+        if start_ms is None and not matchers:
+            known = len(cat)
+            min_t = int(cat.first_ms.view.min()) if known else None
+            max_t = int(cat.last_ms.view.max()) if known else None
+            return stats.counts(cat, min_t, max_t)
+        check = ctx.check if ctx else None
+        selected, seen, firsts, lasts = [], None, [], []
+        for c in self._catalogs(start_ms, ctx) if start_ms is not None else [cat]:
+            for table, rows in c.select(matchers or [], start_ms, end_ms, check):
+                g = table.gidx.view[rows]
+                sids = c.sids.a[g]
+                if seen is not None:  # the archive's: not the series the catalog counted
+                    keep = ~npsort.members(sids, seen)
+                    rows, g = rows[keep], g[keep]
+                if len(rows):
+                    selected.append((table, rows))
+                    firsts.append(int(c.first_ms.a[g].min()))
+                    lasts.append(int(c.last_ms.a[g].max()))
+            if seen is None:
+                seen = npsort.unique(np.concatenate([cat.sids.a[t.gidx.view[r]] for t, r in selected])
+                                     if selected else np.empty(0, np.int64))
+        lo = max(min(firsts), start_ms) if firsts and start_ms is not None else (min(firsts) if firsts else None)
+        hi = min(max(lasts), end_ms) if lasts and end_ms is not None else (max(lasts) if lasts else None)
+        return stats.counts_of(selected, None, lo, hi)
 
     def metadata(self, metric: str | None = None, limit: int | None = None) -> dict[str, list[dict]]:
         out: dict[str, list[dict]] = {}

@@ -115,6 +115,14 @@ def test_forgotten_series_answer_as_before_and_come_back_with_their_id(tmp_path)
     live = {i for i in range(5, 10)} | {1}
     assert len(short.st.catalog) == 2 * len(live) and len(full.st.catalog) == 20
     assert short.st.tsdb_status(10)["headStats"]["numSeries"] == 12
+    # Counted over a window, the cardinality figures take every partition: the forgotten series too, each once.
+    for window in ((start_ms, t), (start_ms, start_ms + 10 * MINUTE)):
+        assert short.st.tsdb_counts(*window) == full.st.tsdb_counts(*window)
+    assert short.st.tsdb_counts(start_ms, t)["numSeries"] == 20
+    assert short.st.tsdb_counts(start_ms, t)["pairs"]["pod=p0"] == 2
+    assert short.st.tsdb_counts(t - MINUTE, t)["numSeries"] == 12
+    cpu = [Matcher("__name__", "=", "cpu")]
+    assert short.st.tsdb_counts(start_ms, t, cpu)["seriesByMetric"] == {"cpu": 10}
     assert short.pipe.cache_size == 12  # the ingest cache followed
     for twin in (short, full):
         twin.st.close()
