@@ -69,12 +69,12 @@ def table_store_for(cfg: Config) -> ObjectStore | None:
 def check_table_store(cfg: Config) -> None:
     """Before any process starts: a store that would lose concurrent commits, or cannot be reached, stops the
     gateway with a plain message (each process's table proves it again as it opens)."""
-    store = table_store_for(cfg)
-    if store is not None:
-        try:
+    try:
+        store = table_store_for(cfg)
+        if store is not None:
             store.check_conditional_writes()
-        except (StoreRefused, StoreUnavailable) as err:
-            raise ConfigError(f"--storage.table-url: {err}") from None
+    except (StoreRefused, StoreUnavailable, ValueError) as err:  # ValueError: not an s3://bucket/prefix URL
+        raise ConfigError(f"--storage.table-url: {err}") from None
 
 
 def results_cache_for(cfg: Config, memory: MemoryShares, storage: Storage, fanout: PeerFanout | None,

@@ -86,9 +86,11 @@ def test_three_gateways_on_separate_directories_share_one_table(moto, tmp_path):
         for url in urls:
             for load in loads:
                 assert_exactly_once(url, load)
-        for url in urls:  # nor the keys on a page (metricsgw has no flags page; /metrics names its settings' effects)
-            status, body = http_get(url + "/metrics")
-            assert status == 200 and SECRET_KEY.encode() not in body and ACCESS_KEY.encode() not in body
+        for url in urls:  # nor the keys on a page
+            for path in ("/metrics", "/api/v1/status/flags", "/api/v1/status/config", "/api/v1/status/runtimeinfo"):
+                status, body = http_get(url + path)
+                assert status == 200, (path, status)
+                assert SECRET_KEY.encode() not in body and ACCESS_KEY.encode() not in body, path
         for gw in gws:
             gw.stop()  # SIGTERM: the heads are flushed to the table
         keys = _keys(moto, bucket)
