@@ -74,7 +74,6 @@ class ObjectStore:
         import botocore.session
 
         self.bucket, self.prefix = parse_table_url(settings.url)
-        self.endpoint = settings.endpoint
         self.cache_bytes = settings.cache_bytes  # the table's copies' budget (table.py, copies.py)
         self._claim: tuple[str, str] | None = None  # (key, holder) of this writer id's claim, once taken
         self._claim_etag = ""
