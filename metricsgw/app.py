@@ -19,7 +19,7 @@ from .api.middleware import prometheus_errors
 from .api.remote_read import handle_read, read_gate
 from .api.remote_write import handle_write
 from .cluster.peers import SHARD_SOCKETS, PeerFanout
-from .config import Config
+from .config import Config, ConfigError
 from .ingest.pipeline import IngestPipeline
 from .ingest.time_window import SampleTimeWindow
 from .limits.blocked import BlockedQueries
@@ -35,6 +35,7 @@ from .querylog.owner import QueryLog
 from .querylog.running import RunningQueries
 from .ruler.client import RulerClient
 from .rules.loader import RuleHolder
+from .storage.files.object_store import ObjectStore, S3Settings, StoreRefused, StoreUnavailable
 from .storage.store import Storage
 from .telemetry import Telemetry
 from .web import install as install_access_control
@@ -53,7 +54,27 @@ def storage_for(cfg: Config, memory: MemoryShares, telemetry: Telemetry | None =
         writer_id=writer_id or cfg.storage_writer_id, vacuum_delay_s=cfg.storage_vacuum_delay,
         follow_others=cfg.storage_follow_others, follow_interval_s=cfg.storage_follow_interval,
         late_after_ms=int(cfg.query_cache_max_freshness * 1000), head_window_ms=int(cfg.storage_head_window * 1000),
-        archive_bytes=memory.archive)
+        archive_bytes=memory.archive, table_store=table_store_for(cfg))
+
+
+def table_store_for(cfg: Config) -> ObjectStore | None:
+    """The object store --storage.table-url names, or None for a table under --storage.path."""
+    if not cfg.storage_table_url:
+        return None
+    return ObjectStore(S3Settings(cfg.storage_table_url, cfg.storage_s3_endpoint, cfg.storage_s3_region,
+                                  cfg.storage_s3_force_path_style, cfg.storage_s3_credentials_file,
+                                  cfg.storage_s3_cache_size))
+
+
+def check_table_store(cfg: Config) -> None:
+    """Before any process starts: a store that would lose concurrent commits, or cannot be reached, stops the
+    gateway with a plain message (each process's table proves it again as it opens)."""
+    try:
+        store = table_store_for(cfg)
+        if store is not None:
+            store.check_conditional_writes()
+    except (StoreRefused, StoreUnavailable, ValueError) as err:  # ValueError: not an s3://bucket/prefix URL
+        raise ConfigError(f"--storage.table-url: {err}") from None
 
 
 def results_cache_for(cfg: Config, memory: MemoryShares, storage: Storage, fanout: PeerFanout | None,

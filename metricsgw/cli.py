@@ -39,6 +39,10 @@ def main(argv: list[str] | None = None) -> int:
     malloc.tune()  # before any thread starts: arenas and the mmap threshold (malloc.py)
     gcpolicy.tune()
     try:
+        if cfg.storage_table_url:
+            from .app import check_table_store
+
+            check_table_store(cfg)
         if cfg.server_single_process:
             asyncio.run(_serve(cfg))
         else:

@@ -213,6 +213,12 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("storage.vacuum-delay", D, 300.0, "A file compaction or retention removed from the table is deleted once "
             "no query of this process holds it and this long has passed since its remove, for queries of other "
             "processes reading the same table. Keep it above --query.timeout."),
+    Setting("storage.table-url", S, "", "Where the table is: empty for under --storage.path; s3://bucket/prefix for an object store (AWS S3, MinIO, Ceph RGW) that gateways on separate hosts share, each keeping its WAL, head and copies of the table's files under its own --storage.path (docs/object-storage.md). The store must refuse a second conditional write (If-None-Match: *) on one key with 412: the gateway proves it at start, and refuses to start otherwise."),
+    Setting("storage.s3.endpoint", _http_url, "", "The object store's http(s)://host:port (MinIO, Ceph RGW); empty for AWS S3."),
+    Setting("storage.s3.region", S, "", "The store's region (empty: the AWS chain's, AWS_REGION or the config file)."),
+    Setting("storage.s3.force-path-style", B, False, "Address the bucket in the path (http://host/bucket/key) rather than in the host name; MinIO and Ceph RGW usually need it."),
+    Setting("storage.s3.credentials-file", S, "", "An AWS shared credentials file (INI: aws_access_key_id, aws_secret_access_key under [default] or AWS_PROFILE's section). Empty: the AWS chain (environment, ~/.aws files, container and instance roles). Keys are never logged nor shown on a page."),
+    Setting("storage.s3.cache-size", Z, 0, "With --storage.table-url: disk for this process's copies of other gateways' sample files, fetched when a query needs them (pruned by time first), least recently read out first. 0: every file the table lists is copied here as soon as it is committed (reads never wait on the store)."),
     # --- remote write
     Setting("remote-write.max-body-size", Z, 32 * 1024**2, "Largest compressed remote-write body accepted (413 above)."),
     Setting("remote-write.max-decoded-size", Z, 128 * 1024**2, "Largest declared snappy-decoded size accepted (413 above, before decompressing)."),

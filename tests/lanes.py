@@ -38,6 +38,7 @@ E2E = {
     "rules/test_promtool_oracle.py": "promtool as the oracle",
     "rules/test_shipped_rules.py": "promtool",
     "storage/test_races.py": "metricsgw serve",
+    "storage/files/test_table_s3.py": "moto_server (an S3 server)",
     "test_docs.py::test_bad_flag_value_stops_start_up_naming_it": "metricsgw serve (it stops at the bad flag)",
     "testkit/test_wire_and_load.py": "metricsgw serve as the load's target",
     "ui/": "metricsgw serve (default layout behind basic auth, and one process) and Debian's chromium",

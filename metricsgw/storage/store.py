@@ -71,7 +71,7 @@ class Storage:
     handing each call to its part."""
 
     def __init__(self, path: str, *, flush_interval_s: float = 120.0, flush_max_samples: int = 5_000_000,
-                 partition_ms: int = 3600_000, retention_ms: int = 15 * 86400_000,
+                 partition_ms: int = 3600_000, retention_ms: int = 15 * 86400_000, table_store=None,
                  wal_segment_size: int = 64 << 20, duckdb_memory_limit: int = 256 << 20, duckdb_threads: int = 2,
                  sample_cache_bytes: int = 128 << 20, telemetry=None, clock=time.time, writer_id: str = "gw0",
                  vacuum_delay_s: float = 0.0, follow_others: bool = True, follow_interval_s: float = 5.0,
@@ -84,7 +84,7 @@ class Storage:
         self.wal_segment_size = wal_segment_size
         self.telemetry = telemetry
         self.clock = clock  # seconds since the epoch: retention and "active" follow it (tests move it)
-        self.table = Table(self.path, writer_id, vacuum_delay_s)
+        self.table = Table(self.path, writer_id, vacuum_delay_s, store=table_store)  # None: on local disk only
         self.files = FileSet(self.table)  # the heads and the table's snapshot, and the lock that keeps them one
         self.book = CatalogBook(self.files, self.writer_dir, writer_id)
         # Filled by appends and replay, never replaced: the parts that read or prune it hold this one.

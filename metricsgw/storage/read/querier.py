@@ -303,9 +303,11 @@ class SampleQuerier:
             if wanted is not None:
                 con.register("wanted_ids", wanted)
             chunks = []
-            for rb in con.sql(sql, params=params).to_arrow_reader(1 << 20):
-                ctx.charge_loaded(rb.num_rows, "parquet read")
-                chunks.append(rb)
+            # on an object store, files of other writers may be fetched now (storage/files/copies.py)
+            with self.files.table.local_paths(params["files"]) as local:
+                for rb in con.sql(sql, params={**params, "files": local}).to_arrow_reader(1 << 20):
+                    ctx.charge_loaded(rb.num_rows, "parquet read")
+                    chunks.append(rb)
             ctx.check("parquet read")
         except (duckdb.InterruptException, OSError):
             # An interrupt (deadline or client gone) surfaces as InterruptException, or as

@@ -76,7 +76,10 @@ class Maintenance:
                 tx.commit()
             crashpoints.reached("retention.removed")
             log.info("retention: %d partition file(s) older than %d ms retired", len(old), st.retention_ms)
-        horizon = self.data_floor()
+        # Nothing at or after the cutoff was deleted by retention: a series written since is never dropped, even when
+        # the files holding it are not in this snapshot yet (another writer commits its series and spans before its
+        # samples; with an empty snapshot the floor alone would drop every series followed).
+        horizon = min(self.data_floor(), cutoff)
         dropped = st.retention.drop_series_before(horizon)
         if len(dropped):
             self._purge = npsort.union(self._purge, dropped)
