@@ -9,6 +9,7 @@ call; the swap and the epoch move together inside the file set's ``atomically()`
 from __future__ import annotations
 
 import logging
+import time
 
 import numpy as np
 
@@ -36,6 +37,7 @@ class CatalogBook:
         self._writer_dir = writer_dir
         self._writer_id = writer_id
         self._checkpointed = 0  # series in the last checkpoint written or loaded
+        self._last_save = time.monotonic()  # of the last checkpoint written (or start-up)
         self._dropped: list[tuple[int, np.ndarray]] = []  # (epoch, sids dropped then), the last few
 
     # ---------------------------------------------------------------- retention's drops
@@ -72,13 +74,18 @@ class CatalogBook:
         self._checkpointed = len(self.catalog)
         return covered
 
-    def checkpoint(self) -> None:
+    def checkpoint(self, min_interval_s: float = 0.0) -> None:
         """Save the catalog as arrays once it grew by a tenth since the last save, so a restart loads it
         instead of parsing every series key. Failing to is not a failed flush: the series files hold
-        everything, the next start-up is just slower. Called in the flusher after a commit."""
+        everything, the next start-up is just slower. Called in the flusher after a commit, and between flushes
+        at most every ``min_interval_s``: a young gateway's series are all in its WAL, and a restart that splits
+        a million keys again takes ~8 s against ~2 s from a checkpoint (0.4 s of CPU to write one)."""
         cat = self.catalog
         if len(cat) - self._checkpointed < max(1, len(cat) // 10):
             return
+        if time.monotonic() - self._last_save < min_interval_s:
+            return
+        self._last_save = time.monotonic()
         with self._files.atomically():  # no series is added meanwhile (append registers them under it)
             snap = catalog_checkpoint.snapshot(self.catalog)
             snap["forgotten_until"] = self.forgotten_until  # the series it lacks (but the files hold) are older

@@ -7,8 +7,9 @@ committed to the table (table.py) with a sequence number up to it is in the chec
 files listed after it (and the WAL). It also holds ``forgotten_until``: the series the head window had forgotten
 (in the files it covers, not in it) have no sample after it, so a restart's reads ask the archive for older times
 as before. Retention dropping series discards the checkpoint (they must not come back at a restart); the next
-flush writes a new one. A checkpoint may also hold series newer than that (added since the WAL cut): they come
-back from the WAL anyway, and registering a known series is a no-op. A missing or unreadable checkpoint just means
+flush writes a new one. A checkpoint may also hold series newer than that (added since the WAL cut, or taken
+between flushes): they come back from the WAL anyway, registering a known series is a no-op, and replay hands
+every series its records bring to the next flush's series file (startup.py). A missing or unreadable checkpoint just means
 the slower full load (keysplit.py).
 """
 

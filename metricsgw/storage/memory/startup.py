@@ -12,6 +12,7 @@ import os
 
 import numpy as np
 
+from ... import npsort
 from ..catalog import catalog_checkpoint
 from ..files import parquet_io
 from ..wal.native_wal import NativeSegmentDecoder
@@ -68,8 +69,13 @@ def replay_wal(storage, wal_dir: str, flushed_upto: int) -> int:
             replayed += 1
     if new_keys:
         all_sids = np.concatenate(new_sids)
-        fresh = storage.catalog.add_keys(all_sids, new_keys)
-        storage.unflushed.add(all_sids[fresh], [new_keys[i] for i in fresh.tolist()])
+        storage.catalog.add_keys(all_sids, new_keys)
+        # Every series a replayed record brought goes to the next flush's series file, known or not: a checkpoint
+        # taken after the WAL cut (appends go on meanwhile) knows series that no series file holds yet, and
+        # without one the table's other readers never learn their labels. A series written again is harmless.
+        _, first = npsort.unique_first(all_sids)
+        first.sort()
+        storage.unflushed.add(all_sids[first], [new_keys[i] for i in first.tolist()])
     if sids:
         storage.catalog.touch(np.concatenate(sids), np.concatenate(times))
     return replayed

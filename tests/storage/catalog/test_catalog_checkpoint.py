@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import time
 
 import numpy as np
 
@@ -108,5 +109,62 @@ def test_series_dropped_by_retention_do_not_come_back_from_the_checkpoint(tmp_pa
     try:
         assert len(st.catalog) == 3
         assert sorted(int(i) for i, _, _ in read_all(st)) == [10, 11, 12]
+    finally:
+        st.close(flush=False)
+
+
+def test_series_the_checkpoint_took_before_their_flush_still_reach_a_series_file(tmp_path):
+    """The flusher checkpoints after its commit while appends go on: the checkpoint may hold series newer than the
+    WAL cut. After a crash they come back known from it; the next flush must still write them to a series file,
+    or every other reader of the table (query processes, peers) would never learn their labels."""
+    st = Storage(str(tmp_path))
+    st.open()
+    try:
+        asyncio.run(st.append(batch(range(50), [NOW] * 50, [1.0] * 50)))
+        st.flush()
+        asyncio.run(st.append(batch(range(50, 110), [NOW + 1000] * 60, [2.0] * 60)))  # after the cut
+        st.book.checkpoint()  # as the flusher's, landing after these arrived
+        assert len(catalog_checkpoint.load(str(tmp_path / "wal" / "gw0"))[0]) == 110
+    finally:
+        st.close(flush=False)  # a crash: the 60 are in the WAL and the checkpoint, in no series file
+    st = Storage(str(tmp_path))
+    st.open()
+    try:
+        st.flush()
+    finally:
+        st.close(flush=False)
+    reader = Storage(str(tmp_path), writer_id="gw1")  # another writer of the table: it knows series by their files
+    reader.open()
+    try:
+        sel = reader.select_series([Matcher("i", "=~", ".+")], NOW - 5000, NOW + 5000, None)
+        assert len(sel.labels) == 110
+    finally:
+        reader.close(flush=False)
+
+
+def test_a_growing_table_is_checkpointed_between_flushes(tmp_path):
+    """A young gateway's series are all in its WAL: the flusher checkpoints them before any flush (at most every
+    CHECKPOINT_BETWEEN_FLUSHES_S), so a restart registers them from arrays, not by splitting every key again."""
+    from metricsgw.storage.upkeep import flusher
+
+    st = Storage(str(tmp_path), flush_interval_s=3600)
+    st.open()
+    st.start_background()
+    path = tmp_path / "wal" / "gw0" / catalog_checkpoint.NAME
+    try:
+        asyncio.run(st.append(batch(range(40), [NOW] * 40, [1.0] * 40)))
+        st.book._last_save -= flusher.CHECKPOINT_BETWEEN_FLUSHES_S
+        deadline = time.monotonic() + 60
+        while not path.exists() and time.monotonic() < deadline:  # the flusher's loop looks every second
+            time.sleep(0.05)
+        assert len(catalog_checkpoint.load(str(tmp_path / "wal" / "gw0"))[0]) == 40
+        assert st.table.current.table_version == 0 or not list(st.table.current.own("series", "gw0"))  # no flush
+    finally:
+        st.close(flush=False)
+    st = Storage(str(tmp_path))
+    st.open()
+    try:
+        assert len(st.catalog) == 40 and len(st.unflushed) == 40  # known from the checkpoint, still to be flushed
+        assert sorted(int(i) for i, _, _ in read_all(st)) == list(range(40))
     finally:
         st.close(flush=False)
