@@ -28,14 +28,15 @@ from ..limits.context import SAMPLE_BYTES, QueryContext
 from ..model import METRIC_NAME, Labels, Matcher, SampleBlock
 from ..storage.batch import SeriesSet
 from ..storage.seam import SampleReader
-from . import batch_held, functions, held, parser
+from . import batch_held, compat, functions, held, parser
 from .aggregations import aggregate, group_ids, group_sum
 from .calls import OVER_TIME, RATE_LIKE
 from .value import Series, drop_name
 
 # Range functions whose value for a series depends on that series' samples only.
 PER_SERIES_RANGE_FUNCS = set(RATE_LIKE) | OVER_TIME | {
-    "irate", "idelta", "changes", "resets", "deriv", "predict_linear", "quantile_over_time", "holt_winters"}
+    "irate", "idelta", "changes", "resets", "deriv", "predict_linear", "quantile_over_time", "holt_winters",
+    "double_exponential_smoothing"}
 # Below this many samples a selection is one batch: a helper thread would cost more than it saves.
 MIN_SPLIT_SAMPLES = 1_000_000
 # What a series costs at each step of a batch, in raw samples' bytes: ~18 (series x step) arrays of 8 bytes
@@ -104,7 +105,7 @@ def _below_row_steps(expr):
             return node
 
 
-def _rows_collide(expr, series: SeriesSet) -> bool:
+def _rows_collide(expr, series: SeriesSet, dot_nl: bool) -> bool:
     """Would the label functions in ``expr``'s row-by-row steps give two of ``series`` one label set? Then
     rows of different batches would have to merge (or fail, as Prometheus does): evaluated whole instead.
     The functions themselves are asked, on zero-step rows (the metric's name dropped: rows of one metric
@@ -118,7 +119,7 @@ def _rows_collide(expr, series: SeriesSet) -> bool:
         if METRIC_NAME in args:  # a step that reads or writes the name: not worth the thought
             return True
         if node.func.name == "label_replace":
-            rows = functions.label_replace(rows, *args)
+            rows = functions.label_replace(rows, *args, dot_nl)
         else:
             rows = functions.label_join(rows, args[0], args[1], args[2:])
     return len(rows) != len(series)
@@ -179,7 +180,7 @@ def evaluate_batched(engine, op: str, expr, selector, without: bool, names: list
     workers = engine.parts.workers if engine.parts is not None else 1
     room = (ctx.max_bytes - ctx.bytes) // (4 * SAMPLE_BYTES)
     target = max(1, min(engine.batch_samples, room) // workers)
-    if _rows_collide(expr, everything):
+    if _rows_collide(expr, everything, compat.dot_matches_newline(engine.promql_compat)):
         batches = iter([everything])
     else:
         batches = _in_label_order_batches(engine.source, everything, start, end, target, len(env.steps), workers)

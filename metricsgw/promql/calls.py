@@ -8,7 +8,7 @@ import promql_parser as pp
 
 from ..errors import BadData, NotSupported
 from . import functions as F
-from . import held, native_eval, native_ops, native_values, parser, rangefuncs as R
+from . import compat, held, native_eval, native_ops, native_values, parser, rangefuncs as R
 from .binary import dedupe
 from .histograms import histogram_quantile
 from .value import Ranges, ScalarSteps, Series, StringValue
@@ -103,7 +103,7 @@ def _call(engine, node: "pp.Call", env, taken: _Taken):
     if name == "quantile_over_time":
         r = range_arg(1)  # first, as 2.42 evaluates a subquery argument before the others
         return _dedupe_whole(R.quantile_over_time(scalar_arg(0), r))
-    if name == "holt_winters":
+    if name in ("holt_winters", "double_exponential_smoothing"):  # 3.x's name for it (compat.py)
         r = range_arg(0)
         return _dedupe_whole(R.holt_winters(r, scalar_arg(1), scalar_arg(2)))
     if name in ("histogram_count", "histogram_sum", "histogram_fraction", "histogram_avg", "histogram_stddev",
@@ -168,7 +168,8 @@ def _call(engine, node: "pp.Call", env, taken: _Taken):
     if name in ("sort", "sort_desc"):
         return F.sort(vector_arg(0), name == "sort_desc")
     if name == "label_replace":
-        return F.label_replace(vector_arg(0), string_arg(1), string_arg(2), string_arg(3), string_arg(4))
+        return F.label_replace(vector_arg(0), string_arg(1), string_arg(2), string_arg(3), string_arg(4),
+                               compat.dot_matches_newline(engine.promql_compat))
     if name == "label_join":
         return F.label_join(vector_arg(0), string_arg(1), string_arg(2), [string_arg(i) for i in range(3, len(args))])
     if name == "histogram_quantile":

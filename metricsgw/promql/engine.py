@@ -17,7 +17,7 @@ import promql_parser as pp
 from ..errors import BadData, NotSupported
 from ..limits.context import SAMPLE_BYTES, QueryContext
 from ..storage.seam import SampleReader
-from . import batching, binary, held, native_eval, native_values, parser, selectors
+from . import batching, binary, compat, held, native_eval, native_values, parser, selectors
 from .aggregations import aggregate
 from .calls import call
 from .parallel import Parts
@@ -35,8 +35,10 @@ class Env:
 class Engine:
     def __init__(self, source: SampleReader, lookback_s: float = 300.0, max_points: int = 11000,
                  subquery_step_s: float = 60.0, batch_samples: int = 2_000_000,
-                 parts: Parts | None = None) -> None:
+                 parts: Parts | None = None, promql_compat: int = compat.PROMETHEUS_3) -> None:
         self.source = source
+        # Which Prometheus' answers differences are settled by (compat.py; --query.promql-compat).
+        self.promql_compat = promql_compat
         # Where an aggregation's batches of series are evaluated side by side (None: one by one).
         self.parts = parts
         # Aggregations over one metric read about this many raw samples per batch of series
@@ -45,6 +47,10 @@ class Engine:
         self.lookback_ms = int(round(lookback_s * 1000))
         self.max_points = max_points
         self.subquery_step_ms = int(round(subquery_step_s * 1000))
+
+    @property
+    def left_open(self) -> bool:
+        return compat.left_open(self.promql_compat)
 
     def over(self, source: SampleReader) -> "Engine":
         """The same engine reading from another source (one query's, e.g. with peers' data)."""
@@ -56,8 +62,13 @@ class Engine:
 
     # ---- public API -----------------------------------------------------------------
 
-    def instant(self, query: str, t_s: float, ctx: QueryContext) -> Value:
+    def parse(self, query: str):
         node = parser.parse(query)
+        compat.check_functions(node, self.promql_compat)
+        return node
+
+    def instant(self, query: str, t_s: float, ctx: QueryContext) -> Value:
+        node = self.parse(query)
         t = _ms(t_s)
         ctx.counts_raw_samples = False  # --query.max-samples counts what the evaluation holds (held.py)
         env = Env(np.array([t], np.int64), t, t, ctx)
@@ -92,7 +103,7 @@ class Engine:
                 f"exceeded maximum resolution of {self.max_points:,} points per timeseries. "
                 "Try decreasing the query resolution (?step=XX)"
             )
-        node = parser.parse(query)
+        node = self.parse(query)
         if isinstance(parser.unwrap(node), (pp.MatrixSelector, pp.SubqueryExpr)):
             # refused before evaluation, as Prometheus does (not by the count of samples it would hold)
             raise BadData(_NOT_FOR_RANGE.format(kind="range vector"))
@@ -190,7 +201,7 @@ class Engine:
             ms = parser.matchers(node)
             start = int(ref.min()) - self.lookback_ms
         _check_matchers(ms)
-        return ms, start, int(ref.max())
+        return compat.matchers(ms, self.promql_compat), start, int(ref.max())
 
     def vector_selector(self, node: "pp.VectorSelector", env: Env) -> Series:
         ref = self.ref_times(node, env)
@@ -199,7 +210,7 @@ class Engine:
         # The (series x step) matrix replaces the raw samples (their bytes already charged by the
         # source): charge the memory it adds beyond them before building it.
         env.ctx.charge_points(max(0, len(loaded.labels) * len(ref) - len(loaded.t)), "instant vector selection")
-        s = selectors.instant(loaded, ref, self.lookback_ms)
+        s = selectors.instant(loaded, ref, self.lookback_ms, self.left_open)
         held.selected(env.ctx, s, "instant vector selection")
         return s
 
@@ -209,7 +220,7 @@ class Engine:
         ms, start, end = self.selector_window(node, env)
         loaded = selectors.load(self.source, ms, start, end, env.ctx)
         # A range vector is index arithmetic over the raw samples the source already charged.
-        return selectors.ranges(loaded, ref, rng)
+        return selectors.ranges(loaded, ref, rng, self.left_open)
 
     def subquery_grid(self, node: "pp.SubqueryExpr", env: Env) -> tuple[np.ndarray, int, np.ndarray]:
         """A subquery's window ends (after @ and offset), its range, and the steps its inner query is evaluated at."""
@@ -220,7 +231,7 @@ class Engine:
             raise BadData("zero or negative subquery step")
         lo = int(ref.min()) - rng
         first = (lo // step) * step
-        if first < lo:
+        if first < lo or (first == lo and self.left_open):  # a step at the open limit is out of every window
             first += step
         # `x[1y:1ms]` would build a grid of 31.5e9 steps (235 GiB) before anything is charged:
         # refuse by its memory first (the grid and a point of the inner query for every step).
@@ -230,7 +241,7 @@ class Engine:
     def subquery(self, node: "pp.SubqueryExpr", env: Env) -> Ranges:
         ref, rng, grid = self.subquery_grid(node, env)
         if len(grid) == 0:
-            return selectors.ranges(selectors.series_as_samples(Series.empty(0), grid), ref, rng)
+            return selectors.ranges(selectors.series_as_samples(Series.empty(0), grid), ref, rng, self.left_open)
         base = env.ctx.samples
         inner = self.eval(node.expr, Env(grid, env.start_ms, env.end_ms, env.ctx))
         if isinstance(inner, ScalarSteps):
@@ -238,7 +249,7 @@ class Engine:
         if not isinstance(inner, Series):
             raise BadData("subquery is only allowed on instant vector")
         env.ctx.charge_bytes(int(inner.mask.sum()) * SAMPLE_BYTES, "subquery evaluation")
-        r = selectors.ranges(selectors.series_as_samples(inner, grid), ref, rng)
+        r = selectors.ranges(selectors.series_as_samples(inner, grid), ref, rng, self.left_open)
         r.held = env.ctx.samples - base  # the inner result, held as Prometheus holds it
         return r
 

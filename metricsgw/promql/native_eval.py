@@ -80,7 +80,7 @@ def select(engine, node: "pp.VectorSelector", env) -> HistSeries | None:
         return None
     loaded, hists = got
     env.ctx.charge_points(max(0, len(loaded.labels) * len(ref) - len(loaded.t)), "histogram selection")
-    series = selectors.instant(loaded, ref, engine.lookback_ms)
+    series = selectors.instant(loaded, ref, engine.lookback_ms, engine.left_open)
     return HistSeries(series, hists) if len(series) else None
 
 
@@ -91,7 +91,8 @@ def select_ranges(engine, node: "pp.MatrixSelector", env) -> HistRanges | None:
     if got is None:
         return None
     loaded, hists = got
-    r = selectors.ranges(loaded, engine.ref_times(node.vector_selector, env), parser.duration_ms(node.range))
+    r = selectors.ranges(loaded, engine.ref_times(node.vector_selector, env), parser.duration_ms(node.range),
+                          engine.left_open)
     return HistRanges(r, hists) if (r.hi > r.lo).any() else None
 
 
@@ -101,7 +102,7 @@ def subquery(engine, node: "pp.SubqueryExpr", env) -> HistRanges | None:
     inner = evaluate(engine, node.expr, dataclasses.replace(env, steps=grid)) if len(grid) else None
     if not isinstance(inner, HistSeries):
         return None
-    r = selectors.ranges(selectors.series_as_samples(inner.series, grid), ref, rng)
+    r = selectors.ranges(selectors.series_as_samples(inner.series, grid), ref, rng, engine.left_open)
     return HistRanges(r, inner.hists) if (r.hi > r.lo).any() else None
 
 

@@ -151,6 +151,19 @@ def grouping(node: "pp.AggregateExpr") -> tuple[bool, list[str]]:
     return mod.type == pp.AggModifierType.Without, list(mod.labels)
 
 
+def children(node) -> list:
+    """The expressions directly under ``node`` (a selector has none)."""
+    if isinstance(node, (pp.ParenExpr, pp.UnaryExpr, pp.SubqueryExpr)):
+        return [node.expr]
+    if isinstance(node, pp.Call):
+        return list(node.args)
+    if isinstance(node, pp.AggregateExpr):
+        return [node.expr] + ([node.param] if node.param is not None else [])
+    if isinstance(node, pp.BinaryExpr):
+        return [node.lhs, node.rhs]
+    return []  # selectors, number and string literals
+
+
 def unwrap(node):
     """The expression inside any parentheses."""
     while isinstance(node, pp.ParenExpr):

@@ -95,13 +95,13 @@ class RecordingSource:
 def test_estimate_is_charged_before_reading(src):
     rec = RecordingSource(src)
     with pytest.raises(LimitExceeded, match="too much memory"):
-        Engine(rec).instant("rate(up[10m])", 600, QueryContext(max_bytes=10 * SAMPLE_BYTES))
+        Engine(rec, promql_compat=2).instant("rate(up[10m])", 600, QueryContext(max_bytes=10 * SAMPLE_BYTES))
     assert rec.calls == ["select", "estimate"]  # refused by its memory before any sample was read
     rec.calls.clear()
     # --query.max-samples counts what Prometheus's engine holds, which the raw estimate (80) is not
     # a lower bound of: rate holds one series' window (40) at a time, so no refusal by it up front.
     ctx = QueryContext(max_samples=50)
-    Engine(rec).instant("rate(up[10m])", 600, ctx)
+    Engine(rec, promql_compat=2).instant("rate(up[10m])", 600, ctx)
     assert rec.calls == ["select", "estimate", "read"]
     assert ctx.bytes >= 80 * SAMPLE_BYTES and ctx.peak_samples == 40 + 1 + 1  # a window, its point, the other's
 

@@ -1,0 +1,53 @@
+"""Which Prometheus' PromQL a query is answered as (``--query.promql-compat``): 3, the default, or 2.
+
+Where Prometheus 2.42 and 3.x answer the same query differently (docs/endpoints.md, "Prometheus 2 or 3"):
+- windows: 3.x range selectors, subquery ranges and the lookback delta are left-open, ``(t - range, t]``: a
+  sample exactly at the lower limit is out. 2.x windows are closed, ``[t - range, t]``.
+- regular expressions: in 3.x ``.`` matches a newline too (``^(?s:re)$``), in label matchers and in
+  ``label_replace``; in 2.x it does not (``^(?:re)$``).
+- ``holt_winters`` is called ``double_exponential_smoothing`` in 3.x; each version knows only its own name.
+Everything else follows one answer for both: what 2.42 leaves undefined (native histograms' details), 3.x's.
+"""
+
+from __future__ import annotations
+
+import promql_parser as pp
+
+from ..errors import BadData
+from ..model import Matcher
+from . import parser
+
+PROMETHEUS_2, PROMETHEUS_3 = 2, 3
+VERSIONS = (PROMETHEUS_2, PROMETHEUS_3)
+
+# A function only the other version has: unknown, as that version's parser says.
+_OTHER_VERSIONS_FUNCTIONS = {PROMETHEUS_2: {"double_exponential_smoothing"}, PROMETHEUS_3: {"holt_winters"}}
+
+
+def left_open(version: int) -> bool:
+    return version >= PROMETHEUS_3
+
+
+def dot_matches_newline(version: int) -> bool:
+    return version >= PROMETHEUS_3
+
+
+def matchers(ms: list[Matcher], version: int) -> list[Matcher]:
+    """A selector's matchers as ``version`` reads their regexes. Matchers are compiled with ``.`` matching
+    newlines (model.Matcher, as 3.x); for 2.x each regex goes in a group that clears the flag. The pattern
+    itself is rewritten, rather than a flag carried beside it, because matchers travel to the ingest shards
+    and peers in remote-read requests, which have no room for one."""
+    if dot_matches_newline(version):
+        return ms
+    return [Matcher(m.name, m.op, f"(?-s:{m.value})") if m.op in ("=~", "!~") else m for m in ms]
+
+
+def check_functions(node, version: int) -> None:
+    """Refuse a function this version does not know, in the words of its parser."""
+    unknown = _OTHER_VERSIONS_FUNCTIONS[version]
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, pp.Call) and n.func.name in unknown:
+            raise BadData(f'invalid parameter "query": parse error: unknown function with name "{n.func.name}"')
+        stack.extend(parser.children(n))
