@@ -138,5 +138,5 @@ def charge_json(points: int, series: int, ctx: QueryContext) -> None:
 
 async def format_query(request: web.Request) -> web.Response:
     params = await read_params(request)
-    expr = parser.parse(query_text(request, params))
+    expr = request.app[ENGINE].parse(query_text(request, params))  # as --query.promql-compat reads it
     return success(parser.prettify(expr))

@@ -5,6 +5,7 @@ Where Prometheus 2.42 and 3.x answer the same query differently (docs/endpoints.
   sample exactly at the lower limit is out. 2.x windows are closed, ``[t - range, t]``.
 - regular expressions: in 3.x ``.`` matches a newline too (``^(?s:re)$``), in label matchers and in
   ``label_replace``; in 2.x it does not (``^(?:re)$``).
+- durations: 3.x takes a number as seconds (``foo[90]``, ``offset 5``); 2.x wants a unit.
 - ``holt_winters`` is called ``double_exponential_smoothing`` in 3.x; each version knows only its own name.
 Everything else follows one answer for both: what 2.42 leaves undefined (native histograms' details), 3.x's.
 """
@@ -42,7 +43,14 @@ def matchers(ms: list[Matcher], version: int) -> list[Matcher]:
     return [Matcher(m.name, m.op, f"(?-s:{m.value})") if m.op in ("=~", "!~") else m for m in ms]
 
 
-def check_functions(node, version: int) -> None:
+def parse(query: str, version: int):
+    """``query`` parsed as ``version``'s parser reads it."""
+    node = parser.parse(query, unitless_durations=version >= PROMETHEUS_3)
+    _check_functions(node, version)
+    return node
+
+
+def _check_functions(node, version: int) -> None:
     """Refuse a function this version does not know, in the words of its parser."""
     unknown = _OTHER_VERSIONS_FUNCTIONS[version]
     stack = [node]

@@ -63,9 +63,7 @@ class Engine:
     # ---- public API -----------------------------------------------------------------
 
     def parse(self, query: str):
-        node = parser.parse(query)
-        compat.check_functions(node, self.promql_compat)
-        return node
+        return compat.parse(query, self.promql_compat)
 
     def instant(self, query: str, t_s: float, ctx: QueryContext) -> Value:
         node = self.parse(query)

@@ -17,11 +17,12 @@ from ..model import Matcher
 _OPS = {"MatchOp.Equal": "=", "MatchOp.NotEqual": "!=", "MatchOp.Re": "=~", "MatchOp.NotRe": "!~"}
 
 
-def parse(query: str) -> "pp.Expr":
-    """Parse a query; a syntax error becomes BadData worded like Prometheus's."""
+def parse(query: str, unitless_durations: bool = True) -> "pp.Expr":
+    """Parse a query; a syntax error becomes BadData worded like Prometheus's. ``unitless_durations``: a
+    number is a duration in seconds (``foo[90]``, ``offset 5``), as in Prometheus 3; 2.x refuses it."""
     if not query.strip():
         raise BadData('invalid parameter "query": 1:1: parse error: no expression found in input')
-    _reject_unitless_durations(query)
+    _check_durations(query, unitless_durations)
     try:
         return pp.parse(query)
     except ValueError as err:
@@ -53,13 +54,15 @@ _NEGATIVE_AT = re.compile(r"@\s*-")
 _OFFSET_NUM = re.compile(r"\boffset\s+(-?\s*\d+(?:\.\d+)?)(?![\w.])", re.IGNORECASE)
 
 
-def _reject_unitless_durations(query: str) -> None:
-    """Prometheus 2.42 requires a unit in durations ([5m], offset 1m); the parser package
-    also takes bare numbers as seconds. Refuse them like Prometheus does."""
+def _check_durations(query: str, unitless: bool) -> None:
+    """Prometheus 2.42 requires a unit in durations ([5m], offset 1m); the parser package, as Prometheus 3,
+    also takes bare numbers as seconds. Without ``unitless``, refuse them like 2.42 does."""
     text = _STRINGS.sub(lambda m: " " * len(m.group(0)), query)
     if _NEGATIVE_AT.search(text):
         # (also: reading such a time from the parser package panics in its Rust code)
         raise NotSupported("@ modifier with a negative timestamp")
+    if unitless:
+        return
     m = _OFFSET_NUM.search(text)
     if m:
         num = m.group(1).replace(" ", "").lstrip("-")
