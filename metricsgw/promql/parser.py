@@ -133,6 +133,9 @@ def matching(node: "pp.BinaryExpr") -> tuple[bool, list[str], str, list[str]]:
     mod = node.modifier
     if mod is None:
         return False, [], "one-to-one", []
+    fill = mod.fill_values  # 3.x's experimental fill(), fill_left(), fill_right(); (None, None) when absent
+    if fill is not None and (fill.lhs, fill.rhs) != (None, None):
+        raise NotSupported("fill() modifiers of binary operators")
     on, labels = False, []
     if mod.matching is not None:
         on = mod.matching.type == pp.LabelModifierType.Include
