@@ -1,6 +1,8 @@
 """Float-histogram arithmetic as Prometheus 2.42 does it (model/histogram/float_histogram.go):
 copy to a coarser schema, add, subtract, scale, compact, counter-reset detection, and
-histogramRate (promql/functions.go), for ``rate``/``increase``/``delta`` and ``sum``.
+histogramRate (promql/functions.go), for ``rate``/``increase``/``delta`` and ``sum``; and for custom
+buckets (schema -53) as Prometheus 3 does: bucket by bucket where the bounds match, else over the bounds
+both have (intersectCustomBucketBounds).
 
 Buckets are held as {index: count} per side, in ascending index order: Go's span surgery
 (addBucket) places a bucket where its index says and adds into one that exists, which a dict
@@ -10,9 +12,10 @@ buckets are kept until ``compact`` (quantiles see them, as in Go).
 
 from __future__ import annotations
 
+import bisect
 import itertools
+import math
 from dataclasses import dataclass, field
-
 
 from ..errors import NotSupported
 from .native import CUSTOM_BUCKETS_SCHEMA, FloatHistogram, bucket_indexes, bound
@@ -27,17 +30,21 @@ class Hist:
     sum: float
     pos: dict[int, float] = field(default_factory=dict)
     neg: dict[int, float] = field(default_factory=dict)
+    custom_values: tuple[float, ...] = ()  # the upper bounds of custom buckets (the last, +Inf, implied)
 
     @classmethod
     def of(cls, h: FloatHistogram) -> "Hist":
-        if h.schema == CUSTOM_BUCKETS_SCHEMA:
-            raise NotSupported("rate, increase, delta and sum of custom-bucket native histograms (schema -53)")
         return cls(h.schema, h.zero_threshold, h.zero_count, h.count, h.sum,
-                   dict(zip(bucket_indexes(h.pos_spans), h.pos)), dict(zip(bucket_indexes(h.neg_spans), h.neg)))
+                   dict(zip(bucket_indexes(h.pos_spans), h.pos)), dict(zip(bucket_indexes(h.neg_spans), h.neg)),
+                   tuple(h.custom_values))
+
+    @property
+    def custom(self) -> bool:
+        return self.schema == CUSTOM_BUCKETS_SCHEMA
 
     def copy(self) -> "Hist":
         return Hist(self.schema, self.zero_threshold, self.zero_count, self.count, self.sum, dict(self.pos),
-                    dict(self.neg))
+                    dict(self.neg), self.custom_values)
 
     def to_float_histogram(self) -> FloatHistogram:
         def spans(d: dict[int, float]) -> tuple[list[tuple[int, int]], list[float]]:
@@ -53,7 +60,8 @@ class Hist:
 
         ps, pb = spans(self.pos)
         ns, nb = spans(self.neg)
-        return FloatHistogram(self.schema, self.zero_threshold, self.zero_count, self.count, self.sum, ps, pb, ns, nb)
+        return FloatHistogram(self.schema, self.zero_threshold, self.zero_count, self.count, self.sum, ps, pb, ns, nb,
+                              self.custom_values)
 
 
 def _merged(h: Hist, positive: bool, absolute_start: float, target: int) -> list[tuple[int, float]]:
@@ -85,6 +93,37 @@ def _insert(d: dict[int, float], idx: int, c: float) -> dict[int, float]:
     if last is not None and idx < last:
         return dict(sorted(d.items()))
     return d
+
+
+def _same_kind(h: Hist, other: Hist) -> None:
+    if h.custom != other.custom:  # Prometheus 3 drops such a result with a warning, which metricsgw cannot show
+        raise NotSupported("arithmetic between exponential and custom-bucket native histograms")
+
+
+def _onto_bounds(h: Hist, bounds: tuple[float, ...]) -> dict[int, float]:
+    """A custom-bucket histogram's buckets merged into the (coarser) ``bounds``: each bucket goes to the first
+    bound at or above its own upper bound (+Inf: the last)."""
+    out: dict[int, float] = {}
+    for idx, c in h.pos.items():
+        upper = h.custom_values[idx] if idx < len(h.custom_values) else math.inf
+        out = _insert(out, bisect.bisect_left(bounds, upper), c)
+    return out
+
+
+def _common_bounds(h: Hist, other: Hist) -> tuple[float, ...]:
+    return tuple(sorted(set(h.custom_values) & set(other.custom_values)))
+
+
+def _add_custom(h: Hist, other: Hist, sign: float) -> Hist:
+    h.count += sign * other.count
+    h.sum += sign * other.sum
+    theirs = other.pos
+    if other.custom_values != h.custom_values:
+        bounds = _common_bounds(h, other)
+        h.pos, theirs, h.custom_values = _onto_bounds(h, bounds), _onto_bounds(other, bounds), bounds
+    for idx, c in theirs.items():
+        h.pos = _insert(h.pos, idx, c if sign > 0 else c * -1)
+    return h
 
 
 def copy_to_schema(h: Hist, target: int) -> Hist:
@@ -168,6 +207,9 @@ def _reconcile_zero_buckets(h: Hist, other: Hist) -> float:
 
 def add(h: Hist, other: Hist, sign: float = 1.0) -> Hist:
     """h += other (sign -1: h -= other), other reduced to h's schema; h is changed."""
+    _same_kind(h, other)
+    if h.custom:
+        return _add_custom(h, other, sign)
     other_zero = _reconcile_zero_buckets(h, other)
     if sign > 0:
         h.zero_count += other_zero
@@ -231,6 +273,14 @@ def _same_layout_reset(curr: Hist, prev: Hist) -> bool:
 
 
 def detect_reset(curr: Hist, prev: Hist) -> bool:
+    if curr.custom or prev.custom:
+        if curr.count < prev.count or not (curr.custom and prev.custom):
+            return True
+        c, p = curr.pos, prev.pos
+        if curr.custom_values != prev.custom_values:  # compared over the bounds both have
+            bounds = _common_bounds(curr, prev)
+            c, p = _onto_bounds(curr, bounds), _onto_bounds(prev, bounds)
+        return _detect_bucket_reset(sorted(c.items()), sorted(p.items()))
     if curr.count < prev.count or curr.schema > prev.schema or curr.zero_threshold < prev.zero_threshold:
         return True
     if curr.schema == prev.schema and curr.zero_threshold == prev.zero_threshold \
@@ -251,6 +301,8 @@ def histogram_rate(points: list[Hist], is_counter: bool, resets: list[bool] | No
     when given, is ``detect_reset(points[j + 1], points[j])`` (windows over the same samples share
     them, so callers work each pair out once)."""
     prev, last = points[0], points[-1]
+    for curr in points[1:]:
+        _same_kind(prev, curr)
     min_schema = min(prev.schema, last.schema)
     if is_counter:
         for curr in points[1:-1]:

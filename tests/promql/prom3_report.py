@@ -28,7 +28,7 @@ _KINDS = [
     (r"not supported: function info\(\)", "info()"),
     (r"not supported: (aggregation )?limit(k|_ratio)", "limitk/limit_ratio"),
     (r"not supported: function ([a-z_]+)\(\)", r"function \1()"),
-    (r"custom-bucket native histograms", "rate/sum of custom-bucket histograms"),
+    (r"exponential and custom-bucket", "exponential mixed with custom-bucket histograms"),
     (r"not supported: .*(native histograms|float samples)", "a histogram case not evaluated"),
     (r"fill\(\) modifiers", "fill() modifiers"),
     (r"not understood", "runner: syntax not read"),
