@@ -3,6 +3,8 @@ rangefuncs.py or histograms.py. A function we do not evaluate is NotSupported.""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import promql_parser as pp
 
@@ -10,7 +12,7 @@ from ..errors import BadData, NotSupported
 from . import functions as F
 from . import compat, held, native_eval, native_ops, native_values, parser, rangefuncs as R
 from .binary import dedupe
-from .histograms import histogram_quantile
+from .histograms import histogram_fraction, histogram_quantile
 from .value import Ranges, ScalarSteps, Series, StringValue
 
 RATE_LIKE = {
@@ -106,6 +108,14 @@ def _call(engine, node: "pp.Call", env, taken: _Taken):
     if name in ("holt_winters", "double_exponential_smoothing"):  # 3.x's name for it (compat.py)
         r = range_arg(0)
         return _dedupe_whole(R.holt_winters(r, scalar_arg(1), scalar_arg(2)))
+    three = compat.prometheus_3(engine.promql_compat)
+    if name == "histogram_fraction" and three:  # Prometheus 3's: of classic histograms too
+        lower, upper = scalar_arg(0), scalar_arg(1)
+        classic = histogram_fraction(lower, upper, vector_arg(2))
+        hist = native_eval.evaluate(engine, args[2], env)
+        if not isinstance(hist, native_values.HistSeries):
+            return classic
+        return dedupe(_classic_and_native(classic, native_values.fraction(lower, upper, hist, three), three))
     if name in ("histogram_count", "histogram_sum", "histogram_fraction", "histogram_avg", "histogram_stddev",
                 "histogram_stdvar"):
         # On float samples Prometheus 2.42 returns nothing: only native histograms count.
@@ -121,7 +131,7 @@ def _call(engine, node: "pp.Call", env, taken: _Taken):
             return native_values.mean(hist)
         if name in ("histogram_stddev", "histogram_stdvar"):
             return native_values.spread(hist, name == "histogram_stddev")
-        return native_values.fraction(scalars[0], scalars[1], hist)
+        return native_values.fraction(scalars[0], scalars[1], hist, three)
     if name == "deriv":
         return _dedupe_whole(R.deriv(range_arg(0)))
     if name == "predict_linear":
@@ -174,11 +184,12 @@ def _call(engine, node: "pp.Call", env, taken: _Taken):
         return F.label_join(vector_arg(0), string_arg(1), string_arg(2), [string_arg(i) for i in range(3, len(args))])
     if name == "histogram_quantile":
         q = scalar_arg(0)
-        classic = histogram_quantile(ScalarSteps(q), vector_arg(1))
-        hist = native_eval.evaluate(engine, args[1], env)
-        if not isinstance(hist, native_values.HistSeries):
-            return classic
-        return dedupe(_concat(classic, native_values.quantile(q, hist)))
+        return _quantiles(engine, args[1], vector_arg(1), [q], env, three)
+    if name == "histogram_quantiles" and three:  # Prometheus 3's: a series per quantile, told apart by a label
+        inner, label = vector_arg(0), string_arg(1)
+        qs = [scalar_arg(i) for i in range(2, len(args))]
+        return dedupe(_concat_all([_with_label(s, label, q) for s, q in zip(
+            _quantiles(engine, args[0], inner, qs, env, three, dedupe_each=False), qs)], n_steps))
     if name in F.DATE_FUNCS:
         if args:
             return F.date_fn(name, vector_arg(0))
@@ -195,6 +206,54 @@ def _native_arg(engine, node, env):
     if not isinstance(engine.eval(node, env), Series):
         raise BadData("expected instant vector argument to a histogram function")
     return None
+
+
+def _quantiles(engine, node, inner: Series, qs: list[np.ndarray], env, three: bool,
+               dedupe_each: bool = True) -> list[Series] | Series:
+    """histogram_quantile of ``inner`` (classic buckets) and of the native histograms ``node`` gives, for
+    each of ``qs`` (one Series when there is one q, a list for histogram_quantiles)."""
+    hist = native_eval.evaluate(engine, node, env)
+    out = []
+    for q in qs:
+        res = histogram_quantile(ScalarSteps(q), inner)
+        if isinstance(hist, native_values.HistSeries):
+            res = _classic_and_native(res, native_values.quantile(q, hist, three), three)
+        out.append(dedupe(res) if dedupe_each else res)
+    return out[0] if len(qs) == 1 and dedupe_each else out
+
+
+def _classic_and_native(classic: Series, native: Series, three: bool) -> Series:
+    """Both answers; Prometheus 3 leaves out a series that is both a classic and a native histogram (with a
+    warning), where 2.42 fails on the duplicate."""
+    if three:
+        both = set(classic.labels) & set(native.labels)
+        if both:
+            classic, native = (s.take([i for i, lb in enumerate(s.labels) if lb not in both]) for s in (classic, native))
+    return _concat(classic, native)
+
+
+def _with_label(s: Series, name: str, q: np.ndarray) -> Series:
+    """``s`` with label ``name`` set to the quantile, written as OpenMetrics writes a float ("0.5", "1.0")."""
+    if len(q) and not (q == q[0]).all() and not np.isnan(q).all():
+        raise NotSupported("histogram_quantiles with a quantile that changes from step to step")
+    value = _openmetrics_float(float(q[0])) if len(q) else ""
+    return Series([tuple(sorted({**dict(lb), name: value}.items())) for lb in s.labels], s.values, s.mask)
+
+
+def _openmetrics_float(v: float) -> str:
+    if math.isnan(v):
+        return "NaN"
+    if math.isinf(v):
+        return "+Inf" if v > 0 else "-Inf"
+    text = repr(v)
+    return text if any(ch in text for ch in ".e") else text + ".0"
+
+
+def _concat_all(parts: list[Series], steps: int) -> Series:
+    out = Series.empty(steps)
+    for part in parts:
+        out = _concat(out, part)
+    return out
 
 
 def _concat(a: Series, b: Series) -> Series:

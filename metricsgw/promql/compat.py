@@ -6,6 +6,9 @@ Where Prometheus 2.42 and 3.x answer the same query differently (docs/endpoints.
 - regular expressions: in 3.x ``.`` matches a newline too (``^(?s:re)$``), in label matchers and in
   ``label_replace``; in 2.x it does not (``^(?:re)$``).
 - durations: 3.x takes a number as seconds (``foo[90]``, ``offset 5``); 2.x wants a unit.
+- native histograms' ``histogram_quantile`` and ``histogram_fraction`` interpolate exponentially within
+  exponential buckets in 3.x (native_quantile3.py), linearly in 2.x; 3.x's ``histogram_fraction`` takes
+  classic histograms too (2.x answers nothing for them).
 - ``holt_winters`` is called ``double_exponential_smoothing`` in 3.x; each version knows only its own name.
 Everything else follows one answer for both: what 2.42 leaves undefined (native histograms' details), 3.x's.
 """
@@ -23,6 +26,10 @@ VERSIONS = (PROMETHEUS_2, PROMETHEUS_3)
 
 # A function only the other version has: unknown, as that version's parser says.
 _OTHER_VERSIONS_FUNCTIONS = {PROMETHEUS_2: {"double_exponential_smoothing"}, PROMETHEUS_3: {"holt_winters"}}
+
+
+def prometheus_3(version: int) -> bool:
+    return version >= PROMETHEUS_3
 
 
 def left_open(version: int) -> bool:

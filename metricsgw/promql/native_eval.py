@@ -37,7 +37,8 @@ from .native_values import HistRanges, HistSeries
 from .value import Series, drop_name
 
 # Functions whose float evaluation (calls.py) reads their last argument's histogram part itself:
-# the histogram_* functions, and those that count or time samples of any kind.
+# the histogram_* functions, and those that count or time samples of any kind; histogram_quantiles reads
+# its first.
 CONSUMERS = {"histogram_count", "histogram_sum", "histogram_fraction", "histogram_quantile", "histogram_avg",
              "histogram_stddev", "histogram_stdvar", "count_over_time", "present_over_time", "absent",
              "absent_over_time", "timestamp"}
@@ -169,7 +170,8 @@ def evaluate(engine, node, env) -> HistSeries | HistRanges | None:
         if name in ("sum_over_time", "avg_over_time"):
             return native_ops.sum_over_time(evaluate(engine, node.args[0], env), name == "avg_over_time")
         # A histogram_* function's other arguments are scalars: a histogram there is refused.
-        args = list(node.args)[:-1] if name in CONSUMERS else node.args
+        args = list(node.args)[:-1] if name in CONSUMERS else list(node.args)[1:] if name == "histogram_quantiles" \
+            else node.args
         return _refuse(engine, args, env, f"{name}()")
     if isinstance(node, pp.AggregateExpr):
         op = parser.op_name(node).lower()

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import native
+from . import native, native_quantile3
 from .binary import dedupe
 from .value import Ranges, Series, drop_name
 
@@ -86,15 +86,16 @@ def spread(h: HistSeries, stddev: bool) -> Series:
     return _per_point(h, lambda idx, _: [one(i) for i in idx.tolist()])
 
 
-def quantile(q: np.ndarray, h: HistSeries) -> Series:
-    hists = h.hists
-    return _per_point(h, lambda idx, cols: [native.quantile(float(q[c]), hists[i])
-                                            for i, c in zip(idx.tolist(), cols.tolist())])
+def quantile(q: np.ndarray, h: HistSeries, prometheus_3: bool) -> Series:
+    """histogram_quantile: Prometheus 3's interpolation (native_quantile3.py), or 2.42's."""
+    hists, of = h.hists, native_quantile3.quantile if prometheus_3 else native.quantile
+    return _per_point(h, lambda idx, cols: [of(float(q[c]), hists[i]) for i, c in zip(idx.tolist(), cols.tolist())])
 
 
-def fraction(lower: np.ndarray, upper: np.ndarray, h: HistSeries) -> Series:
-    hists = h.hists
-    return _per_point(h, lambda idx, cols: [native.fraction(float(lower[c]), float(upper[c]), hists[i])
+def fraction(lower: np.ndarray, upper: np.ndarray, h: HistSeries, prometheus_3: bool) -> Series:
+    """histogram_fraction: Prometheus 3's interpolation (native_quantile3.py), or 2.42's."""
+    hists, of = h.hists, native_quantile3.fraction if prometheus_3 else native.fraction
+    return _per_point(h, lambda idx, cols: [of(float(lower[c]), float(upper[c]), hists[i])
                                             for i, c in zip(idx.tolist(), cols.tolist())])
 
 

@@ -83,6 +83,7 @@ def parse(path: str) -> list[tuple[MemSource, list[Case]]]:
     while i < len(lines):
         line = lines[i].strip()
         i += 1
+        at = i  # the line's number (1-based), whatever comments its body holds
         body = []
         while i < len(lines) and lines[i].strip() and (lines[i][:1] in " \t" or lines[i].startswith("expect")):
             if not lines[i].strip().startswith("#"):
@@ -97,8 +98,8 @@ def parse(path: str) -> list[tuple[MemSource, list[Case]]]:
             with_nhcb, interval = _LOAD.match(line).groups()
             _load(phases[-1][0], body, parse_duration_ms(interval), bool(with_nhcb))
         elif line.startswith("eval"):
-            ev = _parse_eval(re.sub(r"^eval_(warn|info)\b", "eval", line), i - len(body))
-            case = Case(ev or Eval(i - len(body), line, "instant"), unparsed=None if ev else line)
+            ev = _parse_eval(re.sub(r"^eval_(warn|info)\b", "eval", line), at)
+            case = Case(ev or Eval(at, line, "instant"), unparsed=None if ev else line)
             for b in body:
                 if b.startswith("expect"):
                     _expect(case, b)
@@ -109,7 +110,7 @@ def parse(path: str) -> list[tuple[MemSource, list[Case]]]:
                     case.want.append((labels, hn.expand(rest)))
             phases[-1][1].append(case)
         else:
-            phases[-1][1].append(Case(Eval(i, line, "instant"), unparsed=line))
+            phases[-1][1].append(Case(Eval(at, line, "instant"), unparsed=line))
     return phases
 
 

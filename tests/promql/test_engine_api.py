@@ -56,10 +56,11 @@ def test_unsupported_is_not_supported(query):
 
 
 @pytest.mark.parametrize("query", ["up[100]", "up offset 50", "sum_over_time(up[5m:10])"])
-def test_durations_need_a_unit_as_in_prometheus_2_42(query):
-    # The parser package reads bare numbers as seconds; Prometheus 2.42 refuses them.
+def test_durations_need_a_unit_as_in_prometheus_2_42_and_not_3(query):
+    # The parser package reads bare numbers as seconds, as Prometheus 3 does; Prometheus 2.42 refuses them.
     with pytest.raises(BadData, match="parse error"):
-        Engine(MemSource()).instant(query, 0, QueryContext())
+        Engine(MemSource(), promql_compat=2).instant(query, 0, QueryContext())
+    Engine(MemSource()).instant(query, 0, QueryContext())
 
 
 def test_range_vector_as_range_query_is_bad_data(src):
