@@ -8,7 +8,7 @@ from aiohttp import web
 
 from .. import testhooks
 from ..appkeys import BLOCKED, CONFIG, ENGINE, FLIGHTS, MEMORY, RESULTS_CACHE, TELEMETRY
-from ..errors import BadData
+from ..errors import BadData, NotSupported
 from ..http.params import now_s, parse_bool, parse_step, parse_time, parse_timeout, read_params
 from ..http.response import success, success_json
 from ..limits.context import QueryContext
@@ -138,5 +138,7 @@ def charge_json(points: int, series: int, ctx: QueryContext) -> None:
 
 async def format_query(request: web.Request) -> web.Response:
     params = await read_params(request)
-    expr = request.app[ENGINE].parse(query_text(request, params))  # as --query.promql-compat reads it
+    expr, trims = request.app[ENGINE].parse(query_text(request, params))  # as --query.promql-compat reads it
+    if trims:
+        raise NotSupported("formatting the trim operators </ and >/ (the parser package cannot write them)")
     return success(parser.prettify(expr))

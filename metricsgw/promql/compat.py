@@ -9,6 +9,7 @@ Where Prometheus 2.42 and 3.x answer the same query differently (docs/endpoints.
 - native histograms' ``histogram_quantile`` and ``histogram_fraction`` interpolate exponentially within
   exponential buckets in 3.x (native_quantile3.py), linearly in 2.x; 3.x's ``histogram_fraction`` takes
   classic histograms too (2.x answers nothing for them).
+- the histogram trim operators ``</`` and ``>/`` are 3.x's (2.x: a parse error).
 - ``holt_winters`` is called ``double_exponential_smoothing`` in 3.x; each version knows only its own name.
 Everything else follows one answer for both: what 2.42 leaves undefined (native histograms' details), 3.x's.
 """
@@ -51,10 +52,13 @@ def matchers(ms: list[Matcher], version: int) -> list[Matcher]:
 
 
 def parse(query: str, version: int):
-    """``query`` parsed as ``version``'s parser reads it."""
-    node = parser.parse(query, unitless_durations=version >= PROMETHEUS_3)
+    """``query`` parsed as ``version``'s parser reads it: the tree, and its trim operators (parser.py; 3.x's)."""
+    if version >= PROMETHEUS_3:
+        node, trims = parser.parse_with_trims(query)
+    else:
+        node, trims = parser.parse(query, unitless_durations=False), {}
     _check_functions(node, version)
-    return node
+    return node, trims
 
 
 def _check_functions(node, version: int) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import promql_parser as pp
@@ -30,6 +30,7 @@ class Env:
     start_ms: int  # the query's own start/end, for @ start() / end()
     end_ms: int
     ctx: QueryContext
+    trims: dict = field(default_factory=dict)  # the query's trim operators (parser.parse_with_trims)
 
 
 class Engine:
@@ -63,13 +64,14 @@ class Engine:
     # ---- public API -----------------------------------------------------------------
 
     def parse(self, query: str):
+        """The tree of ``query`` and its trim operators, as --query.promql-compat reads it."""
         return compat.parse(query, self.promql_compat)
 
     def instant(self, query: str, t_s: float, ctx: QueryContext) -> Value:
-        node = self.parse(query)
+        node, trims = self.parse(query)
         t = _ms(t_s)
         ctx.counts_raw_samples = False  # --query.max-samples counts what the evaluation holds (held.py)
-        env = Env(np.array([t], np.int64), t, t, ctx)
+        env = Env(np.array([t], np.int64), t, t, ctx, trims)
         res = self._eval_top(node, env)
         ctx.check("result")
         # The histograms shown beside the floats (and the refusal of what would drop histograms).
@@ -101,13 +103,13 @@ class Engine:
                 f"exceeded maximum resolution of {self.max_points:,} points per timeseries. "
                 "Try decreasing the query resolution (?step=XX)"
             )
-        node = self.parse(query)
+        node, trims = self.parse(query)
         if isinstance(parser.unwrap(node), (pp.MatrixSelector, pp.SubqueryExpr)):
             # refused before evaluation, as Prometheus does (not by the count of samples it would hold)
             raise BadData(_NOT_FOR_RANGE.format(kind="range vector"))
         steps = np.arange(start, end + 1, step, dtype=np.int64)
         ctx.counts_raw_samples = False  # --query.max-samples counts what the evaluation holds (held.py)
-        env = Env(steps, start, end, ctx)
+        env = Env(steps, start, end, ctx, trims)
         res = self._eval_top(node, env)
         ctx.check("result")
         if isinstance(res, ScalarSteps):
@@ -241,7 +243,7 @@ class Engine:
         if len(grid) == 0:
             return selectors.ranges(selectors.series_as_samples(Series.empty(0), grid), ref, rng, self.left_open)
         base = env.ctx.samples
-        inner = self.eval(node.expr, Env(grid, env.start_ms, env.end_ms, env.ctx))
+        inner = self.eval(node.expr, replace(env, steps=grid))
         if isinstance(inner, ScalarSteps):
             inner = Series([()], inner.values[None, :], np.ones((1, len(grid)), bool))
         if not isinstance(inner, Series):
@@ -274,7 +276,8 @@ class Engine:
                     raise BadData(f"expected instant vector in aggregation {op}")
                 inner = native_values.with_histogram_points(inner, hist)
                 return aggregate(op, inner, without, names, param), held.per_step(inner, len(env.steps))
-        selector = batching.batchable_selector(node.expr)
+        # (batching evaluates a trim operator's node as the comparison it is parsed as: not with trims)
+        selector = None if env.trims else batching.batchable_selector(node.expr)
         if selector is not None and _param_ok(op, param):
             return batching.evaluate_batched(self, op, node.expr, selector, without, names,
                                              param.value if op == "count_values" else param, env)
@@ -298,7 +301,8 @@ class Engine:
         rhs = self.eval(node.rhs, env)
         if parser.op_name(node).lower() in binary.SETOPS and isinstance(lhs, Series) and isinstance(rhs, Series):
             lhs, rhs = native_eval.set_operands(self, node, lhs, rhs, env)  # histogram samples match too
-        res = self._binary(node, lhs, rhs)
+        # A trim operator drops float samples (Prometheus 3 with an info annotation); native_eval trims histograms.
+        res = Series.empty(len(env.steps)) if id(node) in env.trims else self._binary(node, lhs, rhs)
         inputs = held.per_step(lhs, len(env.steps)) + held.per_step(rhs, len(env.steps))
         held.step_by_step(env.ctx, base, inputs, res, "binary operation")
         return res

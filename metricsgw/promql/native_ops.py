@@ -19,7 +19,7 @@ import dataclasses
 import numpy as np
 
 from ..errors import ExecError, NotSupported
-from . import binary, native, native_math, parser
+from . import binary, native, native_math, native_trim, parser
 from .aggregations import group_ids
 from .native_values import HistRanges, HistSeries, Joined, with_histogram_points
 from .value import Ranges, ScalarSteps, Series, drop_name
@@ -82,6 +82,8 @@ def operate(engine, node, hl, hr, env) -> HistSeries | None:
         return None
     if isinstance(hl, HistRanges) or isinstance(hr, HistRanges):
         return None  # a range vector operand: the float evaluation refuses the expression
+    if id(node) in env.trims:
+        return _trim(engine, node, hl, env)
     op = parser.op_name(node).lower()
     on, names, card, include = parser.matching(node)
     if op in binary.SETOPS:
@@ -117,6 +119,35 @@ def operate(engine, node, hl, hr, env) -> HistSeries | None:
     rows, cols, code = _cells(pairs)
     return _build((rows, cols, code), pairs.labels, pairs.mask.shape,
                   lambda c, *_: _hist_op(hl.hists[c // n], hr.hists[c % n], op))
+
+
+def _trim(engine, node, hl, env) -> HistSeries | None:
+    """``h </ x``, ``h >/ x`` (native_trim.py), the name kept as a comparison keeps it; a float sample on
+    the left is dropped (engine.py)."""
+    if not isinstance(hl, HistSeries):
+        return None
+    by = engine.eval(node.rhs, env)
+    upper = env.trims[id(node)] == parser.TRIM_UPPER
+    if isinstance(by, ScalarSteps):
+        return _build(_cells(hl.series), hl.series.labels, hl.series.mask.shape,
+                      lambda j, _, k: native_trim.trim(hl.hists[j], float(by.values[k]), upper))
+    if not isinstance(by, Series):
+        return None
+    # Each histogram with the float sample it matches: the matching run twice, once carrying the histograms'
+    # indexes and once the floats (the same pairs, in the same order).
+    on, names, card, include = parser.matching(node)
+    s = hl.series
+    index = binary.vector_vector("+", s, Series(by.labels, np.zeros_like(by.values), by.mask), on, names, card,
+                                 include, False)
+    value = binary.vector_vector("+", Series(s.labels, np.zeros_like(s.values), s.mask), by, on, names, card,
+                                 include, False)
+    labels = index.labels
+    if not on:  # matched with ignoring(): the left-hand labels, name included, as a comparison keeps them
+        row = {int(j): lb for lb, vals, mask in zip(s.labels, s.values, s.mask) for j in vals[mask]}
+        labels = [row[int(vals[mask][0])] if mask.any() else lb for lb, vals, mask in
+                  zip(index.labels, index.values, index.mask)]
+    return _build(_cells(index), labels, index.mask.shape,
+                  lambda j, i, k: native_trim.trim(hl.hists[j], float(value.values[i, k]), upper))
 
 
 def _set_op(op: str, hl, hr, lf, rf, on: bool, names: list) -> HistSeries | None:

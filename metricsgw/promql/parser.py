@@ -38,6 +38,38 @@ def parse(query: str, unitless_durations: bool = True) -> "pp.Expr":
         raise BadData(f'invalid parameter "query": parse error: {err}') from None
 
 
+# Prometheus 3's histogram trim operators, which the parser package does not read: ``h </ 0.5`` keeps a
+# histogram's observations below 0.5, ``h >/ 0.5`` those above. They bind as the comparisons do, so each
+# is parsed as the comparison it starts with and told apart by its place among them (``parse_with_trims``).
+TRIM_UPPER, TRIM_LOWER = "</", ">/"
+_COMPARISON = re.compile(r"[<>](?!=)/?")
+
+
+def parse_with_trims(query: str, unitless_durations: bool = True) -> tuple["pp.Expr", dict[int, str]]:
+    """``parse``, with the trim operators read too: the tree, and the ``id`` of each BinaryExpr node that is a
+    trim operator -> TRIM_UPPER or TRIM_LOWER (valid while the tree is)."""
+    text = _STRINGS.sub(lambda m: " " * len(m.group(0)), query)
+    found = [(m.start(), m.group(0)) for m in _COMPARISON.finditer(text)]
+    trims = {k: op for k, (_, op) in enumerate(found) if op in (TRIM_UPPER, TRIM_LOWER)}
+    for pos, _ in (found[k] for k in trims):  # "</" -> "< ": the same length, so later positions hold
+        query = query[:pos + 1] + " " + query[pos + 2:]
+    node = parse(query, unitless_durations)
+    if not trims:
+        return node, {}
+    comparisons = [n for n in _in_order(node) if isinstance(n, pp.BinaryExpr) and op_name(n) in ("<", ">")]
+    return node, {id(comparisons[k]): op for k, op in trims.items()}
+
+
+def _in_order(node) -> list:
+    """The nodes in the order their operators appear in the query text."""
+    if isinstance(node, pp.BinaryExpr):
+        return [*_in_order(node.lhs), node, *_in_order(node.rhs)]
+    out = [node]
+    for child in children(node):  # an aggregation's parameter is written before its expression
+        out += _in_order(child)
+    return out
+
+
 def prettify(expr: "pp.Expr") -> str:
     """Prometheus's format_query output; a panic on the Rust side is the query's fault (400)."""
     try:
@@ -164,7 +196,7 @@ def children(node) -> list:
     if isinstance(node, pp.Call):
         return list(node.args)
     if isinstance(node, pp.AggregateExpr):
-        return [node.expr] + ([node.param] if node.param is not None else [])
+        return ([node.param] if node.param is not None else []) + [node.expr]
     if isinstance(node, pp.BinaryExpr):
         return [node.lhs, node.rhs]
     return []  # selectors, number and string literals

@@ -68,3 +68,9 @@ def test_the_flag_is_3_by_default_takes_2_and_reaches_the_query_processes():
     assert querier.query_promql_compat == 2
     with pytest.raises(ConfigError):
         load({"query.promql-compat": "4"})
+
+
+def test_the_trim_operators_are_3s(source):
+    assert _values(source, "m </ 5", 600, 3) == []  # a float sample is dropped (histograms are trimmed)
+    with pytest.raises(BadData, match="parse error"):
+        _values(source, "m </ 5", 600, 2)
