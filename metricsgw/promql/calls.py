@@ -10,10 +10,10 @@ import promql_parser as pp
 
 from ..errors import BadData, NotSupported
 from . import functions as F
-from . import compat, held, native_eval, native_ops, native_values, parser, rangefuncs as R
+from . import annotations, compat, held, native_eval, native_ops, native_values, parser, rangefuncs as R
 from .binary import dedupe
 from .histograms import histogram_fraction, histogram_quantile
-from .value import Ranges, ScalarSteps, Series, StringValue
+from .value import Ranges, ScalarSteps, Series, StringValue, drop_name
 
 RATE_LIKE = {
     "rate": (True, True),
@@ -86,7 +86,8 @@ def _call(engine, node: "pp.Call", env, taken: _Taken):
 
     if name in RATE_LIKE:
         counter, is_rate = RATE_LIKE[name]
-        return _dedupe_whole(R.extrapolated_rate(range_arg(0), counter, is_rate))
+        return _dedupe_whole(R.extrapolated_rate(range_arg(0), counter, is_rate,
+                                                 compat.prometheus_3(engine.promql_compat)))
     if name in ("irate", "idelta"):
         return _dedupe_whole(R.instant_rate(range_arg(0), name == "irate"))
     if name == "changes":
@@ -111,11 +112,12 @@ def _call(engine, node: "pp.Call", env, taken: _Taken):
     three = compat.prometheus_3(engine.promql_compat)
     if name == "histogram_fraction" and three:  # Prometheus 3's: of classic histograms too
         lower, upper = scalar_arg(0), scalar_arg(1)
-        classic = histogram_fraction(lower, upper, vector_arg(2))
+        classic = histogram_fraction(lower, upper, vector_arg(2), env.ctx.annotate)
         hist = native_eval.evaluate(engine, args[2], env)
         if not isinstance(hist, native_values.HistSeries):
             return classic
-        return dedupe(_classic_and_native(classic, native_values.fraction(lower, upper, hist, three), three))
+        native = native_values.fraction(lower, upper, hist, three, env.ctx.annotate)
+        return dedupe(_classic_and_native(classic, native, three, env.ctx.annotate, args[2], engine, env))
     if name in ("histogram_count", "histogram_sum", "histogram_fraction", "histogram_avg", "histogram_stddev",
                 "histogram_stdvar"):
         # On float samples Prometheus 2.42 returns nothing: only native histograms count.
@@ -131,7 +133,7 @@ def _call(engine, node: "pp.Call", env, taken: _Taken):
             return native_values.mean(hist)
         if name in ("histogram_stddev", "histogram_stdvar"):
             return native_values.spread(hist, name == "histogram_stddev")
-        return native_values.fraction(scalars[0], scalars[1], hist, three)
+        return native_values.fraction(scalars[0], scalars[1], hist, three, env.ctx.annotate)
     if name == "deriv":
         return _dedupe_whole(R.deriv(range_arg(0)))
     if name == "predict_linear":
@@ -213,21 +215,29 @@ def _quantiles(engine, node, inner: Series, qs: list[np.ndarray], env, three: bo
     """histogram_quantile of ``inner`` (classic buckets) and of the native histograms ``node`` gives, for
     each of ``qs`` (one Series when there is one q, a list for histogram_quantiles)."""
     hist = native_eval.evaluate(engine, node, env)
+    annotate = env.ctx.annotate if three else (lambda _: None)
     out = []
     for q in qs:
-        res = histogram_quantile(ScalarSteps(q), inner)
+        for bad in q[np.isnan(q) | (q < 0) | (q > 1)][:1].tolist():
+            annotate(annotations.invalid_quantile(bad))
+        res = histogram_quantile(ScalarSteps(q), inner, annotate)
         if isinstance(hist, native_values.HistSeries):
-            res = _classic_and_native(res, native_values.quantile(q, hist, three), three)
+            res = _classic_and_native(res, native_values.quantile(q, hist, three, annotate), three, annotate,
+                                      node, engine, env)
         out.append(dedupe(res) if dedupe_each else res)
     return out[0] if len(qs) == 1 and dedupe_each else out
 
 
-def _classic_and_native(classic: Series, native: Series, three: bool) -> Series:
+def _classic_and_native(classic: Series, native: Series, three: bool, annotate, node, engine, env) -> Series:
     """Both answers; Prometheus 3 leaves out a series that is both a classic and a native histogram (with a
-    warning), where 2.42 fails on the duplicate."""
+    warning naming its metric), where 2.42 fails on the duplicate."""
     if three:
         both = set(classic.labels) & set(native.labels)
         if both:
+            names = {drop_name(tuple(p for p in lb if p[0] != "le")): dict(lb).get("__name__", "")
+                     for lb in engine.eval(node, env).labels}
+            for lb in both:
+                annotate(annotations.mixed_classic_native(names.get(lb, "")))
             classic, native = (s.take([i for i, lb in enumerate(s.labels) if lb not in both]) for s in (classic, native))
     return _concat(classic, native)
 

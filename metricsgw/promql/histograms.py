@@ -10,6 +10,7 @@ import numpy as np
 
 from .. import npsort
 from ..model import Labels
+from . import annotations
 from .binary import dedupe
 from .value import ScalarSteps, Series, drop_name
 
@@ -21,8 +22,9 @@ def _parse_le(v: str) -> float | None:
         return None
 
 
-def _groups(s: Series) -> dict[Labels, list[tuple[float, int]]]:
-    """The series' rows by their labels without ``le`` (each row with its bound), rows without one left out."""
+def _groups(s: Series, annotate) -> dict[Labels, list[tuple[float, int]]]:
+    """The series' rows by their labels without ``le`` (each row with its bound); a row without a bound is
+    left out, with Prometheus 3's warning."""
     groups: dict[Labels, list[tuple[float, int]]] = {}
     for i, l in enumerate(s.labels):
         le = None
@@ -33,6 +35,8 @@ def _groups(s: Series) -> dict[Labels, list[tuple[float, int]]]:
             else:
                 rest.append((n, v))
         if le is None:
+            d = dict(l)
+            annotate(annotations.bad_bucket_label(d.get("__name__", ""), d.get("le", "")))
             continue
         # Grouped with the metric name, as Prometheus does: buckets of two metrics never mix,
         # and two groups that differ only by name collide below as a duplicate label set.
@@ -40,12 +44,12 @@ def _groups(s: Series) -> dict[Labels, list[tuple[float, int]]]:
     return groups
 
 
-def _per_group(s: Series, columns) -> Series:
+def _per_group(s: Series, columns, annotate) -> Series:
     """``columns(les, counts, ks)`` for each group at the steps ``ks`` (its buckets sorted by le); a step
     where some of a group's buckets are missing is computed from those present."""
     steps = s.values.shape[1]
     labels, vals, masks = [], [], []
-    for g, members in _groups(s).items():
+    for g, members in _groups(s, annotate).items():
         members.sort(key=lambda p: p[0])
         les = np.array([p[0] for p in members])
         rows = np.array([p[1] for p in members])
@@ -67,13 +71,14 @@ def _per_group(s: Series, columns) -> Series:
     return dedupe(Series(labels, np.where(np.array(masks), np.array(vals), 0.0), np.array(masks)).compact())
 
 
-def histogram_quantile(q: ScalarSteps, s: Series) -> Series:
-    return _per_group(s, lambda les, counts, ks: _quantile_columns(q.values[ks], les, counts))
+def histogram_quantile(q: ScalarSteps, s: Series, annotate) -> Series:
+    """``annotate``: where a warning goes (QueryContext.annotate)."""
+    return _per_group(s, lambda les, counts, ks: _quantile_columns(q.values[ks], les, counts), annotate)
 
 
-def histogram_fraction(lower: np.ndarray, upper: np.ndarray, s: Series) -> Series:
+def histogram_fraction(lower: np.ndarray, upper: np.ndarray, s: Series, annotate) -> Series:
     """Prometheus 3's histogram_fraction of classic histograms (2.42 has none)."""
-    return _per_group(s, lambda les, counts, ks: _fraction_columns(lower[ks], upper[ks], les, counts))
+    return _per_group(s, lambda les, counts, ks: _fraction_columns(lower[ks], upper[ks], les, counts), annotate)
 
 
 def _fraction_columns(lower: np.ndarray, upper: np.ndarray, les: np.ndarray, counts: np.ndarray) -> np.ndarray:

@@ -31,7 +31,7 @@ import promql_parser as pp
 
 from ..errors import ExecError, NotSupported
 from ..model import METRIC_NAME, STALE_NAN
-from . import native, native_math, native_ops, parser, selectors
+from . import annotations, compat, native, native_math, native_ops, parser, selectors
 from . import rangefuncs as R
 from .native_values import HistRanges, HistSeries
 from .value import Series, drop_name
@@ -108,9 +108,12 @@ def subquery(engine, node: "pp.SubqueryExpr", env) -> HistRanges | None:
 
 
 def rate(engine, node: "pp.Call", env) -> HistSeries | None:
-    """rate/increase/delta over histograms: histogramRate of each window, extrapolated as floats
-    are (extrapolatedRate, without the stop at zero, which 2.42 skips for histograms)."""
+    """rate/increase/delta over histograms: histogramRate of each window, extrapolated as floats are
+    (extrapolatedRate; 2.42 does not stop a counter's extrapolation at zero for histograms, Prometheus 3 does,
+    by their count). Prometheus 3 also warns of gauge histograms in rate and counters in delta, and drops a
+    window mixing exponential and custom buckets with a warning."""
     is_counter, is_rate = RATES[node.func.name]
+    three = compat.prometheus_3(engine.promql_compat)
     got = evaluate(engine, node.args[0], env)
     if not isinstance(got, HistRanges):
         return None
@@ -118,7 +121,6 @@ def rate(engine, node: "pp.Call", env) -> HistSeries | None:
     n = r.hi - r.lo
     ok = n >= 2
     last = max(len(r.t) - 1, 0)
-    factor = R.extrapolation_factor(r, n, r.t[np.minimum(r.lo, last)], r.t[np.clip(r.hi - 1, 0, last)], is_rate)
     arith: dict[int, native_math.Hist] = {}
 
     def hist(j: int) -> native_math.Hist:
@@ -138,19 +140,45 @@ def rate(engine, node: "pp.Call", env) -> HistSeries | None:
             out.append(got)
         return out
 
-    out: list[native.FloatHistogram] = []
-    values = np.zeros(n.shape)
+    raw: list[native_math.Hist] = []
+    values, first_count, result_count = np.zeros(n.shape), np.zeros(n.shape), np.zeros(n.shape)
     for i, k in zip(*np.nonzero(ok)):
         lo, hi = int(r.lo[i, k]), int(r.hi[i, k])
         window = r.v[lo:hi].astype(np.int64).tolist()
-        h = native_math.histogram_rate([hist(j) for j in window], is_counter, resets(lo, hi) if is_counter else None)
-        values[i, k] = len(out)
-        out.append(native_math.scale(h, float(factor[i, k])).to_float_histogram())
+        if three:
+            _warn_of_kind(env, r.labels[i], [hists[j] for j in window], is_counter)
+        try:
+            h = native_math.histogram_rate([hist(j) for j in window], is_counter,
+                                           resets(lo, hi) if is_counter else None, null_first_reset=three)
+        except native_math.MixedBuckets:
+            if not three:
+                raise
+            env.ctx.annotate(annotations.mixed_exponential_custom(dict(r.labels[i]).get("__name__", "")))
+            ok[i, k] = False
+            continue
+        values[i, k] = len(raw)
+        first_count[i, k], result_count[i, k] = hist(window[0]).count, h.count
+        raw.append(h)
+    factor = R.extrapolation_factor(r, n, r.t[np.minimum(r.lo, last)], r.t[np.clip(r.hi - 1, 0, last)], is_rate,
+                                    (first_count, result_count) if three and is_counter else None, three)
+    rows, cols = np.nonzero(ok)
+    out = [native_math.scale(raw[int(values[i, k])], float(factor[i, k])).to_float_histogram()
+           for i, k in zip(rows.tolist(), cols.tolist())]
+    values[rows, cols] = np.arange(len(out))
     env.ctx.check("histogram rate")
     series = Series([drop_name(lb) for lb in r.labels], values, ok).compact()
     if len(set(series.labels)) != len(series.labels):
         raise ExecError("vector cannot contain metrics with the same labelset")
     return HistSeries(series, out) if len(series) else None
+
+
+def _warn_of_kind(env, labels, window: list, is_counter: bool) -> None:
+    """Prometheus 3's warnings of a gauge histogram under rate/increase, of a counter one under delta."""
+    name = dict(labels).get("__name__", "")
+    if is_counter and any(h.reset_hint == native.GAUGE for h in window):
+        env.ctx.annotate(annotations.not_counter(name))
+    elif not is_counter and (window[0].reset_hint != native.GAUGE or window[-1].reset_hint != native.GAUGE):
+        env.ctx.annotate(annotations.not_gauge(name))
 
 
 def evaluate(engine, node, env) -> HistSeries | HistRanges | None:

@@ -95,9 +95,14 @@ def _insert(d: dict[int, float], idx: int, c: float) -> dict[int, float]:
     return d
 
 
+class MixedBuckets(NotSupported):
+    """Exponential and custom-bucket histograms in one operation: Prometheus 3 drops the result with a warning
+    (callers answering as 3.x catch this); 2.42 had no custom buckets, so under 2.x it is refused."""
+
+
 def _same_kind(h: Hist, other: Hist) -> None:
-    if h.custom != other.custom:  # Prometheus 3 drops such a result with a warning, which metricsgw cannot show
-        raise NotSupported("arithmetic between exponential and custom-bucket native histograms")
+    if h.custom != other.custom:
+        raise MixedBuckets("arithmetic between exponential and custom-bucket native histograms")
 
 
 def _onto_bounds(h: Hist, bounds: tuple[float, ...]) -> dict[int, float]:
@@ -296,10 +301,17 @@ def detect_reset(curr: Hist, prev: Hist) -> bool:
     return False
 
 
-def histogram_rate(points: list[Hist], is_counter: bool, resets: list[bool] | None = None) -> Hist:
+def histogram_rate(points: list[Hist], is_counter: bool, resets: list[bool] | None = None,
+                   null_first_reset: bool = False) -> Hist:
     """The increase over ``points`` (histogramRate of 2.42), not yet extrapolated. ``resets[j]``,
     when given, is ``detect_reset(points[j + 1], points[j])`` (windows over the same samples share
-    them, so callers work each pair out once)."""
+    them, so callers work each pair out once). ``null_first_reset``: Prometheus 3 counts from an empty
+    histogram when the second sample is a reset, so the first one's buckets (or kind) do not matter."""
+    if is_counter and null_first_reset and len(points) > 1:
+        first_reset = resets[0] if resets is not None else detect_reset(points[1], points[0])
+        if first_reset:
+            points = [Hist(points[1].schema, 0.0, 0.0, 0.0, 0.0, custom_values=points[1].custom_values), *points[1:]]
+            resets = [False, *resets[1:]] if resets is not None else None
     prev, last = points[0], points[-1]
     for curr in points[1:]:
         _same_kind(prev, curr)

@@ -1,8 +1,8 @@
 """A runner for Prometheus 3's promqltest scripts (tests/promql/testdata3/, taken from Prometheus 3.14):
 the 2.42 DSL of promqltest.py plus native histograms in the notation of histogram_notation.py, in loads and
 in expected values, and the ``expect`` lines of 3.x (``expect fail [msg|regex]:``, ``expect ordered``,
-``expect range vector from A to B step S``, ``expect string "..."``; ``expect [no_]warn|info`` are read
-and not checked: metricsgw has no annotations yet).
+``expect range vector from A to B step S``, ``expect string "..."``, ``expect [no_]warn|info [msg|regex:]``:
+the annotations are checked as promqltest does, only those an eval asks about).
 
 ``run(path, make_engine)`` gives each eval's script line and what is wrong with the engine's answer (None:
 nothing). Results compare floats with test.go's almostEqual and histograms with compareNativeHistogram;
@@ -24,6 +24,7 @@ from tests.promql import nhcb_load
 from tests.promql.promqltest import (EngineEvaluator, Eval, _check_error, _fmt, _num, _parse_eval, almost_equal,
                                      parse_duration_ms, parse_series)
 
+_ANNOTATION = re.compile(r"expect (no_)?(warn|info)(?:\s+(msg|regex):(.*))?$")
 _LOAD = re.compile(r"load(_with_nhcb)?\s+(\S+)$")
 _RANGE_VECTOR = re.compile(r"expect range vector from (\S+) to (\S+) step (\S+)$")
 
@@ -35,6 +36,9 @@ class Case:
     range_vector: tuple[int, int, int] | None = None  # an instant query answering a matrix: its steps
     string: str | None = None
     unparsed: str | None = None
+    # "warn"/"info" -> the expectations of its annotations: True (some), False (none: no_warn), or
+    # ("msg"|"regex", text) for each one that must be there
+    annotations: dict = field(default_factory=dict)
 
 
 def _load(source: MemSource, lines: list[str], interval: int, with_nhcb: bool) -> None:
@@ -70,7 +74,11 @@ def _expect(case: Case, body: str) -> None:
         case.range_vector = tuple(parse_duration_ms(x) for x in _RANGE_VECTOR.match(body).groups())
     elif body.startswith("expect string"):
         case.string = body[len("expect string"):].strip().strip('"')
-    elif not re.match(r"expect (no_)?(warn|info)\b", body):
+    elif _ANNOTATION.match(body):
+        no, kind, how, text = _ANNOTATION.match(body).groups()
+        got = case.annotations.setdefault(kind, [])
+        got.append(False if no else (how, text.strip()) if how else True)
+    else:
         case.unparsed = body
 
 
@@ -149,6 +157,9 @@ def _check(evaluator, case: Case) -> str | None:
         return f"engine crashed: {type(err).__name__}: {err}"
     if ev.fail:
         return "got a result, want an error"
+    problem = _check_annotations(case, evaluator.ctx)
+    if problem:
+        return problem
     if case.string is not None:
         return None if isinstance(got, String) and got.s == case.string else f"got {got}, want string {case.string!r}"
     if ev.scalar is not None:
@@ -167,6 +178,21 @@ def _check(evaluator, case: Case) -> str | None:
         want = {lb: {steps[k]: v for k, v in enumerate(vals) if v is not None and k < len(steps)} for lb, vals in case.want}
         return _compare({lb: sorted(p.items()) for lb, p in have.items()}, {lb: sorted(p.items()) for lb, p in want.items()})
     return f"got a {type(got).__name__}, want {'a matrix' if case.range_vector else 'a vector'}"
+
+
+def _check_annotations(case: Case, ctx) -> str | None:
+    """checkAnnotations of promqltest: only what the eval's expect lines ask is checked."""
+    for kind, got in (("warn", ctx.warnings), ("info", ctx.infos)):
+        for want in case.annotations.get(kind, []):
+            if want is True and not got:
+                return f"expected {kind} annotations, got none"
+            if want is False and got:
+                return f"unexpected {kind} annotations: {got}"
+            if isinstance(want, tuple):
+                how, text = want
+                if not any((a == text) if how == "msg" else re.search(text, a) for a in got):
+                    return f"expected {kind} annotation {how} {text!r}, got {got}"
+    return None
 
 
 def _compare(have: dict, want: dict) -> str | None:

@@ -34,6 +34,7 @@ _KINDS = [
     (r"not understood", "runner: syntax not read"),
     (r"engine crashed", "engine crash"),
     (r"want an error|got error", "error or not, as Prometheus 3"),
+    (r"(expected|unexpected) (warn|info) annotation", "annotations differ"),
     (r"", "values differ"),
 ]
 
