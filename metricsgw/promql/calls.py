@@ -90,10 +90,12 @@ def _call(engine, node: "pp.Call", env, taken: _Taken):
                                                  compat.prometheus_3(engine.promql_compat)))
     if name in ("irate", "idelta"):
         return _dedupe_whole(R.instant_rate(range_arg(0), name == "irate"))
-    if name == "changes":
-        return _dedupe_whole(R.changes(range_arg(0)))
-    if name == "resets":
-        return _dedupe_whole(R.resets(range_arg(0)))
+    if name in ("changes", "resets"):
+        r = range_arg(0)
+        hist = native_eval.evaluate(engine, args[0], env) if compat.prometheus_3(engine.promql_compat) else None
+        if isinstance(hist, native_values.HistRanges):  # Prometheus 3 counts histogram samples too
+            return _dedupe_whole(native_ops.pairs_over_time(r, hist, name == "resets"))
+        return _dedupe_whole(R.changes(r) if name == "changes" else R.resets(r))
     if name in OVER_TIME:
         r = range_arg(0)
         if name in ("count_over_time", "present_over_time", "last_over_time", "sum_over_time", "avg_over_time"):

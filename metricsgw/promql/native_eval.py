@@ -43,6 +43,12 @@ CONSUMERS = {"histogram_count", "histogram_sum", "histogram_fraction", "histogra
              "histogram_stddev", "histogram_stdvar", "count_over_time", "present_over_time", "absent",
              "absent_over_time", "timestamp"}
 RATES = {"rate": (True, True), "increase": (True, False), "delta": (False, False)}
+# Functions of floats only, whose answer leaves histogram samples out in Prometheus 3 (2.42 answers them with a
+# wrong number, so under 2.x they are refused).
+FLOAT_ONLY = {"abs", "ceil", "floor", "exp", "sqrt", "ln", "log2", "log10", "sgn", "deg", "rad", "sin", "cos", "tan",
+              "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "round", "clamp",
+              "clamp_min", "clamp_max", "deriv", "predict_linear", "double_exponential_smoothing",
+              "stddev_over_time", "stdvar_over_time", "quantile_over_time", "min_over_time", "max_over_time"}
 
 
 def _load(engine, ms, start: int, end: int, env) -> tuple[selectors.Loaded, native.Decoded] | None:
@@ -181,6 +187,42 @@ def _warn_of_kind(env, labels, window: list, is_counter: bool) -> None:
         env.ctx.annotate(annotations.not_gauge(name))
 
 
+def instant_rate(engine, node: "pp.Call", env) -> HistSeries | None:
+    """irate / idelta over histograms (Prometheus 3's instantValue): the last histogram of each window less the
+    one before (irate: the last one itself after a counter reset), irate's per second; a gauge histogram."""
+    is_rate = node.func.name == "irate"
+    got = evaluate(engine, node.args[0], env)
+    if not isinstance(got, HistRanges):
+        return None
+    r, hists = got.ranges, got.hists
+    ok = (r.hi - r.lo) >= 2
+    values = np.zeros(ok.shape)
+    out: list[native.FloatHistogram] = []
+    for i, k in zip(*np.nonzero(ok)):
+        p = int(r.hi[i, k]) - 1
+        last, prev = hists[int(r.v[p])], hists[int(r.v[p - 1])]
+        seconds = (int(r.t[p]) - int(r.t[p - 1])) / 1000
+        _warn_of_kind(env, r.labels[i], [prev, last], is_rate)
+        try:
+            if is_rate and native_math.detect_reset(native_math.Hist.of(last), native_math.Hist.of(prev)):
+                h = last
+            else:
+                h = native_ops.difference(last, prev)
+        except native_math.MixedBuckets:
+            env.ctx.annotate(annotations.mixed_exponential_custom(dict(r.labels[i]).get("__name__", "")))
+            h = None
+        if h is None or seconds == 0:
+            ok[i, k] = False
+            continue
+        values[i, k] = len(out)
+        h = dataclasses.replace(h, reset_hint=native.GAUGE, buckets=None)
+        out.append(native_ops.divided(h, seconds) if is_rate else h)
+    series = Series([drop_name(lb) for lb in r.labels], values, ok).compact()
+    if len(set(series.labels)) != len(series.labels):
+        raise ExecError("vector cannot contain metrics with the same labelset")
+    return HistSeries(series, out) if len(series) else None
+
+
 def evaluate(engine, node, env) -> HistSeries | HistRanges | None:
     """The histogram part of ``node``'s value, or None (no histograms, or one read by the float
     evaluation itself); NotSupported when ``node`` would drop histograms its arguments hold."""
@@ -197,6 +239,15 @@ def evaluate(engine, node, env) -> HistSeries | HistRanges | None:
             return native_ops.last_over_time(evaluate(engine, node.args[0], env))
         if name in ("sum_over_time", "avg_over_time"):
             return native_ops.sum_over_time(evaluate(engine, node.args[0], env), name == "avg_over_time")
+        if compat.prometheus_3(engine.promql_compat):
+            if name in ("irate", "idelta"):
+                return instant_rate(engine, node, env)
+            if name in ("resets", "changes"):  # they count histogram samples themselves (calls.py)
+                return None
+            if name in FLOAT_ONLY:  # Prometheus 3 leaves histogram samples out of these
+                for arg in node.args:
+                    evaluate(engine, arg, env)  # what the argument cannot evaluate over histograms is still refused
+                return None
         # A histogram_* function's other arguments are scalars: a histogram there is refused.
         args = list(node.args)[:-1] if name in CONSUMERS else list(node.args)[1:] if name == "histogram_quantiles" \
             else node.args

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..errors import ExecError, NotSupported
 from . import binary, native, native_math, native_trim, parser
+from . import rangefuncs as R
 from .aggregations import group_ids
 from .native_values import HistRanges, HistSeries, Joined, with_histogram_points
 from .value import Ranges, ScalarSteps, Series, drop_name
@@ -66,6 +67,16 @@ def negate(h) -> HistSeries | None:
     if not isinstance(h, HistSeries):
         return None  # a range vector: the float evaluation refuses it
     return _scalar_op(h, np.full(h.series.mask.shape[1], -1.0), False)
+
+
+def difference(a: "native.FloatHistogram", b: "native.FloatHistogram") -> "native.FloatHistogram":
+    """a - b (Prometheus 3's Sub)."""
+    return _hist_op(a, b, "-")
+
+
+def divided(h: "native.FloatHistogram", by: float) -> "native.FloatHistogram":
+    """h / by (Prometheus 3's Div)."""
+    return _scaled(h, by, True)
 
 
 def _hist_op(a: "native.FloatHistogram", b: "native.FloatHistogram", op: str) -> "native.FloatHistogram":
@@ -276,3 +287,45 @@ def points_over_time(floats: Ranges, h: HistRanges, present: bool) -> Series:
     if len(set(out.labels)) != len(out.labels):
         raise ExecError("vector cannot contain metrics with the same labelset")
     return out
+
+
+def pairs_over_time(floats: Ranges, h: HistRanges, resets: bool) -> Series:
+    """resets() / changes() of series holding histograms (Prometheus 3): a pair of consecutive histograms
+    counts when the later is a counter reset of the earlier (detect_reset) / differs from it; float series
+    as ``rangefuncs`` counts them."""
+    what = "resets" if resets else "changes"
+    refuse_mixed(floats, h.ranges, f"{what}() of a series")
+    r = h.ranges
+    idx = r.v.astype(np.int64).tolist()
+    flags = np.zeros(len(idx), bool)
+    for p in range(1, len(idx)):  # pairs across two series are not counted (pairs_flagged)
+        a, b = h.hists[idx[p - 1]], h.hists[idx[p]]
+        if resets:
+            flags[p] = native_math.detect_reset(native_math.Hist.of(b), native_math.Hist.of(a))
+        else:
+            flags[p] = _layout_and_counts(a) != _layout_and_counts(b)
+    float_part = R.resets(floats) if resets else R.changes(floats)
+    return _merged(float_part, R.pairs_flagged(r, flags))
+
+
+def _layout_and_counts(h: "native.FloatHistogram") -> tuple:
+    """What FloatHistogram.Equals compares (the NaN sum of a histogram that observed NaN equals itself)."""
+    x = native_math.compact(native_math.Hist.of(h))
+    return (x.schema, x.zero_threshold, x.zero_count, x.count, repr(x.sum), tuple(x.pos.items()),
+            tuple(x.neg.items()), x.custom_values)
+
+
+def _merged(a: Series, b: Series) -> Series:
+    """Two results whose series may coincide (a series that is float at some steps, histograms at others)."""
+    rows: dict = {}
+    for s in (a, b):
+        for i, lb in enumerate(s.labels):
+            if lb in rows:
+                v, m = rows[lb]
+                rows[lb] = (np.where(s.mask[i], s.values[i], v), m | s.mask[i])
+            else:
+                rows[lb] = (s.values[i], s.mask[i])
+    if not rows:
+        return a
+    labels = list(rows)
+    return Series(labels, np.array([rows[lb][0] for lb in labels]), np.array([rows[lb][1] for lb in labels]))

@@ -164,15 +164,19 @@ def _pair_count(r: Ranges, flags: np.ndarray) -> np.ndarray:
     return c[np.maximum(r.hi, lo1)] - c[lo1]
 
 
+def pairs_flagged(r: Ranges, flags: np.ndarray) -> Series:
+    """For each window, the pairs of consecutive samples in it whose later one is flagged (changes, resets)."""
+    return _series(r, _pair_count(r, flags), r.hi > r.lo)
+
+
 def changes(r: Ranges) -> Series:
     prev = np.concatenate([[np.nan], r.v[:-1]]) if len(r.v) else r.v
-    flags = (r.v != prev) & ~(np.isnan(r.v) & np.isnan(prev))
-    return _series(r, _pair_count(r, flags), r.hi > r.lo)
+    return pairs_flagged(r, (r.v != prev) & ~(np.isnan(r.v) & np.isnan(prev)))
 
 
 def resets(r: Ranges) -> Series:
     prev = np.concatenate([[np.nan], r.v[:-1]]) if len(r.v) else r.v
-    return _series(r, _pair_count(r, r.v < prev), r.hi > r.lo)
+    return pairs_flagged(r, r.v < prev)
 
 
 def _reduce_windows(r: Ranges, x: np.ndarray, ufunc) -> np.ndarray:
