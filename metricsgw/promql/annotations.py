@@ -75,3 +75,13 @@ def quantile_nan_skew(name: str) -> str:
 def fraction_nans(name: str) -> str:
     return _for_metric("PromQL info: input to histogram_fraction has NaN observations, which are excluded from all "
                        "fractions", name)
+
+
+def forced_monotonicity(name: str) -> str:
+    return _for_metric("PromQL info: input to histogram_quantile needed to be fixed for monotonicity (see "
+                       "https://prometheus.io/docs/prometheus/latest/querying/functions/#histogram_quantile)", name)
+
+
+def histogram_ignored_in_mixed_range(name: str) -> str:
+    return ('PromQL info: ignored histograms in a range containing both floats and histograms for metric name '
+            f'"{name}"')

@@ -96,8 +96,11 @@ def _call(engine, node: "pp.Call", env, taken: _Taken):
         if isinstance(hist, native_values.HistRanges):  # Prometheus 3 counts histogram samples too
             return _dedupe_whole(native_ops.pairs_over_time(r, hist, name == "resets"))
         return _dedupe_whole(R.changes(r) if name == "changes" else R.resets(r))
+    three = compat.prometheus_3(engine.promql_compat)
     if name in OVER_TIME:
         r = range_arg(0)
+        if three and name in native_eval.FLOAT_ONLY:
+            _note_ignored_histograms(engine, args[0], r, env)
         if name in ("count_over_time", "present_over_time", "last_over_time", "sum_over_time", "avg_over_time"):
             hist = native_eval.evaluate(engine, args[0], env)  # these see histograms too (native_eval)
             if isinstance(hist, native_values.HistRanges) and name in ("count_over_time", "present_over_time"):
@@ -107,11 +110,16 @@ def _call(engine, node: "pp.Call", env, taken: _Taken):
         return _dedupe_whole(R.over_time(name, r))
     if name == "quantile_over_time":
         r = range_arg(1)  # first, as 2.42 evaluates a subquery argument before the others
-        return _dedupe_whole(R.quantile_over_time(scalar_arg(0), r))
+        q = scalar_arg(0)
+        if three:
+            _note_invalid_quantile(q, env)
+            _note_ignored_histograms(engine, args[1], r, env)
+        return _dedupe_whole(R.quantile_over_time(q, r))
     if name in ("holt_winters", "double_exponential_smoothing"):  # 3.x's name for it (compat.py)
         r = range_arg(0)
+        if three:
+            _note_ignored_histograms(engine, args[0], r, env)
         return _dedupe_whole(R.holt_winters(r, scalar_arg(1), scalar_arg(2)))
-    three = compat.prometheus_3(engine.promql_compat)
     if name == "histogram_fraction" and three:  # Prometheus 3's: of classic histograms too
         lower, upper = scalar_arg(0), scalar_arg(1)
         classic = histogram_fraction(lower, upper, vector_arg(2), env.ctx.annotate)
@@ -136,10 +144,12 @@ def _call(engine, node: "pp.Call", env, taken: _Taken):
         if name in ("histogram_stddev", "histogram_stdvar"):
             return native_values.spread(hist, name == "histogram_stddev")
         return native_values.fraction(scalars[0], scalars[1], hist, three, env.ctx.annotate)
-    if name == "deriv":
-        return _dedupe_whole(R.deriv(range_arg(0)))
-    if name == "predict_linear":
+    if name in ("deriv", "predict_linear"):
         r = range_arg(0)
+        if three:
+            _note_ignored_histograms(engine, args[0], r, env)
+        if name == "deriv":
+            return _dedupe_whole(R.deriv(r))
         return _dedupe_whole(R.predict_linear(r, env.steps, scalar_arg(1)))
     if name == "absent_over_time":
         r = range_arg(0)
@@ -180,6 +190,8 @@ def _call(engine, node: "pp.Call", env, taken: _Taken):
     if name == "scalar":
         return F.scalar(vector_arg(0))
     if name in ("sort", "sort_desc"):
+        if three and env.start_ms != env.end_ms:
+            env.ctx.annotate(annotations.SORT_IN_RANGE_QUERY)
         return F.sort(vector_arg(0), name == "sort_desc")
     if name == "label_replace":
         return F.label_replace(vector_arg(0), string_arg(1), string_arg(2), string_arg(3), string_arg(4),
@@ -220,14 +232,32 @@ def _quantiles(engine, node, inner: Series, qs: list[np.ndarray], env, three: bo
     annotate = env.ctx.annotate if three else (lambda _: None)
     out = []
     for q in qs:
-        for bad in q[np.isnan(q) | (q < 0) | (q > 1)][:1].tolist():
-            annotate(annotations.invalid_quantile(bad))
+        if three:
+            _note_invalid_quantile(q, env)
         res = histogram_quantile(ScalarSteps(q), inner, annotate)
         if isinstance(hist, native_values.HistSeries):
             res = _classic_and_native(res, native_values.quantile(q, hist, three, annotate), three, annotate,
                                       node, engine, env)
         out.append(dedupe(res) if dedupe_each else res)
     return out[0] if len(qs) == 1 and dedupe_each else out
+
+
+def _note_invalid_quantile(q: np.ndarray, env) -> None:
+    """Prometheus 3 warns of a quantile outside [0, 1] (the answer is -Inf/+Inf/NaN as before)."""
+    for bad in q[np.isnan(q) | (q < 0) | (q > 1)][:1].tolist():
+        env.ctx.annotate(annotations.invalid_quantile(bad))
+
+
+def _note_ignored_histograms(engine, arg, r: Ranges, env) -> None:
+    """Prometheus 3's info when a float-only range function leaves out histograms of a window that also
+    holds floats."""
+    hist = native_eval.evaluate(engine, arg, env)
+    if not isinstance(hist, native_values.HistRanges):
+        return
+    floats = {lb: (r.hi[i] > r.lo[i]) for i, lb in enumerate(r.labels)}
+    for j, lb in enumerate(hist.ranges.labels):
+        if lb in floats and (floats[lb] & (hist.ranges.hi[j] > hist.ranges.lo[j])).any():
+            env.ctx.annotate(annotations.histogram_ignored_in_mixed_range(dict(lb).get("__name__", "")))
 
 
 def _classic_and_native(classic: Series, native: Series, three: bool, annotate, node, engine, env) -> Series:

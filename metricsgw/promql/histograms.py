@@ -45,8 +45,8 @@ def _groups(s: Series, annotate) -> dict[Labels, list[tuple[float, int]]]:
 
 
 def _per_group(s: Series, columns, annotate) -> Series:
-    """``columns(les, counts, ks)`` for each group at the steps ``ks`` (its buckets sorted by le); a step
-    where some of a group's buckets are missing is computed from those present."""
+    """``columns(les, counts, ks, group)`` for each group at the steps ``ks`` (its buckets sorted by le); a
+    step where some of a group's buckets are missing is computed from those present."""
     steps = s.values.shape[1]
     labels, vals, masks = [], [], []
     for g, members in _groups(s, annotate).items():
@@ -59,10 +59,10 @@ def _per_group(s: Series, columns, annotate) -> Series:
         full = mask.all(axis=0)
         ks = np.flatnonzero(full)
         if len(ks):
-            out[ks] = columns(les, counts[:, ks], ks)
+            out[ks] = columns(les, counts[:, ks], ks, g)
         for k in np.flatnonzero(present & ~full).tolist():  # some buckets missing at this step
             m = mask[:, k]
-            out[k] = columns(les[m], counts[m, k : k + 1], np.array([k]))[0]
+            out[k] = columns(les[m], counts[m, k : k + 1], np.array([k]), g)[0]
         labels.append(drop_name(g))
         vals.append(out)
         masks.append(present)
@@ -72,13 +72,20 @@ def _per_group(s: Series, columns, annotate) -> Series:
 
 
 def histogram_quantile(q: ScalarSteps, s: Series, annotate) -> Series:
-    """``annotate``: where a warning goes (QueryContext.annotate)."""
-    return _per_group(s, lambda les, counts, ks: _quantile_columns(q.values[ks], les, counts), annotate)
+    """``annotate``: where a warning goes (QueryContext.annotate); Prometheus 3 also tells of buckets that
+    had to be made monotonic (a decrease beyond floating-point noise)."""
+    def columns(les, counts, ks, group):
+        prev, cur = counts[:-1], counts[1:]
+        if ((cur < prev) & ~np.isclose(cur, prev, rtol=1e-12, atol=0)).any():
+            annotate(annotations.forced_monotonicity(dict(group).get("__name__", "")))
+        return _quantile_columns(q.values[ks], les, counts)
+
+    return _per_group(s, columns, annotate)
 
 
 def histogram_fraction(lower: np.ndarray, upper: np.ndarray, s: Series, annotate) -> Series:
     """Prometheus 3's histogram_fraction of classic histograms (2.42 has none)."""
-    return _per_group(s, lambda les, counts, ks: _fraction_columns(lower[ks], upper[ks], les, counts), annotate)
+    return _per_group(s, lambda les, counts, ks, _: _fraction_columns(lower[ks], upper[ks], les, counts), annotate)
 
 
 def _fraction_columns(lower: np.ndarray, upper: np.ndarray, les: np.ndarray, counts: np.ndarray) -> np.ndarray:
