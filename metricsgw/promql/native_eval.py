@@ -207,7 +207,7 @@ def instant_rate(engine, node: "pp.Call", env) -> HistSeries | None:
             if is_rate and native_math.detect_reset(native_math.Hist.of(last), native_math.Hist.of(prev)):
                 h = last
             else:
-                h = native_ops.difference(last, prev)
+                h = native_ops.difference(last, prev, env.ctx.annotate)
         except native_math.MixedBuckets:
             env.ctx.annotate(annotations.mixed_exponential_custom(dict(r.labels[i]).get("__name__", "")))
             h = None
@@ -216,7 +216,7 @@ def instant_rate(engine, node: "pp.Call", env) -> HistSeries | None:
             continue
         values[i, k] = len(out)
         h = dataclasses.replace(h, reset_hint=native.GAUGE, buckets=None)
-        out.append(native_ops.divided(h, seconds) if is_rate else h)
+        out.append(native_math.scaled(h, seconds, True) if is_rate else h)
     series = Series([drop_name(lb) for lb in r.labels], values, ok).compact()
     if len(set(series.labels)) != len(series.labels):
         raise ExecError("vector cannot contain metrics with the same labelset")
@@ -238,7 +238,8 @@ def evaluate(engine, node, env) -> HistSeries | HistRanges | None:
         if name == "last_over_time":
             return native_ops.last_over_time(evaluate(engine, node.args[0], env))
         if name in ("sum_over_time", "avg_over_time"):
-            return native_ops.sum_over_time(evaluate(engine, node.args[0], env), name == "avg_over_time")
+            return native_ops.sum_over_time(evaluate(engine, node.args[0], env), name == "avg_over_time",
+                                            env.ctx.annotate)
         if compat.prometheus_3(engine.promql_compat):
             if name in ("irate", "idelta"):
                 return instant_rate(engine, node, env)
@@ -256,7 +257,8 @@ def evaluate(engine, node, env) -> HistSeries | HistRanges | None:
         op = parser.op_name(node).lower()
         if op in ("sum", "avg"):
             _refuse(engine, [node.param], env, f"the parameter of {op}")
-            return native_ops.total_by_group(evaluate(engine, node.expr, env), *parser.grouping(node), op == "avg")
+            return native_ops.total_by_group(evaluate(engine, node.expr, env), *parser.grouping(node), op == "avg",
+                                             env.ctx.annotate if compat.prometheus_3(engine.promql_compat) else None)
         # count and group count histogram samples themselves (engine.py)
         return _refuse(engine, [node.param] if op in ("count", "group") else [node.param, node.expr], env, op)
     if isinstance(node, pp.BinaryExpr):

@@ -13,11 +13,13 @@ buckets are kept until ``compact`` (quantiles see them, as in Go).
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import itertools
 import math
 from dataclasses import dataclass, field
 
 from ..errors import NotSupported
+from . import native
 from .native import CUSTOM_BUCKETS_SCHEMA, FloatHistogram, bucket_indexes, bound
 
 
@@ -31,6 +33,7 @@ class Hist:
     pos: dict[int, float] = field(default_factory=dict)
     neg: dict[int, float] = field(default_factory=dict)
     custom_values: tuple[float, ...] = ()  # the upper bounds of custom buckets (the last, +Inf, implied)
+    reconciled: bool = False  # custom bounds were intersected to add another (Prometheus 3 tells with an info)
 
     @classmethod
     def of(cls, h: FloatHistogram) -> "Hist":
@@ -126,6 +129,7 @@ def _add_custom(h: Hist, other: Hist, sign: float) -> Hist:
     if other.custom_values != h.custom_values:
         bounds = _common_bounds(h, other)
         h.pos, theirs, h.custom_values = _onto_bounds(h, bounds), _onto_bounds(other, bounds), bounds
+        h.reconciled = True
     for idx, c in theirs.items():
         h.pos = _insert(h.pos, idx, c if sign > 0 else c * -1)
     return h
@@ -329,10 +333,57 @@ def histogram_rate(points: list[Hist], is_counter: bool, resets: list[bool] | No
     return compact(h)
 
 
+def compensated_sum(points: list[Hist], divide_by: float = 1.0) -> Hist:
+    """The sum of ``points`` (each divided by ``divide_by`` first: a mean that does not overflow) as
+    Prometheus 3's Kahan-compensated additions give it: the layout ``sum_into`` arrives at, and each count,
+    the sum and each bucket added as if exactly (math.fsum), which Kahan summation approaches."""
+    layout = None
+    for p in points:
+        layout = sum_into(layout, p)
+    mapped = [add(Hist(layout.schema, layout.zero_threshold, 0.0, 0.0, 0.0, custom_values=layout.custom_values), p)
+              for p in points]
+
+    def total(values: list[float]) -> float:
+        values = [v / divide_by for v in values]
+        try:
+            return math.fsum(values)
+        except (OverflowError, ValueError):  # infinities (or their difference): as plain adding gives them
+            return sum(values)
+
+    def side(name: str) -> dict[int, float]:
+        keys = sorted({k for p in mapped for k in getattr(p, name)})
+        return {k: total([getattr(p, name).get(k, 0.0) for p in mapped]) for k in keys}
+
+    return Hist(layout.schema, layout.zero_threshold, total([p.zero_count for p in mapped]),
+                total([p.count for p in mapped]), total([p.sum for p in mapped]), side("pos"), side("neg"),
+                layout.custom_values, layout.reconciled)
+
+
 def sum_into(acc: Hist | None, h: Hist) -> Hist:
     """sum's step for one more histogram (2.42: added into the finer-or-equal schema's side)."""
     if acc is None:
         return h.copy()
     if h.schema >= acc.schema:
         return add(acc, h)
-    return add(h.copy(), acc)
+    out = add(h.copy(), acc)
+    out.reconciled |= acc.reconciled
+    return out
+
+
+def scaled(h: "native.FloatHistogram", by: float, divide: bool) -> "native.FloatHistogram":
+    """FloatHistogram.Mul / Div of Prometheus 3 (division by zero drops the buckets)."""
+    if divide and by == 0:
+        return dataclasses.replace(h, zero_count=native.go_div(h.zero_count, by), count=native.go_div(h.count, by),
+                                   sum=native.go_div(h.sum, by), pos_spans=[], pos=[], neg_spans=[], neg=[],
+                                   buckets=None)
+    f = (lambda c: c / by) if divide else (lambda c: c * by)
+    return dataclasses.replace(h, zero_count=f(h.zero_count), count=f(h.count), sum=f(h.sum),
+                               pos=[f(c) for c in h.pos], neg=[f(c) for c in h.neg], buckets=None)
+
+
+def same(a: Hist, b: Hist) -> bool:
+    """FloatHistogram.Equals: the same layout and counts once empty buckets are dropped (NaN sums equal)."""
+    a, b = compact(a.copy()), compact(b.copy())
+    return (a.schema, a.zero_threshold, a.zero_count, a.count, a.pos, a.neg, a.custom_values) == \
+        (b.schema, b.zero_threshold, b.zero_count, b.count, b.pos, b.neg, b.custom_values) and \
+        (a.sum == b.sum or (math.isnan(a.sum) and math.isnan(b.sum)))

@@ -125,6 +125,26 @@ def fraction(lower: np.ndarray, upper: np.ndarray, h: HistSeries, prometheus_3: 
                                             for i, c in zip(idx.tolist(), cols.tolist())])
 
 
+def build(cells, labels, shape, make) -> HistSeries | None:
+    """A HistSeries of ``make(index, row, step)`` at each cell (rows, steps) that has one."""
+    rows, cols, idx = cells
+    values = np.zeros(shape)
+    out: list[native.FloatHistogram] = []
+    for i, k, j in zip(rows.tolist(), cols.tolist(), idx.tolist()):
+        values[i, k] = len(out)
+        out.append(make(j, i, k))
+    mask = np.zeros(shape, bool)
+    mask[rows, cols] = True
+    series = dedupe(Series(labels, values, mask))
+    return HistSeries(series, out) if out else None
+
+
+def cells(s: Series):
+    """The (rows, steps, histogram indexes) of a HistSeries' points."""
+    rows, cols = np.nonzero(s.mask)
+    return rows, cols, s.values[rows, cols].astype(np.int64)
+
+
 def with_histogram_points(floats: Series, h: HistSeries) -> Series:
     """A float vector with the histogram points added as present points of value 0 (for count,
     group and absent, which look at presence only)."""
