@@ -195,7 +195,8 @@ def evaluate_batched(engine, op: str, expr, selector, without: bool, names: list
     parts = list(_evaluate_each(engine, expr, batches, env, keep=True))
     for s in parts:
         inputs += held.per_step(s, len(env.steps))
-    return aggregate(op, _concat(parts, len(env.steps)), without, names, param), inputs
+    return aggregate(op, _concat(parts, len(env.steps)), without, names, param,
+                     compat.prometheus_3(engine.promql_compat)), inputs
 
 
 def _in_label_order_batches(source, everything, start: int, end: int, target_samples: int,

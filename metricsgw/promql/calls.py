@@ -270,7 +270,8 @@ def _classic_and_native(classic: Series, native: Series, three: bool, annotate, 
                      for lb in engine.eval(node, env).labels}
             for lb in both:
                 annotate(annotations.mixed_classic_native(names.get(lb, "")))
-            classic, native = (s.take([i for i, lb in enumerate(s.labels) if lb not in both]) for s in (classic, native))
+            classic, native = (s.take([i for i, lb in enumerate(s.labels) if lb not in both])
+                               for s in (classic, native))
     return _concat(classic, native)
 
 

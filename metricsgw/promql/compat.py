@@ -11,7 +11,13 @@ Where Prometheus 2.42 and 3.x answer the same query differently (docs/endpoints.
   classic histograms too (2.x answers nothing for them).
 - the histogram trim operators ``</`` and ``>/`` are 3.x's (2.x: a parse error).
 - ``holt_winters`` is called ``double_exponential_smoothing`` in 3.x; each version knows only its own name.
-Everything else follows one answer for both: what 2.42 leaves undefined (native histograms' details), 3.x's.
+- rate/increase: 3.x shortens a start far from the first sample to half a sample gap before stopping it at
+  the counter's zero point (by the count for histograms); 2.42 the other way round, and not for histograms.
+- sum/avg add with Kahan compensation in 3.x; stddev/stdvar of a group with a NaN or an infinity is NaN;
+  topk/bottomk fail on a NaN k; a quantile outside [0, 1] is warned of.
+- native histograms: 3.x's answers where 2.42's were wrong or missing (irate, resets, comparisons, histograms
+  meeting floats, Kahan sums...), with 3.x's annotations (``warnings``/``infos`` of the answer); under 2.x
+  those stay refused. Where 2.42 is right the two agree.
 """
 
 from __future__ import annotations

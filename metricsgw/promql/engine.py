@@ -14,10 +14,10 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import promql_parser as pp
 
-from ..errors import BadData, NotSupported
+from ..errors import BadData, ExecError, NotSupported
 from ..limits.context import SAMPLE_BYTES, QueryContext
 from ..storage.seam import SampleReader
-from . import batching, binary, compat, held, native_eval, native_values, parser, selectors
+from . import annotations, batching, binary, compat, held, native_eval, native_values, parser, selectors
 from .aggregations import aggregate
 from .calls import call
 from .parallel import Parts
@@ -52,6 +52,10 @@ class Engine:
     @property
     def left_open(self) -> bool:
         return compat.left_open(self.promql_compat)
+
+    @property
+    def prometheus_3(self) -> bool:
+        return compat.prometheus_3(self.promql_compat)
 
     def over(self, source: SampleReader) -> "Engine":
         """The same engine reading from another source (one query's, e.g. with peers' data)."""
@@ -268,6 +272,8 @@ class Engine:
         """The aggregation, and its input's points at each step."""
         op = parser.op_name(node).lower()
         without, names = parser.grouping(node)
+        if self.prometheus_3 and isinstance(param, ScalarSteps):
+            _check_parameter(op, param.values, env)
         if op in ("count", "group"):  # these count histogram samples too, as 2.42 does
             hist = native_eval.evaluate(self, node.expr, env)
             if hist is not None:
@@ -275,7 +281,8 @@ class Engine:
                 if not isinstance(inner, Series):
                     raise BadData(f"expected instant vector in aggregation {op}")
                 inner = native_values.with_histogram_points(inner, hist)
-                return aggregate(op, inner, without, names, param), held.per_step(inner, len(env.steps))
+                return (aggregate(op, inner, without, names, param, self.prometheus_3),
+                        held.per_step(inner, len(env.steps)))
         # (batching evaluates a trim operator's node as the comparison it is parsed as: not with trims)
         selector = None if env.trims else batching.batchable_selector(node.expr)
         if selector is not None and _param_ok(op, param):
@@ -293,7 +300,7 @@ class Engine:
         if op not in {"sum", "avg", "min", "max", "count", "group", "stddev", "stdvar", "topk", "bottomk",
                       "quantile", "count_values"}:
             raise NotSupported(f"aggregation {op}")
-        return aggregate(op, inner, without, names, param), held.per_step(inner, len(env.steps))
+        return aggregate(op, inner, without, names, param, self.prometheus_3), held.per_step(inner, len(env.steps))
 
     def binary(self, node: "pp.BinaryExpr", env: Env):
         base = env.ctx.samples
@@ -323,6 +330,15 @@ class Engine:
 
 
 _NOT_FOR_RANGE = 'invalid expression type "{kind}" for range query, must be Scalar or instant Vector'
+
+
+def _check_parameter(op: str, values: np.ndarray, env: Env) -> None:
+    """Prometheus 3 fails topk/bottomk with a NaN k, and warns of a quantile outside [0, 1]."""
+    if op in ("topk", "bottomk") and np.isnan(values).any():
+        raise ExecError("Parameter value is NaN")
+    if op == "quantile":
+        for bad in values[np.isnan(values) | (values < 0) | (values > 1)][:1].tolist():
+            env.ctx.annotate(annotations.invalid_quantile(bad))
 
 
 def _param_ok(op: str, param) -> bool:

@@ -60,7 +60,8 @@ def compare(node, op: str, hl: HistSeries | None, hr: HistSeries | None, lf, rf,
             continue
         kind = "histogram" if (hr if left else hl) is not None else "float"
         if other is not None or kind == "histogram":
-            env.ctx.annotate(annotations.incompatible_types(*(("histogram", op, kind) if left else (kind, op, "histogram"))))
+            sides = ("histogram", op, kind) if left else (kind, op, "histogram")
+            env.ctx.annotate(annotations.incompatible_types(*sides))
     return None
 
 

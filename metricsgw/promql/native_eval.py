@@ -43,6 +43,8 @@ CONSUMERS = {"histogram_count", "histogram_sum", "histogram_fraction", "histogra
              "histogram_stddev", "histogram_stdvar", "count_over_time", "present_over_time", "absent",
              "absent_over_time", "timestamp"}
 RATES = {"rate": (True, True), "increase": (True, False), "delta": (False, False)}
+# Aggregations of floats only: Prometheus 3 leaves histogram samples out of them, with an info.
+IGNORING_AGGREGATIONS = {"topk", "bottomk", "min", "max", "quantile", "stddev", "stdvar"}
 # Functions of floats only, whose answer leaves histogram samples out in Prometheus 3 (2.42 answers them with a
 # wrong number, so under 2.x they are refused).
 FLOAT_ONLY = {"abs", "ceil", "floor", "exp", "sqrt", "ln", "log2", "log10", "sgn", "deg", "rad", "sin", "cos", "tan",
@@ -259,6 +261,12 @@ def evaluate(engine, node, env) -> HistSeries | HistRanges | None:
             _refuse(engine, [node.param], env, f"the parameter of {op}")
             return native_ops.total_by_group(evaluate(engine, node.expr, env), *parser.grouping(node), op == "avg",
                                              env.ctx.annotate if compat.prometheus_3(engine.promql_compat) else None)
+        if op in IGNORING_AGGREGATIONS and compat.prometheus_3(engine.promql_compat):
+            _refuse(engine, [node.param], env, f"the parameter of {op}")
+            got = evaluate(engine, node.expr, env)
+            if isinstance(got, HistSeries) and got.series.mask.any():
+                env.ctx.annotate(annotations.histogram_ignored(op))
+            return None
         # count and group count histogram samples themselves (engine.py)
         return _refuse(engine, [node.param] if op in ("count", "group") else [node.param, node.expr], env, op)
     if isinstance(node, pp.BinaryExpr):
