@@ -74,7 +74,7 @@ def group_sum(gid: np.ndarray, g: int, values: np.ndarray, into: np.ndarray | No
 
 
 def aggregate(op: str, s: Series, without: bool, names: list[str], param, prometheus_3: bool) -> Series:
-    """``prometheus_3``: sum and avg as Prometheus 3's Kahan-compensated additions (``_compensated``), and
+    """``prometheus_3``: sum and avg as Prometheus 3's Kahan-compensated additions (``compensated``), and
     stddev/stdvar NaN for a group holding a NaN or an infinity (2.42 gives a single such sample 0)."""
     steps = s.values.shape[1]
     if op in ("topk", "bottomk"):
@@ -89,7 +89,7 @@ def aggregate(op: str, s: Series, without: bool, names: list[str], param, promet
     if op == "sum":
         out = group_sum(gid, g, np.where(m, v, 0.0))
         if prometheus_3:
-            out = _compensated(gid, g, v, m, out)
+            out = compensated(gid, g, v, m, out)
     elif op == "count":
         out = count
     elif op == "group":
@@ -113,15 +113,22 @@ def aggregate(op: str, s: Series, without: bool, names: list[str], param, promet
     return Series(glabels, np.where(present, out, 0.0), present).compact()
 
 
-def _compensated(gid: np.ndarray, g: int, v: np.ndarray, m: np.ndarray, total: np.ndarray) -> np.ndarray:
-    """Group sums as Prometheus 3's Kahan-compensated additions give them. Plain adding (``total``) is off only
-    where the values cancel out (their magnitudes add up to far more than the sum): those few cells are added
-    again exactly (math.fsum), which the compensation approaches; the rest stay vectorised."""
+def lost_cells(total: np.ndarray, magnitude: np.ndarray) -> np.ndarray:
+    """The (group, step) cells whose plain sum ``total`` the values' cancelling out made inexact: their
+    magnitudes (``magnitude``, the group sums of |value|) add up to far more than the sum."""
     with np.errstate(invalid="ignore", over="ignore"):
-        scale = group_sum(gid, g, np.where(m, np.abs(v), 0.0))
-        lost = np.isfinite(scale) & (scale > np.abs(total) * 1e3)
+        return np.isfinite(magnitude) & (magnitude > np.abs(total) * 1e3)
+
+
+def compensated(gid: np.ndarray, g: int, v: np.ndarray, m: np.ndarray, total: np.ndarray) -> np.ndarray:
+    """Group sums as Prometheus 3's Kahan-compensated additions give them. Plain adding (``total``) is off only
+    where the values cancel out (``lost_cells``): those few cells are added again exactly (math.fsum, which
+    the compensation approaches, and which does not depend on the order: batches of series give the same
+    bits); the rest stay vectorised."""
     out = total.copy()
-    for gg, k in zip(*np.nonzero(lost)):
+    with np.errstate(invalid="ignore", over="ignore"):
+        magnitude = group_sum(gid, g, np.where(m, np.abs(v), 0.0))
+    for gg, k in zip(*np.nonzero(lost_cells(total, magnitude))):
         rows = np.flatnonzero((gid == gg) & m[:, k])
         out[gg, k] = math.fsum(v[rows, k].tolist())
     return out
@@ -136,7 +143,7 @@ def _avg(gid, g, v, m, count, prometheus_3: bool) -> np.ndarray:
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # overflow is handled below
         total = group_sum(gid, g, np.where(m, v, 0.0))
         if prometheus_3:
-            total = _compensated(gid, g, v, m, total)
+            total = compensated(gid, g, v, m, total)
         mean = total / count
     inf_in = group_sum(gid, g, m & np.isinf(v)) > 0
     overflow = np.isinf(mean) & ~inf_in & (count > 0)

@@ -208,15 +208,22 @@ class Engine:
         return compat.matchers(ms, self.promql_compat), start, int(ref.max())
 
     def vector_selector(self, node: "pp.VectorSelector", env: Env) -> Series:
+        s = self.float_selection(node, env)
+        hists = native_eval.histogram_selection(self, node, env)
+        if hists is not None:  # a series' newest sample within the lookback is a histogram: no float there
+            s = native_eval.newest_only(s, hists.series)
+        held.selected(env.ctx, s, "instant vector selection")
+        return s
+
+    def float_selection(self, node: "pp.VectorSelector", env: Env) -> Series:
+        """Each series' newest float sample within the lookback, whatever histogram samples it has."""
         ref = self.ref_times(node, env)
         ms, start, end = self.selector_window(node, env)
         loaded = selectors.load(self.source, ms, start, end, env.ctx)
         # The (series x step) matrix replaces the raw samples (their bytes already charged by the
         # source): charge the memory it adds beyond them before building it.
         env.ctx.charge_points(max(0, len(loaded.labels) * len(ref) - len(loaded.t)), "instant vector selection")
-        s = selectors.instant(loaded, ref, self.lookback_ms, self.left_open)
-        held.selected(env.ctx, s, "instant vector selection")
-        return s
+        return selectors.instant(loaded, ref, self.lookback_ms, self.left_open)
 
     def matrix_selector(self, node: "pp.MatrixSelector", env: Env) -> Ranges:
         ref = self.ref_times(node.vector_selector, env)

@@ -50,7 +50,9 @@ IGNORING_AGGREGATIONS = {"topk", "bottomk", "min", "max", "quantile", "stddev", 
 FLOAT_ONLY = {"abs", "ceil", "floor", "exp", "sqrt", "ln", "log2", "log10", "sgn", "deg", "rad", "sin", "cos", "tan",
               "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "round", "clamp",
               "clamp_min", "clamp_max", "deriv", "predict_linear", "double_exponential_smoothing",
-              "stddev_over_time", "stdvar_over_time", "quantile_over_time", "min_over_time", "max_over_time"}
+              "stddev_over_time", "stdvar_over_time", "quantile_over_time", "min_over_time", "max_over_time",
+              "sort", "sort_desc", "scalar", "day_of_month", "day_of_week", "day_of_year", "days_in_month", "hour",
+              "minute", "month", "year"}
 
 
 def _load(engine, ms, start: int, end: int, env) -> tuple[selectors.Loaded, native.Decoded] | None:
@@ -81,7 +83,33 @@ def _load(engine, ms, start: int, end: int, env) -> tuple[selectors.Loaded, nati
 
 
 def select(engine, node: "pp.VectorSelector", env) -> HistSeries | None:
-    """Histograms of the selector at every step, or None when the source holds none there."""
+    """Histograms of the selector at every step, or None when the source holds none there; a step whose
+    newest sample of a series is a float has no histogram."""
+    hists = histogram_selection(engine, node, env)
+    if hists is None:
+        return None
+    series = newest_only(hists.series, engine.float_selection(node, env))
+    return HistSeries(series, hists.hists) if series.mask.any() else None
+
+
+def newest_only(s: Series, other: Series) -> Series:
+    """``s`` without the points where ``other`` (the same selector's samples of the other kind) holds a
+    newer sample of the series: an instant selector answers each series' newest sample, float or histogram."""
+    rows = {lb: i for i, lb in enumerate(other.labels)}
+    mine = [(i, rows[lb]) for i, lb in enumerate(s.labels) if lb in rows]
+    if not mine:
+        return s
+    a, b = (np.array(x, np.int64) for x in zip(*mine))
+    newer = other.mask[b] & (other.sample_t[b] > s.sample_t[a])
+    if not newer.any():
+        return s
+    mask = s.mask.copy()
+    mask[a] &= ~newer
+    return Series(s.labels, np.where(mask, s.values, 0.0), mask, np.where(mask, s.sample_t, 0)).compact()
+
+
+def histogram_selection(engine, node: "pp.VectorSelector", env) -> HistSeries | None:
+    """Each series' newest histogram sample within the lookback, whatever float samples it has."""
     ref = engine.ref_times(node, env)
     ms, start, end = engine.selector_window(node, env)
     got = _load(engine, ms, start, end, env)

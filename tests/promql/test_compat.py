@@ -74,3 +74,13 @@ def test_the_trim_operators_are_3s(source):
     assert _values(source, "m </ 5", 600, 3) == []  # a float sample is dropped (histograms are trimmed)
     with pytest.raises(BadData, match="parse error"):
         _values(source, "m </ 5", 600, 2)
+
+
+def test_sums_are_compensated_in_3_whole_or_series_by_series():
+    src = MemSource()
+    for i, v in enumerate([1e16, 1, 1, -1e16]):
+        src.add({"__name__": "n", "a": str(i)}, [0], [v])
+    for batch_samples in (2_000_000, 1):  # one batch, and the cancelling cells added again across batches
+        assert Engine(src, batch_samples=batch_samples).instant("sum(n)", 0, QueryContext()).values.tolist() == [2.0]
+        assert Engine(src, batch_samples=batch_samples, promql_compat=2).instant(
+            "sum(n)", 0, QueryContext()).values.tolist() == [0.0]
