@@ -15,6 +15,8 @@ Where Prometheus 2.42 and 3.x answer the same query differently (docs/endpoints.
   the counter's zero point (by the count for histograms); 2.42 the other way round, and not for histograms.
 - sum/avg add with Kahan compensation in 3.x; stddev/stdvar of a group with a NaN or an infinity is NaN;
   topk/bottomk fail on a NaN k; a quantile outside [0, 1] is warned of.
+- ``atan2`` drops the metric name in 3.x; one-to-one matching fails on two matches on one side even where
+  a filtering comparison drops them.
 - native histograms: 3.x's answers where 2.42's were wrong or missing (irate, resets, comparisons, histograms
   meeting floats, Kahan sums...), with 3.x's annotations (``warnings``/``infos`` of the answer); under 2.x
   those stay refused. Where 2.42 is right the two agree.

@@ -317,6 +317,8 @@ class Engine:
             lhs, rhs = native_eval.set_operands(self, node, lhs, rhs, env)  # histogram samples match too
         # A trim operator drops float samples (Prometheus 3 with an info annotation); native_eval trims histograms.
         res = Series.empty(len(env.steps)) if id(node) in env.trims else self._binary(node, lhs, rhs)
+        if self.prometheus_3 and isinstance(res, Series) and parser.op_name(node).lower() == "atan2":
+            res = binary.dedupe(Series([drop_name(lb) for lb in res.labels], res.values, res.mask))  # 2.42 kept it
         inputs = held.per_step(lhs, len(env.steps)) + held.per_step(rhs, len(env.steps))
         held.step_by_step(env.ctx, base, inputs, res, "binary operation")
         return res
@@ -332,7 +334,7 @@ class Engine:
             return binary.vector_scalar(op, rhs, lhs, False, rb)
         if isinstance(lhs, Series) and isinstance(rhs, Series):
             on, names, card, include = parser.matching(node)
-            return binary.vector_vector(op, lhs, rhs, on, names, card, include, rb)
+            return binary.vector_vector(op, lhs, rhs, on, names, card, include, rb, strict=self.prometheus_3)
         raise BadData("binary expression must contain only scalar and instant vector types")
 
 
