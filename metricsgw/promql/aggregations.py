@@ -12,6 +12,7 @@ import numpy as np
 from .. import npsort
 from ..errors import ExecError
 from ..model import METRIC_NAME, Labels, is_label_name
+from . import annotations
 from .format import format_value
 from .value import Series, drop_name
 
@@ -71,6 +72,15 @@ def group_sum(gid: np.ndarray, g: int, values: np.ndarray, into: np.ndarray | No
         cells = np.concatenate([np.arange(g * steps), cells])
         weights = np.concatenate([into.ravel(), weights])
     return np.bincount(cells, weights=weights, minlength=g * steps).reshape(g, steps)
+
+
+def check_parameter(op: str, values: np.ndarray, annotate) -> None:
+    """Prometheus 3 fails topk/bottomk with a NaN k, and warns of a quantile outside [0, 1]."""
+    if op in ("topk", "bottomk") and np.isnan(values).any():
+        raise ExecError("Parameter value is NaN")
+    if op == "quantile":
+        for bad in values[np.isnan(values) | (values < 0) | (values > 1)][:1].tolist():
+            annotate(annotations.invalid_quantile(bad))
 
 
 def aggregate(op: str, s: Series, without: bool, names: list[str], param, prometheus_3: bool) -> Series:

@@ -14,11 +14,11 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import promql_parser as pp
 
-from ..errors import BadData, ExecError, NotSupported
+from ..errors import BadData, NotSupported
 from ..limits.context import SAMPLE_BYTES, QueryContext
 from ..storage.seam import SampleReader
-from . import annotations, batching, binary, compat, held, native_eval, native_values, parser, selectors
-from .aggregations import aggregate
+from . import batching, binary, compat, held, native_eval, native_values, parser, selectors
+from .aggregations import aggregate, check_parameter
 from .calls import call
 from .parallel import Parts
 from .value import Matrix, Ranges, Scalar, ScalarSteps, Series, String, StringValue, Value, Vector, drop_name
@@ -280,7 +280,7 @@ class Engine:
         op = parser.op_name(node).lower()
         without, names = parser.grouping(node)
         if self.prometheus_3 and isinstance(param, ScalarSteps):
-            _check_parameter(op, param.values, env)
+            check_parameter(op, param.values, env.ctx.annotate)
         if op in ("count", "group"):  # these count histogram samples too, as 2.42 does
             hist = native_eval.evaluate(self, node.expr, env)
             if hist is not None:
@@ -339,15 +339,6 @@ class Engine:
 
 
 _NOT_FOR_RANGE = 'invalid expression type "{kind}" for range query, must be Scalar or instant Vector'
-
-
-def _check_parameter(op: str, values: np.ndarray, env: Env) -> None:
-    """Prometheus 3 fails topk/bottomk with a NaN k, and warns of a quantile outside [0, 1]."""
-    if op in ("topk", "bottomk") and np.isnan(values).any():
-        raise ExecError("Parameter value is NaN")
-    if op == "quantile":
-        for bad in values[np.isnan(values) | (values < 0) | (values > 1)][:1].tolist():
-            env.ctx.annotate(annotations.invalid_quantile(bad))
 
 
 def _param_ok(op: str, param) -> bool:
