@@ -272,7 +272,7 @@ class Engine:
         res, inputs = self._aggregate(node, param, env)
         held.step_by_step(env.ctx, base, inputs + held.per_step(param, len(env.steps)), res, "aggregation")
         if parser.op_name(node).lower() in ("sum", "avg") and len(res):
-            native_eval.refuse_mixed_groups(self, node, res, env)
+            res = native_eval.settle_mixed_groups(self, node, res, env)
         return res
 
     def _aggregate(self, node: "pp.AggregateExpr", param, env: Env) -> tuple[Series, np.ndarray]:

@@ -33,6 +33,7 @@ from ..errors import ExecError, NotSupported
 from ..model import METRIC_NAME, STALE_NAN
 from . import annotations, compat, native, native_math, native_ops, parser, selectors
 from . import rangefuncs as R
+from .aggregations import group_ids, group_sum
 from .native_values import HistRanges, HistSeries
 from .value import Series, drop_name
 
@@ -287,8 +288,11 @@ def evaluate(engine, node, env) -> HistSeries | HistRanges | None:
         op = parser.op_name(node).lower()
         if op in ("sum", "avg"):
             _refuse(engine, [node.param], env, f"the parameter of {op}")
-            return native_ops.total_by_group(evaluate(engine, node.expr, env), *parser.grouping(node), op == "avg",
-                                             env.ctx.annotate if compat.prometheus_3(engine.promql_compat) else None)
+            three = compat.prometheus_3(engine.promql_compat)
+            h = native_ops.total_by_group(evaluate(engine, node.expr, env), *parser.grouping(node), op == "avg",
+                                          env.ctx.annotate if three else None)
+            mixed = _mixed_groups(engine, node, env) if three and h is not None else {}
+            return HistSeries(_without(h.series, mixed), h.hists) if mixed else h
         if op in IGNORING_AGGREGATIONS and compat.prometheus_3(engine.promql_compat):
             _refuse(engine, [node.param], env, f"the parameter of {op}")
             got = evaluate(engine, node.expr, env)
@@ -322,9 +326,42 @@ def set_operands(engine, node: "pp.BinaryExpr", lhs: Series, rhs: Series, env) -
     return native_ops.set_operands(parser.op_name(node).lower(), lhs, rhs, hl, hr, on, names)
 
 
-def refuse_mixed_groups(engine, node: "pp.AggregateExpr", floats: Series, env) -> None:
-    """A sum/avg group holding float and histogram samples at one step: Prometheus drops the group (3.x with
-    a warning, which metricsgw cannot show yet); refused here rather than answered without it."""
-    hist = evaluate(engine, node, env)
-    if isinstance(hist, HistSeries):
-        native_ops.refuse_mixed(floats, hist.series, f"{parser.op_name(node).lower()}() of a group")
+def settle_mixed_groups(engine, node: "pp.AggregateExpr", floats: Series, env) -> Series:
+    """A sum/avg group holding float and histogram samples at one step: Prometheus 3 leaves it out with a
+    warning (here from the floats; the histogram part leaves it out too); 2.42 answers a wrong number, so
+    under 2.x it is refused."""
+    if not compat.prometheus_3(engine.promql_compat):
+        hist = evaluate(engine, node, env)
+        if isinstance(hist, HistSeries):
+            native_ops.refuse_mixed(floats, hist.series, f"{parser.op_name(node).lower()}() of a group")
+        return floats
+    mixed = _mixed_groups(engine, node, env)
+    if not mixed:
+        return floats
+    env.ctx.annotate(annotations.MIXED_FLOATS_HISTOGRAMS_AGGREGATION)
+    return _without(floats, mixed)
+
+
+def _mixed_groups(engine, node: "pp.AggregateExpr", env) -> dict:
+    """group labels -> the steps at which the group holds both float and histogram samples."""
+    hist = evaluate(engine, node.expr, env)
+    if not isinstance(hist, HistSeries):
+        return {}
+    floats = engine.eval(node.expr, env)
+    if not isinstance(floats, Series) or not len(floats):
+        return {}
+    without, names = parser.grouping(node)
+    keys: dict = {}
+    gf = group_ids(floats.labels, without, names, keys)
+    gh = group_ids(hist.series.labels, without, names, keys)
+    both = (group_sum(gf, len(keys), floats.mask) > 0) & (group_sum(gh, len(keys), hist.series.mask) > 0)
+    return {lb: both[i] for i, lb in enumerate(keys) if both[i].any()}
+
+
+def _without(s: Series, cells: dict) -> Series:
+    """``s`` without the points of its rows at the steps ``cells`` gives for their labels."""
+    mask = s.mask.copy()
+    for i, lb in enumerate(s.labels):
+        if lb in cells:
+            mask[i] &= ~cells[lb]
+    return Series(s.labels, np.where(mask, s.values, 0.0), mask).compact()
