@@ -129,7 +129,7 @@ def build_app(cfg: Config, telemetry: Telemetry | None = None) -> web.Applicatio
     app[K.PIPELINE] = IngestPipeline(storage, tel, rules_holder=rules, limits=IngestLimits(cfg),
                                      time_window=SampleTimeWindow.from_config(cfg))
     app[K.ENGINE] = Engine(storage, lookback_s=cfg.query_lookback_delta, max_points=cfg.query_max_points_per_series,
-                           subquery_step_s=cfg.query_subquery_default_step,
+                           subquery_step_s=cfg.query_subquery_default_step, promql_compat=cfg.query_promql_compat,
                            parts=Parts(cfg.query_max_workers_per_query or os.cpu_count() or 1,
                                        initializer=_idle_priority))
     _observe_memory(tel, storage, app[K.PIPELINE])

@@ -73,6 +73,13 @@ def _nonneg_int(text: str) -> int:
     return v
 
 
+def _promql_compat(text: str) -> int:
+    v = int(str(text))
+    if v not in (2, 3):
+        raise ValueError(f"must be 2 or 3 (a Prometheus major version), got {v}")
+    return v
+
+
 def _niceness(text: str) -> int:
     v = _nonneg_int(text)
     if v > 19:
@@ -261,6 +268,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("query.max-depth", P, 128, "Deepest nesting of ( [ { in a query (400 above)."),
     Setting("query.max-terms", P, 1000, "Most terms (operands of binary or unary operators) in a query (400 above)."),
     Setting("query.lookback-delta", D, 300.0, "How far back an instant selector looks for a sample."),
+    Setting("query.promql-compat", _promql_compat, 3, "Which Prometheus' PromQL to answer as where 2.x and 3.x "
+            "differ: 3 (range selectors, subqueries and the lookback delta left-open; . in a regex matches a "
+            "newline; double_exponential_smoothing, not holt_winters) or 2 (as Prometheus 2.42). "
+            "docs/endpoints.md, \"Prometheus 2 or 3\"."),
     Setting("query.max-memory", Z, 1024**3, "Memory all queries together may hold at once: DuckDB's memory_limit gets "
             "3/16 of it, the decoded-sample cache 1/16, the range-query results cache 1/8, the series archive (series "
             "the head window forgot, for queries reaching back before it) 1/32, and the rest is shared by running queries (samples, series "

@@ -8,7 +8,7 @@ from aiohttp import web
 
 from .. import testhooks
 from ..appkeys import BLOCKED, CONFIG, ENGINE, FLIGHTS, MEMORY, RESULTS_CACHE, TELEMETRY
-from ..errors import BadData
+from ..errors import BadData, NotSupported
 from ..http.params import now_s, parse_bool, parse_step, parse_time, parse_timeout, read_params
 from ..http.response import success, success_json
 from ..limits.context import QueryContext
@@ -61,7 +61,7 @@ async def instant_query(request: web.Request) -> web.Response:
         value = await run_guarded(request, "query", ctx, work)
         request.app[TELEMETRY].query_duration.labels("query").observe(time.perf_counter() - t0)
         return obs.answered(success_json(value, max_bytes=request.app[CONFIG].query_max_response_bytes,
-                                         warnings=warnings))
+                                         warnings=warnings + ctx.warnings, infos=ctx.infos))
 
 
 async def range_query(request: web.Request) -> web.Response:
@@ -105,7 +105,7 @@ async def _range_query(request: web.Request, params, obs: Observation) -> web.Re
         if cache is None:
             return render_charged(engine.range(query, start, end, step, ctx), ctx)
         return cached_range.range_query(engine, cache, query, start, end, step, ctx, round(time.time() * 1000),
-                                        storable=lambda: not warnings,
+                                        storable=lambda: not (warnings or ctx.warnings or ctx.infos),
                                         charge=lambda points, series: charge_json(points, series, ctx))
 
     async def evaluate() -> bytes:
@@ -117,7 +117,8 @@ async def _range_query(request: web.Request, params, obs: Observation) -> web.Re
         value = await request.app[FLIGHTS].run((query, start, end, step, tuple(params.getall("partial_response", []))),
                                                ctx.remaining(), evaluate)
     request.app[TELEMETRY].query_duration.labels("query_range").observe(time.perf_counter() - t0)
-    return success_json(value, max_bytes=cfg.query_max_response_bytes, warnings=warnings)
+    return success_json(value, max_bytes=cfg.query_max_response_bytes, warnings=warnings + ctx.warnings,
+                        infos=ctx.infos)
 
 
 # Rendering a point builds a float, a value string and a tuple (~140 bytes of Python objects)
@@ -138,5 +139,7 @@ def charge_json(points: int, series: int, ctx: QueryContext) -> None:
 
 async def format_query(request: web.Request) -> web.Response:
     params = await read_params(request)
-    expr = parser.parse(query_text(request, params))
+    expr, trims = request.app[ENGINE].parse(query_text(request, params))  # as --query.promql-compat reads it
+    if trims:
+        raise NotSupported("formatting the trim operators </ and >/ (the parser package cannot write them)")
     return success(parser.prettify(expr))

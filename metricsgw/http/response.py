@@ -1,4 +1,5 @@
-"""Prometheus's success envelope, with ``warnings`` when a result was truncated."""
+"""Prometheus's success envelope, with ``warnings`` when a result was truncated or PromQL warns, and
+``infos`` (Prometheus 3's info annotations)."""
 
 from __future__ import annotations
 
@@ -21,9 +22,12 @@ def success(data: Any, warnings: list[str] | None = None, infos: list[str] | Non
     return _respond(encoded, max_bytes)
 
 
-def success_json(data_json: bytes, max_bytes: int | None = None, warnings: list[str] | None = None) -> web.Response:
+def success_json(data_json: bytes, max_bytes: int | None = None, warnings: list[str] | None = None,
+                 infos: list[str] | None = None) -> web.Response:
     """The envelope around a ``data`` object that is already JSON (rendered by promql.render_json)."""
     extra = b',"warnings":' + json.dumps(warnings).encode() if warnings else b""
+    if infos:
+        extra += b',"infos":' + json.dumps(infos).encode()
     return _respond(b'{"status":"success","data":' + data_json + extra + b"}", max_bytes)
 
 

@@ -56,6 +56,9 @@ class QueryContext:
     peak_bytes: int = 0
     # Raw samples read in all, whatever was released since: the query log's totalQueryableSamples.
     loaded_samples: int = 0
+    # Prometheus 3's annotations of the answer ("PromQL warning: ...", "PromQL info: ..."), each once, in order.
+    warnings: list[str] = field(default_factory=list)
+    infos: list[str] = field(default_factory=list)
     _cancelled: threading.Event = field(default_factory=threading.Event)
     _cancel_reason: str = "the client went away"
     # Callbacks that stop blocking work in progress (e.g. a DuckDB connection's interrupt()).
@@ -71,6 +74,13 @@ class QueryContext:
         if requested_timeout_s is not None and 0 < requested_timeout_s < max_timeout_s:
             t = requested_timeout_s
         return cls(timeout_s=t, **kw)
+
+    def annotate(self, message: str) -> None:
+        """Add an annotation to the answer: a warning or an info, by its prefix (as Prometheus words them)."""
+        kind = self.infos if message.startswith("PromQL info:") else self.warnings
+        with self._lock:
+            if message not in kind:
+                kind.append(message)
 
     @property
     def deadline(self) -> float:

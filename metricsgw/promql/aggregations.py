@@ -12,6 +12,7 @@ import numpy as np
 from .. import npsort
 from ..errors import ExecError
 from ..model import METRIC_NAME, Labels, is_label_name
+from . import annotations
 from .format import format_value
 from .value import Series, drop_name
 
@@ -73,7 +74,18 @@ def group_sum(gid: np.ndarray, g: int, values: np.ndarray, into: np.ndarray | No
     return np.bincount(cells, weights=weights, minlength=g * steps).reshape(g, steps)
 
 
-def aggregate(op: str, s: Series, without: bool, names: list[str], param=None) -> Series:
+def check_parameter(op: str, values: np.ndarray, annotate) -> None:
+    """Prometheus 3 fails topk/bottomk with a NaN k, and warns of a quantile outside [0, 1]."""
+    if op in ("topk", "bottomk") and np.isnan(values).any():
+        raise ExecError("Parameter value is NaN")
+    if op == "quantile":
+        for bad in values[np.isnan(values) | (values < 0) | (values > 1)][:1].tolist():
+            annotate(annotations.invalid_quantile(bad))
+
+
+def aggregate(op: str, s: Series, without: bool, names: list[str], param, prometheus_3: bool) -> Series:
+    """``prometheus_3``: sum and avg as Prometheus 3's Kahan-compensated additions (``compensated``), and
+    stddev/stdvar NaN for a group holding a NaN or an infinity (2.42 gives a single such sample 0)."""
     steps = s.values.shape[1]
     if op in ("topk", "bottomk"):
         return _topk(s, without, names, param, op == "bottomk")
@@ -86,6 +98,8 @@ def aggregate(op: str, s: Series, without: bool, names: list[str], param=None) -
     present = count > 0
     if op == "sum":
         out = group_sum(gid, g, np.where(m, v, 0.0))
+        if prometheus_3:
+            out = compensated(gid, g, v, m, out)
     elif op == "count":
         out = count
     elif op == "group":
@@ -95,11 +109,13 @@ def aggregate(op: str, s: Series, without: bool, names: list[str], param=None) -
         out = np.full((g, steps), np.nan)
         (np.fmin if op == "min" else np.fmax).at(out, gid, np.where(m, v, np.nan))
     elif op == "avg":
-        out = _avg(gid, g, v, m, count)
+        out = _avg(gid, g, v, m, count, prometheus_3)
     elif op in ("stddev", "stdvar"):
         out = _welford_var(gid, g, v, m)
         if op == "stddev":
             out = np.sqrt(out)
+        if prometheus_3:
+            out = np.where(group_sum(gid, g, m & ~np.isfinite(v)) > 0, np.nan, out)
     elif op == "quantile":
         out = _quantile(gid, g, v, m, param)
     else:
@@ -107,7 +123,28 @@ def aggregate(op: str, s: Series, without: bool, names: list[str], param=None) -
     return Series(glabels, np.where(present, out, 0.0), present).compact()
 
 
-def _avg(gid, g, v, m, count) -> np.ndarray:
+def lost_cells(total: np.ndarray, magnitude: np.ndarray) -> np.ndarray:
+    """The (group, step) cells whose plain sum ``total`` the values' cancelling out made inexact: their
+    magnitudes (``magnitude``, the group sums of |value|) add up to far more than the sum."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        return np.isfinite(magnitude) & (magnitude > np.abs(total) * 1e3)
+
+
+def compensated(gid: np.ndarray, g: int, v: np.ndarray, m: np.ndarray, total: np.ndarray) -> np.ndarray:
+    """Group sums as Prometheus 3's Kahan-compensated additions give them. Plain adding (``total``) is off only
+    where the values cancel out (``lost_cells``): those few cells are added again exactly (math.fsum, which
+    the compensation approaches, and which does not depend on the order: batches of series give the same
+    bits); the rest stay vectorised."""
+    out = total.copy()
+    with np.errstate(invalid="ignore", over="ignore"):
+        magnitude = group_sum(gid, g, np.where(m, np.abs(v), 0.0))
+    for gg, k in zip(*np.nonzero(lost_cells(total, magnitude))):
+        rows = np.flatnonzero((gid == gg) & m[:, k])
+        out[gg, k] = math.fsum(v[rows, k].tolist())
+    return out
+
+
+def _avg(gid, g, v, m, count, prometheus_3: bool) -> np.ndarray:
     """sum / count, vectorised over all groups and steps. Prometheus 2.42 keeps a running mean
     per group, which needs one pass per group member (2,000 passes for 8,000 GPUs in 4
     namespaces); sum / count equals it to ~n ulp, and both give the same NaN and +-Inf
@@ -115,6 +152,8 @@ def _avg(gid, g, v, m, count) -> np.ndarray:
     groups take the running mean."""
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # overflow is handled below
         total = group_sum(gid, g, np.where(m, v, 0.0))
+        if prometheus_3:
+            total = compensated(gid, g, v, m, total)
         mean = total / count
     inf_in = group_sum(gid, g, m & np.isinf(v)) > 0
     overflow = np.isinf(mean) & ~inf_in & (count > 0)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 from typing import Iterator
 
 import numpy as np
@@ -28,14 +29,15 @@ from ..limits.context import SAMPLE_BYTES, QueryContext
 from ..model import METRIC_NAME, Labels, Matcher, SampleBlock
 from ..storage.batch import SeriesSet
 from ..storage.seam import SampleReader
-from . import batch_held, functions, held, parser
-from .aggregations import aggregate, group_ids, group_sum
+from . import batch_held, compat, functions, held, parser
+from .aggregations import aggregate, group_ids, group_sum, lost_cells
 from .calls import OVER_TIME, RATE_LIKE
 from .value import Series, drop_name
 
 # Range functions whose value for a series depends on that series' samples only.
 PER_SERIES_RANGE_FUNCS = set(RATE_LIKE) | OVER_TIME | {
-    "irate", "idelta", "changes", "resets", "deriv", "predict_linear", "quantile_over_time", "holt_winters"}
+    "irate", "idelta", "changes", "resets", "deriv", "predict_linear", "quantile_over_time", "holt_winters",
+    "double_exponential_smoothing"}
 # Below this many samples a selection is one batch: a helper thread would cost more than it saves.
 MIN_SPLIT_SAMPLES = 1_000_000
 # What a series costs at each step of a batch, in raw samples' bytes: ~18 (series x step) arrays of 8 bytes
@@ -104,7 +106,7 @@ def _below_row_steps(expr):
             return node
 
 
-def _rows_collide(expr, series: SeriesSet) -> bool:
+def _rows_collide(expr, series: SeriesSet, dot_nl: bool) -> bool:
     """Would the label functions in ``expr``'s row-by-row steps give two of ``series`` one label set? Then
     rows of different batches would have to merge (or fail, as Prometheus does): evaluated whole instead.
     The functions themselves are asked, on zero-step rows (the metric's name dropped: rows of one metric
@@ -118,7 +120,7 @@ def _rows_collide(expr, series: SeriesSet) -> bool:
         if METRIC_NAME in args:  # a step that reads or writes the name: not worth the thought
             return True
         if node.func.name == "label_replace":
-            rows = functions.label_replace(rows, *args)
+            rows = functions.label_replace(rows, *args, dot_nl)
         else:
             rows = functions.label_join(rows, args[0], args[1], args[2:])
     return len(rows) != len(series)
@@ -179,22 +181,27 @@ def evaluate_batched(engine, op: str, expr, selector, without: bool, names: list
     workers = engine.parts.workers if engine.parts is not None else 1
     room = (ctx.max_bytes - ctx.bytes) // (4 * SAMPLE_BYTES)
     target = max(1, min(engine.batch_samples, room) // workers)
-    if _rows_collide(expr, everything):
+    if _rows_collide(expr, everything, compat.dot_matches_newline(engine.promql_compat)):
         batches = iter([everything])
     else:
         batches = _in_label_order_batches(engine.source, everything, start, end, target, len(env.steps), workers)
     inputs = np.zeros(len(env.steps), np.int64)
     if op in STREAMED:
-        acc = _Streamed(op, without, names, len(env.steps))
+        acc = _Streamed(op, without, names, len(env.steps), compat.prometheus_3(engine.promql_compat))
         for s in _evaluate_each(engine, expr, batches, env):
             inputs += held.per_step(s, len(env.steps))
             acc.add(s)
             ctx.charge_points(acc.grown(), "aggregation")
+        lost = acc.lost()
+        if lost.any():  # Prometheus 3's compensated sum: the few cells that cancelled out, once more exactly
+            again = _in_label_order_batches(engine.source, everything, start, end, target, len(env.steps), workers)
+            acc.add_exactly(lost, _evaluate_each(engine, expr, again, env))
         return acc.result(), inputs
     parts = list(_evaluate_each(engine, expr, batches, env, keep=True))
     for s in parts:
         inputs += held.per_step(s, len(env.steps))
-    return aggregate(op, _concat(parts, len(env.steps)), without, names, param), inputs
+    return aggregate(op, _concat(parts, len(env.steps)), without, names, param,
+                     compat.prometheus_3(engine.promql_compat)), inputs
 
 
 def _in_label_order_batches(source, everything, start: int, end: int, target_samples: int,
@@ -279,13 +286,17 @@ def _concat(parts: list[Series], steps: int) -> Series:
 
 
 class _Streamed:
-    """sum/count/min/max/group folded row by row, as ``aggregations.aggregate`` does in one go."""
+    """sum/count/min/max/group folded row by row, as ``aggregations.aggregate`` does in one go. With
+    ``compensate`` (Prometheus 3's sum), the group sums of |value| are kept too, to find the cells whose plain
+    sum cancelled out (``lost``), which ``add_exactly`` adds again exactly, as ``aggregate`` does."""
 
-    def __init__(self, op: str, without: bool, names: list[str], steps: int) -> None:
+    def __init__(self, op: str, without: bool, names: list[str], steps: int, compensate: bool) -> None:
         self.op, self.without, self.names, self.steps = op, without, names, steps
+        self.compensate = compensate and op == "sum"
         self.keys: dict[Labels, int] = {}
         self.count = np.zeros((0, steps))
         self.out = np.zeros((0, steps))
+        self.magnitude = np.zeros((0, steps))  # the group sums of |value| (compensate only)
         self._charged_rows = 0
 
     def add(self, s: Series) -> None:
@@ -298,8 +309,27 @@ class _Streamed:
         self.count = group_sum(gid, g, m, into=self.count)
         if self.op == "sum":
             self.out = group_sum(gid, g, np.where(m, v, 0.0), into=self.out)
+            if self.compensate:
+                self.magnitude = group_sum(gid, g, np.where(m, np.abs(v), 0.0), into=self.magnitude)
         elif self.op in ("min", "max"):
             (np.fmin if self.op == "min" else np.fmax).at(self.out, gid, np.where(m, v, np.nan))
+
+    def lost(self) -> np.ndarray:
+        if not self.compensate:
+            return np.zeros(self.out.shape, bool)
+        return lost_cells(self.out, self.magnitude)
+
+    def add_exactly(self, lost: np.ndarray, parts) -> None:
+        """The sums of the ``lost`` cells, again from all the rows (``parts``, the same batches), exactly."""
+        values: dict[tuple[int, int], list[float]] = {}
+        cells = list(zip(*np.nonzero(lost)))
+        for s in parts:
+            gid = group_ids(s.labels, self.without, self.names, self.keys)
+            for gg, k in cells:
+                rows = np.flatnonzero((gid == gg) & s.mask[:, k])
+                values.setdefault((gg, k), []).extend(s.values[rows, k].tolist())
+        for (gg, k), vals in values.items():
+            self.out[gg, k] = math.fsum(vals)
 
     def _grow(self, g: int) -> None:
         extra = g - len(self.count)
@@ -308,11 +338,12 @@ class _Streamed:
         fill = np.nan if self.op in ("min", "max") else 0.0
         self.count = np.concatenate([self.count, np.zeros((extra, self.steps))])
         self.out = np.concatenate([self.out, np.full((extra, self.steps), fill)])
+        self.magnitude = np.concatenate([self.magnitude, np.zeros((extra, self.steps))])
 
     def grown(self) -> int:
         """Points added to the accumulators since the last call (to charge them)."""
         rows, self._charged_rows = len(self.count) - self._charged_rows, len(self.count)
-        return 2 * rows * self.steps
+        return (3 if self.compensate else 2) * rows * self.steps
 
     def result(self) -> Series:
         present = self.count > 0

@@ -105,14 +105,16 @@ def _index_one_side(s: Series, on: bool, names: list[str], side: str):
 
 
 def vector_vector(op: str, lhs: Series, rhs: Series, on: bool, names: list[str], card: str,
-                  include: list[str], return_bool: bool) -> Series:
+                  include: list[str], return_bool: bool, strict: bool = False) -> Series:
+    """``strict``: one-to-one matching fails on a duplicate match whether or not a filtering comparison
+    keeps it (Prometheus 3); else only on one that survives (2.42)."""
     if op in SETOPS:
         return _set_op(op, lhs, rhs, on, names)
     swap = card == "one-to-many"
     many, one = (rhs, lhs) if swap else (lhs, rhs)
     sigs, row = _index_one_side(one, on, names, "left" if swap else "right")
     if not include:
-        return _match_rows(op, many, one, sigs, row, on, names, card, swap, return_bool)
+        return _match_rows(op, many, one, sigs, row, on, names, card, swap, return_bool, strict)
     return _match_each(op, many, one, sigs, row, on, names, card, include, swap, return_bool)
 
 
@@ -161,7 +163,7 @@ def _match_each(op: str, many: Series, one: Series, sigs: dict[Labels, int], row
 
 
 def _match_rows(op: str, many: Series, one: Series, sigs: dict[Labels, int], row: np.ndarray, on: bool,
-                names: list[str], card: str, swap: bool, return_bool: bool) -> Series:
+                names: list[str], card: str, swap: bool, return_bool: bool, strict: bool) -> Series:
     """``vector_vector`` without group_x labels to include: every row of the "many" side with its
     partner at each step, as whole (rows x steps) matrices -- the same element-wise operations
     the row-by-row loop does, so the same bits."""
@@ -172,10 +174,11 @@ def _match_rows(op: str, many: Series, one: Series, sigs: dict[Labels, int], row
     g = g[rows]
     r = row[g]  # the partner's row at each step, -1 where it has none
     ok = (r >= 0) & many.mask[rows]
+    paired = ok
     partner = one.values[np.maximum(r, 0), np.arange(steps)[None, :]]
     vals, ok = _operate(op, partner, many.values[rows], swap, ok, return_bool)
     if card == "one-to-one" and len(rows):
-        gg, kk = np.nonzero(ok)
+        gg, kk = np.nonzero(paired if strict else ok)
         matched = np.bincount(g[gg] * steps + kk, minlength=len(sigs) * steps)
         if (matched > 1).any():
             raise ExecError("multiple matches for labels: many-to-one matching must be explicit (group_left/group_right)")

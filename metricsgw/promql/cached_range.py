@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ..limits.context import QueryContext
-from . import matrix_parts, parser
+from . import matrix_parts
 from .engine import Engine
 from .reach import reach_ms
 from .render import matrix_json, metric_json, point_count, point_pieces, render_json
@@ -23,7 +23,7 @@ def range_query(engine: Engine, cache: ResultsCache, query: str, start_s: float,
     """The JSON ``data`` of ``Engine.range``'s answer, with the steps the cache holds taken from it.
     ``storable()``, asked after the evaluation, says whether the answer may be kept (no warnings)."""
     start, end, step = round(start_s * 1000), round(end_s * 1000), round(step_s * 1000)
-    reach = reach_ms(parser.parse(query), engine.lookback_ms, engine.subquery_step_ms) if step > 0 else None
+    reach = reach_ms(engine.parse(query)[0], engine.lookback_ms, engine.subquery_step_ms) if step > 0 else None
     found = None if reach is None else cache.lookup((query, step, start % step), start, end, step, reach, now_ms)
     if found is None:
         return _rendered(engine.range(query, start_s, end_s, step_s, ctx), charge)

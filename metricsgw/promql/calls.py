@@ -3,15 +3,17 @@ rangefuncs.py or histograms.py. A function we do not evaluate is NotSupported.""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import promql_parser as pp
 
 from ..errors import BadData, NotSupported
 from . import functions as F
-from . import held, native_eval, native_ops, native_values, parser, rangefuncs as R
+from . import annotations, compat, held, native_eval, native_ops, native_values, parser, rangefuncs as R
 from .binary import dedupe
-from .histograms import histogram_quantile
-from .value import Ranges, ScalarSteps, Series, StringValue
+from .histograms import histogram_fraction, histogram_quantile
+from .value import Ranges, ScalarSteps, Series, StringValue, drop_name
 
 RATE_LIKE = {
     "rate": (True, True),
@@ -84,15 +86,21 @@ def _call(engine, node: "pp.Call", env, taken: _Taken):
 
     if name in RATE_LIKE:
         counter, is_rate = RATE_LIKE[name]
-        return _dedupe_whole(R.extrapolated_rate(range_arg(0), counter, is_rate))
+        return _dedupe_whole(R.extrapolated_rate(range_arg(0), counter, is_rate,
+                                                 compat.prometheus_3(engine.promql_compat)))
     if name in ("irate", "idelta"):
         return _dedupe_whole(R.instant_rate(range_arg(0), name == "irate"))
-    if name == "changes":
-        return _dedupe_whole(R.changes(range_arg(0)))
-    if name == "resets":
-        return _dedupe_whole(R.resets(range_arg(0)))
+    if name in ("changes", "resets"):
+        r = range_arg(0)
+        hist = native_eval.evaluate(engine, args[0], env) if compat.prometheus_3(engine.promql_compat) else None
+        if isinstance(hist, native_values.HistRanges):  # Prometheus 3 counts histogram samples too
+            return _dedupe_whole(native_ops.pairs_over_time(r, hist, name == "resets"))
+        return _dedupe_whole(R.changes(r) if name == "changes" else R.resets(r))
+    three = compat.prometheus_3(engine.promql_compat)
     if name in OVER_TIME:
         r = range_arg(0)
+        if three and name in native_eval.FLOAT_ONLY:
+            _note_ignored_histograms(engine, args[0], r, env)
         if name in ("count_over_time", "present_over_time", "last_over_time", "sum_over_time", "avg_over_time"):
             hist = native_eval.evaluate(engine, args[0], env)  # these see histograms too (native_eval)
             if isinstance(hist, native_values.HistRanges) and name in ("count_over_time", "present_over_time"):
@@ -102,10 +110,24 @@ def _call(engine, node: "pp.Call", env, taken: _Taken):
         return _dedupe_whole(R.over_time(name, r))
     if name == "quantile_over_time":
         r = range_arg(1)  # first, as 2.42 evaluates a subquery argument before the others
-        return _dedupe_whole(R.quantile_over_time(scalar_arg(0), r))
-    if name == "holt_winters":
+        q = scalar_arg(0)
+        if three:
+            _note_invalid_quantile(q, env)
+            _note_ignored_histograms(engine, args[1], r, env)
+        return _dedupe_whole(R.quantile_over_time(q, r))
+    if name in ("holt_winters", "double_exponential_smoothing"):  # 3.x's name for it (compat.py)
         r = range_arg(0)
+        if three:
+            _note_ignored_histograms(engine, args[0], r, env)
         return _dedupe_whole(R.holt_winters(r, scalar_arg(1), scalar_arg(2)))
+    if name == "histogram_fraction" and three:  # Prometheus 3's: of classic histograms too
+        lower, upper = scalar_arg(0), scalar_arg(1)
+        classic = histogram_fraction(lower, upper, vector_arg(2), env.ctx.annotate)
+        hist = native_eval.evaluate(engine, args[2], env)
+        if not isinstance(hist, native_values.HistSeries):
+            return classic
+        native = native_values.fraction(lower, upper, hist, three, env.ctx.annotate)
+        return dedupe(_classic_and_native(classic, native, three, env.ctx.annotate, args[2], engine, env))
     if name in ("histogram_count", "histogram_sum", "histogram_fraction", "histogram_avg", "histogram_stddev",
                 "histogram_stdvar"):
         # On float samples Prometheus 2.42 returns nothing: only native histograms count.
@@ -121,11 +143,13 @@ def _call(engine, node: "pp.Call", env, taken: _Taken):
             return native_values.mean(hist)
         if name in ("histogram_stddev", "histogram_stdvar"):
             return native_values.spread(hist, name == "histogram_stddev")
-        return native_values.fraction(scalars[0], scalars[1], hist)
-    if name == "deriv":
-        return _dedupe_whole(R.deriv(range_arg(0)))
-    if name == "predict_linear":
+        return native_values.fraction(scalars[0], scalars[1], hist, three, env.ctx.annotate)
+    if name in ("deriv", "predict_linear"):
         r = range_arg(0)
+        if three:
+            _note_ignored_histograms(engine, args[0], r, env)
+        if name == "deriv":
+            return _dedupe_whole(R.deriv(r))
         return _dedupe_whole(R.predict_linear(r, env.steps, scalar_arg(1)))
     if name == "absent_over_time":
         r = range_arg(0)
@@ -166,18 +190,22 @@ def _call(engine, node: "pp.Call", env, taken: _Taken):
     if name == "scalar":
         return F.scalar(vector_arg(0))
     if name in ("sort", "sort_desc"):
+        if three and env.start_ms != env.end_ms:
+            env.ctx.annotate(annotations.SORT_IN_RANGE_QUERY)
         return F.sort(vector_arg(0), name == "sort_desc")
     if name == "label_replace":
-        return F.label_replace(vector_arg(0), string_arg(1), string_arg(2), string_arg(3), string_arg(4))
+        return F.label_replace(vector_arg(0), string_arg(1), string_arg(2), string_arg(3), string_arg(4),
+                               compat.dot_matches_newline(engine.promql_compat))
     if name == "label_join":
         return F.label_join(vector_arg(0), string_arg(1), string_arg(2), [string_arg(i) for i in range(3, len(args))])
     if name == "histogram_quantile":
         q = scalar_arg(0)
-        classic = histogram_quantile(ScalarSteps(q), vector_arg(1))
-        hist = native_eval.evaluate(engine, args[1], env)
-        if not isinstance(hist, native_values.HistSeries):
-            return classic
-        return dedupe(_concat(classic, native_values.quantile(q, hist)))
+        return _quantiles(engine, args[1], vector_arg(1), [q], env, three)
+    if name == "histogram_quantiles" and three:  # Prometheus 3's: a series per quantile, told apart by a label
+        inner, label = vector_arg(0), string_arg(1)
+        qs = [scalar_arg(i) for i in range(2, len(args))]
+        return dedupe(_concat_all([_with_label(s, label, q) for s, q in zip(
+            _quantiles(engine, args[0], inner, qs, env, three, dedupe_each=False), qs)], n_steps))
     if name in F.DATE_FUNCS:
         if args:
             return F.date_fn(name, vector_arg(0))
@@ -194,6 +222,81 @@ def _native_arg(engine, node, env):
     if not isinstance(engine.eval(node, env), Series):
         raise BadData("expected instant vector argument to a histogram function")
     return None
+
+
+def _quantiles(engine, node, inner: Series, qs: list[np.ndarray], env, three: bool,
+               dedupe_each: bool = True) -> list[Series] | Series:
+    """histogram_quantile of ``inner`` (classic buckets) and of the native histograms ``node`` gives, for
+    each of ``qs`` (one Series when there is one q, a list for histogram_quantiles)."""
+    hist = native_eval.evaluate(engine, node, env)
+    annotate = env.ctx.annotate if three else (lambda _: None)
+    out = []
+    for q in qs:
+        if three:
+            _note_invalid_quantile(q, env)
+        res = histogram_quantile(ScalarSteps(q), inner, annotate)
+        if isinstance(hist, native_values.HistSeries):
+            res = _classic_and_native(res, native_values.quantile(q, hist, three, annotate), three, annotate,
+                                      node, engine, env)
+        out.append(dedupe(res) if dedupe_each else res)
+    return out[0] if len(qs) == 1 and dedupe_each else out
+
+
+def _note_invalid_quantile(q: np.ndarray, env) -> None:
+    """Prometheus 3 warns of a quantile outside [0, 1] (the answer is -Inf/+Inf/NaN as before)."""
+    for bad in q[np.isnan(q) | (q < 0) | (q > 1)][:1].tolist():
+        env.ctx.annotate(annotations.invalid_quantile(bad))
+
+
+def _note_ignored_histograms(engine, arg, r: Ranges, env) -> None:
+    """Prometheus 3's info when a float-only range function leaves out histograms of a window that also
+    holds floats."""
+    hist = native_eval.evaluate(engine, arg, env)
+    if not isinstance(hist, native_values.HistRanges):
+        return
+    floats = {lb: (r.hi[i] > r.lo[i]) for i, lb in enumerate(r.labels)}
+    for j, lb in enumerate(hist.ranges.labels):
+        if lb in floats and (floats[lb] & (hist.ranges.hi[j] > hist.ranges.lo[j])).any():
+            env.ctx.annotate(annotations.histogram_ignored_in_mixed_range(dict(lb).get("__name__", "")))
+
+
+def _classic_and_native(classic: Series, native: Series, three: bool, annotate, node, engine, env) -> Series:
+    """Both answers; Prometheus 3 leaves out a series that is both a classic and a native histogram (with a
+    warning naming its metric), where 2.42 fails on the duplicate."""
+    if three:
+        both = set(classic.labels) & set(native.labels)
+        if both:
+            names = {drop_name(tuple(p for p in lb if p[0] != "le")): dict(lb).get("__name__", "")
+                     for lb in engine.eval(node, env).labels}
+            for lb in both:
+                annotate(annotations.mixed_classic_native(names.get(lb, "")))
+            classic, native = (s.take([i for i, lb in enumerate(s.labels) if lb not in both])
+                               for s in (classic, native))
+    return _concat(classic, native)
+
+
+def _with_label(s: Series, name: str, q: np.ndarray) -> Series:
+    """``s`` with label ``name`` set to the quantile, written as OpenMetrics writes a float ("0.5", "1.0")."""
+    if len(q) and not (q == q[0]).all() and not np.isnan(q).all():
+        raise NotSupported("histogram_quantiles with a quantile that changes from step to step")
+    value = _openmetrics_float(float(q[0])) if len(q) else ""
+    return Series([tuple(sorted({**dict(lb), name: value}.items())) for lb in s.labels], s.values, s.mask)
+
+
+def _openmetrics_float(v: float) -> str:
+    if math.isnan(v):
+        return "NaN"
+    if math.isinf(v):
+        return "+Inf" if v > 0 else "-Inf"
+    text = repr(v)
+    return text if any(ch in text for ch in ".e") else text + ".0"
+
+
+def _concat_all(parts: list[Series], steps: int) -> Series:
+    out = Series.empty(steps)
+    for part in parts:
+        out = _concat(out, part)
+    return out
 
 
 def _concat(a: Series, b: Series) -> Series:

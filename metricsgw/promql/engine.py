@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import promql_parser as pp
@@ -17,8 +17,8 @@ import promql_parser as pp
 from ..errors import BadData, NotSupported
 from ..limits.context import SAMPLE_BYTES, QueryContext
 from ..storage.seam import SampleReader
-from . import batching, binary, held, native_eval, native_values, parser, selectors
-from .aggregations import aggregate
+from . import batching, binary, compat, held, native_eval, native_values, parser, selectors
+from .aggregations import aggregate, check_parameter
 from .calls import call
 from .parallel import Parts
 from .value import Matrix, Ranges, Scalar, ScalarSteps, Series, String, StringValue, Value, Vector, drop_name
@@ -30,13 +30,16 @@ class Env:
     start_ms: int  # the query's own start/end, for @ start() / end()
     end_ms: int
     ctx: QueryContext
+    trims: dict = field(default_factory=dict)  # the query's trim operators (parser.parse_with_trims)
 
 
 class Engine:
     def __init__(self, source: SampleReader, lookback_s: float = 300.0, max_points: int = 11000,
                  subquery_step_s: float = 60.0, batch_samples: int = 2_000_000,
-                 parts: Parts | None = None) -> None:
+                 parts: Parts | None = None, promql_compat: int = compat.PROMETHEUS_3) -> None:
         self.source = source
+        # Which Prometheus' answers differences are settled by (compat.py; --query.promql-compat).
+        self.promql_compat = promql_compat
         # Where an aggregation's batches of series are evaluated side by side (None: one by one).
         self.parts = parts
         # Aggregations over one metric read about this many raw samples per batch of series
@@ -45,6 +48,14 @@ class Engine:
         self.lookback_ms = int(round(lookback_s * 1000))
         self.max_points = max_points
         self.subquery_step_ms = int(round(subquery_step_s * 1000))
+
+    @property
+    def left_open(self) -> bool:
+        return compat.left_open(self.promql_compat)
+
+    @property
+    def prometheus_3(self) -> bool:
+        return compat.prometheus_3(self.promql_compat)
 
     def over(self, source: SampleReader) -> "Engine":
         """The same engine reading from another source (one query's, e.g. with peers' data)."""
@@ -56,11 +67,15 @@ class Engine:
 
     # ---- public API -----------------------------------------------------------------
 
+    def parse(self, query: str):
+        """The tree of ``query`` and its trim operators, as --query.promql-compat reads it."""
+        return compat.parse(query, self.promql_compat)
+
     def instant(self, query: str, t_s: float, ctx: QueryContext) -> Value:
-        node = parser.parse(query)
+        node, trims = self.parse(query)
         t = _ms(t_s)
         ctx.counts_raw_samples = False  # --query.max-samples counts what the evaluation holds (held.py)
-        env = Env(np.array([t], np.int64), t, t, ctx)
+        env = Env(np.array([t], np.int64), t, t, ctx, trims)
         res = self._eval_top(node, env)
         ctx.check("result")
         # The histograms shown beside the floats (and the refusal of what would drop histograms).
@@ -92,13 +107,13 @@ class Engine:
                 f"exceeded maximum resolution of {self.max_points:,} points per timeseries. "
                 "Try decreasing the query resolution (?step=XX)"
             )
-        node = parser.parse(query)
+        node, trims = self.parse(query)
         if isinstance(parser.unwrap(node), (pp.MatrixSelector, pp.SubqueryExpr)):
             # refused before evaluation, as Prometheus does (not by the count of samples it would hold)
             raise BadData(_NOT_FOR_RANGE.format(kind="range vector"))
         steps = np.arange(start, end + 1, step, dtype=np.int64)
         ctx.counts_raw_samples = False  # --query.max-samples counts what the evaluation holds (held.py)
-        env = Env(steps, start, end, ctx)
+        env = Env(steps, start, end, ctx, trims)
         res = self._eval_top(node, env)
         ctx.check("result")
         if isinstance(res, ScalarSteps):
@@ -190,18 +205,25 @@ class Engine:
             ms = parser.matchers(node)
             start = int(ref.min()) - self.lookback_ms
         _check_matchers(ms)
-        return ms, start, int(ref.max())
+        return compat.matchers(ms, self.promql_compat), start, int(ref.max())
 
     def vector_selector(self, node: "pp.VectorSelector", env: Env) -> Series:
+        s = self.float_selection(node, env)
+        hists = native_eval.histogram_selection(self, node, env)
+        if hists is not None:  # a series' newest sample within the lookback is a histogram: no float there
+            s = native_eval.newest_only(s, hists.series)
+        held.selected(env.ctx, s, "instant vector selection")
+        return s
+
+    def float_selection(self, node: "pp.VectorSelector", env: Env) -> Series:
+        """Each series' newest float sample within the lookback, whatever histogram samples it has."""
         ref = self.ref_times(node, env)
         ms, start, end = self.selector_window(node, env)
         loaded = selectors.load(self.source, ms, start, end, env.ctx)
         # The (series x step) matrix replaces the raw samples (their bytes already charged by the
         # source): charge the memory it adds beyond them before building it.
         env.ctx.charge_points(max(0, len(loaded.labels) * len(ref) - len(loaded.t)), "instant vector selection")
-        s = selectors.instant(loaded, ref, self.lookback_ms)
-        held.selected(env.ctx, s, "instant vector selection")
-        return s
+        return selectors.instant(loaded, ref, self.lookback_ms, self.left_open)
 
     def matrix_selector(self, node: "pp.MatrixSelector", env: Env) -> Ranges:
         ref = self.ref_times(node.vector_selector, env)
@@ -209,7 +231,7 @@ class Engine:
         ms, start, end = self.selector_window(node, env)
         loaded = selectors.load(self.source, ms, start, end, env.ctx)
         # A range vector is index arithmetic over the raw samples the source already charged.
-        return selectors.ranges(loaded, ref, rng)
+        return selectors.ranges(loaded, ref, rng, self.left_open)
 
     def subquery_grid(self, node: "pp.SubqueryExpr", env: Env) -> tuple[np.ndarray, int, np.ndarray]:
         """A subquery's window ends (after @ and offset), its range, and the steps its inner query is evaluated at."""
@@ -220,7 +242,7 @@ class Engine:
             raise BadData("zero or negative subquery step")
         lo = int(ref.min()) - rng
         first = (lo // step) * step
-        if first < lo:
+        if first < lo or (first == lo and self.left_open):  # a step at the open limit is out of every window
             first += step
         # `x[1y:1ms]` would build a grid of 31.5e9 steps (235 GiB) before anything is charged:
         # refuse by its memory first (the grid and a point of the inner query for every step).
@@ -230,15 +252,15 @@ class Engine:
     def subquery(self, node: "pp.SubqueryExpr", env: Env) -> Ranges:
         ref, rng, grid = self.subquery_grid(node, env)
         if len(grid) == 0:
-            return selectors.ranges(selectors.series_as_samples(Series.empty(0), grid), ref, rng)
+            return selectors.ranges(selectors.series_as_samples(Series.empty(0), grid), ref, rng, self.left_open)
         base = env.ctx.samples
-        inner = self.eval(node.expr, Env(grid, env.start_ms, env.end_ms, env.ctx))
+        inner = self.eval(node.expr, replace(env, steps=grid))
         if isinstance(inner, ScalarSteps):
             inner = Series([()], inner.values[None, :], np.ones((1, len(grid)), bool))
         if not isinstance(inner, Series):
             raise BadData("subquery is only allowed on instant vector")
         env.ctx.charge_bytes(int(inner.mask.sum()) * SAMPLE_BYTES, "subquery evaluation")
-        r = selectors.ranges(selectors.series_as_samples(inner, grid), ref, rng)
+        r = selectors.ranges(selectors.series_as_samples(inner, grid), ref, rng, self.left_open)
         r.held = env.ctx.samples - base  # the inner result, held as Prometheus holds it
         return r
 
@@ -250,13 +272,15 @@ class Engine:
         res, inputs = self._aggregate(node, param, env)
         held.step_by_step(env.ctx, base, inputs + held.per_step(param, len(env.steps)), res, "aggregation")
         if parser.op_name(node).lower() in ("sum", "avg") and len(res):
-            native_eval.refuse_mixed_groups(self, node, res, env)
+            res = native_eval.settle_mixed_groups(self, node, res, env)
         return res
 
     def _aggregate(self, node: "pp.AggregateExpr", param, env: Env) -> tuple[Series, np.ndarray]:
         """The aggregation, and its input's points at each step."""
         op = parser.op_name(node).lower()
         without, names = parser.grouping(node)
+        if self.prometheus_3 and isinstance(param, ScalarSteps):
+            check_parameter(op, param.values, env.ctx.annotate)
         if op in ("count", "group"):  # these count histogram samples too, as 2.42 does
             hist = native_eval.evaluate(self, node.expr, env)
             if hist is not None:
@@ -264,8 +288,10 @@ class Engine:
                 if not isinstance(inner, Series):
                     raise BadData(f"expected instant vector in aggregation {op}")
                 inner = native_values.with_histogram_points(inner, hist)
-                return aggregate(op, inner, without, names, param), held.per_step(inner, len(env.steps))
-        selector = batching.batchable_selector(node.expr)
+                return (aggregate(op, inner, without, names, param, self.prometheus_3),
+                        held.per_step(inner, len(env.steps)))
+        # (batching evaluates a trim operator's node as the comparison it is parsed as: not with trims)
+        selector = None if env.trims else batching.batchable_selector(node.expr)
         if selector is not None and _param_ok(op, param):
             return batching.evaluate_batched(self, op, node.expr, selector, without, names,
                                              param.value if op == "count_values" else param, env)
@@ -281,7 +307,7 @@ class Engine:
         if op not in {"sum", "avg", "min", "max", "count", "group", "stddev", "stdvar", "topk", "bottomk",
                       "quantile", "count_values"}:
             raise NotSupported(f"aggregation {op}")
-        return aggregate(op, inner, without, names, param), held.per_step(inner, len(env.steps))
+        return aggregate(op, inner, without, names, param, self.prometheus_3), held.per_step(inner, len(env.steps))
 
     def binary(self, node: "pp.BinaryExpr", env: Env):
         base = env.ctx.samples
@@ -289,7 +315,10 @@ class Engine:
         rhs = self.eval(node.rhs, env)
         if parser.op_name(node).lower() in binary.SETOPS and isinstance(lhs, Series) and isinstance(rhs, Series):
             lhs, rhs = native_eval.set_operands(self, node, lhs, rhs, env)  # histogram samples match too
-        res = self._binary(node, lhs, rhs)
+        # A trim operator drops float samples (Prometheus 3 with an info annotation); native_eval trims histograms.
+        res = Series.empty(len(env.steps)) if id(node) in env.trims else self._binary(node, lhs, rhs)
+        if self.prometheus_3 and isinstance(res, Series) and parser.op_name(node).lower() == "atan2":
+            res = binary.dedupe(Series([drop_name(lb) for lb in res.labels], res.values, res.mask))  # 2.42 kept it
         inputs = held.per_step(lhs, len(env.steps)) + held.per_step(rhs, len(env.steps))
         held.step_by_step(env.ctx, base, inputs, res, "binary operation")
         return res
@@ -305,7 +334,7 @@ class Engine:
             return binary.vector_scalar(op, rhs, lhs, False, rb)
         if isinstance(lhs, Series) and isinstance(rhs, Series):
             on, names, card, include = parser.matching(node)
-            return binary.vector_vector(op, lhs, rhs, on, names, card, include, rb)
+            return binary.vector_vector(op, lhs, rhs, on, names, card, include, rb, strict=self.prometheus_3)
         raise BadData("binary expression must contain only scalar and instant vector types")
 
 

@@ -144,10 +144,11 @@ def _go_expand(template: str, m) -> str:
     return re.sub(r"\$\$|\$\{([^}]*)\}|\$([a-zA-Z0-9_]+)", sub, template)
 
 
-def label_replace(s: Series, dst: str, repl: str, src: str, regex: str) -> Series:
+def label_replace(s: Series, dst: str, repl: str, src: str, regex: str, dot_nl: bool) -> Series:
+    """``dot_nl``: ``.`` matches a newline (Prometheus 3; compat.py)."""
     try:
         opts = re2.Options()
-        opts.dot_nl = True
+        opts.dot_nl = dot_nl
         rx = re2.compile(f"^(?:{regex})$", opts)
     except re2.error:
         # Prometheus compiles the regex at evaluation time: an execution error (422), not bad_data.

@@ -20,7 +20,8 @@ from .value import Ranges, ScalarSteps, Series
 
 # Range functions that give a point only for windows of at least two samples (2.42's
 # extrapolatedRate, instantValue, deriv, predict_linear, holt_winters return nothing below).
-TWO_SAMPLE_FUNCS = {"rate", "increase", "delta", "irate", "idelta", "deriv", "predict_linear", "holt_winters"}
+TWO_SAMPLE_FUNCS = {"rate", "increase", "delta", "irate", "idelta", "deriv", "predict_linear", "holt_winters",
+                    "double_exponential_smoothing"}
 
 
 def per_step(value, steps: int) -> np.ndarray:

@@ -26,6 +26,7 @@ from .format import format_json
 from .native_bounds import EXPONENTIAL_BOUNDS
 
 CUSTOM_BUCKETS_SCHEMA = -53
+GAUGE = 3  # the reset hint of a gauge histogram
 MAX_FLOAT = 1.7976931348623157e308
 
 

@@ -31,17 +31,29 @@ import promql_parser as pp
 
 from ..errors import ExecError, NotSupported
 from ..model import METRIC_NAME, STALE_NAN
-from . import native, native_math, native_ops, parser, selectors
+from . import annotations, compat, native, native_math, native_ops, parser, selectors
 from . import rangefuncs as R
+from .aggregations import group_ids, group_sum
 from .native_values import HistRanges, HistSeries
 from .value import Series, drop_name
 
 # Functions whose float evaluation (calls.py) reads their last argument's histogram part itself:
-# the histogram_* functions, and those that count or time samples of any kind.
+# the histogram_* functions, and those that count or time samples of any kind; histogram_quantiles reads
+# its first.
 CONSUMERS = {"histogram_count", "histogram_sum", "histogram_fraction", "histogram_quantile", "histogram_avg",
              "histogram_stddev", "histogram_stdvar", "count_over_time", "present_over_time", "absent",
              "absent_over_time", "timestamp"}
 RATES = {"rate": (True, True), "increase": (True, False), "delta": (False, False)}
+# Aggregations of floats only: Prometheus 3 leaves histogram samples out of them, with an info.
+IGNORING_AGGREGATIONS = {"topk", "bottomk", "min", "max", "quantile", "stddev", "stdvar"}
+# Functions of floats only, whose answer leaves histogram samples out in Prometheus 3 (2.42 answers them with a
+# wrong number, so under 2.x they are refused).
+FLOAT_ONLY = {"abs", "ceil", "floor", "exp", "sqrt", "ln", "log2", "log10", "sgn", "deg", "rad", "sin", "cos", "tan",
+              "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "round", "clamp",
+              "clamp_min", "clamp_max", "deriv", "predict_linear", "double_exponential_smoothing",
+              "stddev_over_time", "stdvar_over_time", "quantile_over_time", "min_over_time", "max_over_time",
+              "sort", "sort_desc", "scalar", "day_of_month", "day_of_week", "day_of_year", "days_in_month", "hour",
+              "minute", "month", "year"}
 
 
 def _load(engine, ms, start: int, end: int, env) -> tuple[selectors.Loaded, native.Decoded] | None:
@@ -72,7 +84,33 @@ def _load(engine, ms, start: int, end: int, env) -> tuple[selectors.Loaded, nati
 
 
 def select(engine, node: "pp.VectorSelector", env) -> HistSeries | None:
-    """Histograms of the selector at every step, or None when the source holds none there."""
+    """Histograms of the selector at every step, or None when the source holds none there; a step whose
+    newest sample of a series is a float has no histogram."""
+    hists = histogram_selection(engine, node, env)
+    if hists is None:
+        return None
+    series = newest_only(hists.series, engine.float_selection(node, env))
+    return HistSeries(series, hists.hists) if series.mask.any() else None
+
+
+def newest_only(s: Series, other: Series) -> Series:
+    """``s`` without the points where ``other`` (the same selector's samples of the other kind) holds a
+    newer sample of the series: an instant selector answers each series' newest sample, float or histogram."""
+    rows = {lb: i for i, lb in enumerate(other.labels)}
+    mine = [(i, rows[lb]) for i, lb in enumerate(s.labels) if lb in rows]
+    if not mine:
+        return s
+    a, b = (np.array(x, np.int64) for x in zip(*mine))
+    newer = other.mask[b] & (other.sample_t[b] > s.sample_t[a])
+    if not newer.any():
+        return s
+    mask = s.mask.copy()
+    mask[a] &= ~newer
+    return Series(s.labels, np.where(mask, s.values, 0.0), mask, np.where(mask, s.sample_t, 0)).compact()
+
+
+def histogram_selection(engine, node: "pp.VectorSelector", env) -> HistSeries | None:
+    """Each series' newest histogram sample within the lookback, whatever float samples it has."""
     ref = engine.ref_times(node, env)
     ms, start, end = engine.selector_window(node, env)
     got = _load(engine, ms, start, end, env)
@@ -80,7 +118,7 @@ def select(engine, node: "pp.VectorSelector", env) -> HistSeries | None:
         return None
     loaded, hists = got
     env.ctx.charge_points(max(0, len(loaded.labels) * len(ref) - len(loaded.t)), "histogram selection")
-    series = selectors.instant(loaded, ref, engine.lookback_ms)
+    series = selectors.instant(loaded, ref, engine.lookback_ms, engine.left_open)
     return HistSeries(series, hists) if len(series) else None
 
 
@@ -91,7 +129,8 @@ def select_ranges(engine, node: "pp.MatrixSelector", env) -> HistRanges | None:
     if got is None:
         return None
     loaded, hists = got
-    r = selectors.ranges(loaded, engine.ref_times(node.vector_selector, env), parser.duration_ms(node.range))
+    r = selectors.ranges(loaded, engine.ref_times(node.vector_selector, env), parser.duration_ms(node.range),
+                          engine.left_open)
     return HistRanges(r, hists) if (r.hi > r.lo).any() else None
 
 
@@ -101,14 +140,17 @@ def subquery(engine, node: "pp.SubqueryExpr", env) -> HistRanges | None:
     inner = evaluate(engine, node.expr, dataclasses.replace(env, steps=grid)) if len(grid) else None
     if not isinstance(inner, HistSeries):
         return None
-    r = selectors.ranges(selectors.series_as_samples(inner.series, grid), ref, rng)
+    r = selectors.ranges(selectors.series_as_samples(inner.series, grid), ref, rng, engine.left_open)
     return HistRanges(r, inner.hists) if (r.hi > r.lo).any() else None
 
 
 def rate(engine, node: "pp.Call", env) -> HistSeries | None:
-    """rate/increase/delta over histograms: histogramRate of each window, extrapolated as floats
-    are (extrapolatedRate, without the stop at zero, which 2.42 skips for histograms)."""
+    """rate/increase/delta over histograms: histogramRate of each window, extrapolated as floats are
+    (extrapolatedRate; 2.42 does not stop a counter's extrapolation at zero for histograms, Prometheus 3 does,
+    by their count). Prometheus 3 also warns of gauge histograms in rate and counters in delta, and drops a
+    window mixing exponential and custom buckets with a warning."""
     is_counter, is_rate = RATES[node.func.name]
+    three = compat.prometheus_3(engine.promql_compat)
     got = evaluate(engine, node.args[0], env)
     if not isinstance(got, HistRanges):
         return None
@@ -116,7 +158,6 @@ def rate(engine, node: "pp.Call", env) -> HistSeries | None:
     n = r.hi - r.lo
     ok = n >= 2
     last = max(len(r.t) - 1, 0)
-    factor = R.extrapolation_factor(r, n, r.t[np.minimum(r.lo, last)], r.t[np.clip(r.hi - 1, 0, last)], is_rate)
     arith: dict[int, native_math.Hist] = {}
 
     def hist(j: int) -> native_math.Hist:
@@ -136,15 +177,77 @@ def rate(engine, node: "pp.Call", env) -> HistSeries | None:
             out.append(got)
         return out
 
-    out: list[native.FloatHistogram] = []
-    values = np.zeros(n.shape)
+    raw: list[native_math.Hist] = []
+    values, first_count, result_count = np.zeros(n.shape), np.zeros(n.shape), np.zeros(n.shape)
     for i, k in zip(*np.nonzero(ok)):
         lo, hi = int(r.lo[i, k]), int(r.hi[i, k])
         window = r.v[lo:hi].astype(np.int64).tolist()
-        h = native_math.histogram_rate([hist(j) for j in window], is_counter, resets(lo, hi) if is_counter else None)
-        values[i, k] = len(out)
-        out.append(native_math.scale(h, float(factor[i, k])).to_float_histogram())
+        if three:
+            _warn_of_kind(env, r.labels[i], [hists[j] for j in window], is_counter)
+        try:
+            h = native_math.histogram_rate([hist(j) for j in window], is_counter,
+                                           resets(lo, hi) if is_counter else None, null_first_reset=three)
+        except native_math.MixedBuckets:
+            if not three:
+                raise
+            env.ctx.annotate(annotations.mixed_exponential_custom(dict(r.labels[i]).get("__name__", "")))
+            ok[i, k] = False
+            continue
+        values[i, k] = len(raw)
+        first_count[i, k], result_count[i, k] = hist(window[0]).count, h.count
+        raw.append(h)
+    factor = R.extrapolation_factor(r, n, r.t[np.minimum(r.lo, last)], r.t[np.clip(r.hi - 1, 0, last)], is_rate,
+                                    (first_count, result_count) if three and is_counter else None, three)
+    rows, cols = np.nonzero(ok)
+    out = [native_math.scale(raw[int(values[i, k])], float(factor[i, k])).to_float_histogram()
+           for i, k in zip(rows.tolist(), cols.tolist())]
+    values[rows, cols] = np.arange(len(out))
     env.ctx.check("histogram rate")
+    series = Series([drop_name(lb) for lb in r.labels], values, ok).compact()
+    if len(set(series.labels)) != len(series.labels):
+        raise ExecError("vector cannot contain metrics with the same labelset")
+    return HistSeries(series, out) if len(series) else None
+
+
+def _warn_of_kind(env, labels, window: list, is_counter: bool) -> None:
+    """Prometheus 3's warnings of a gauge histogram under rate/increase, of a counter one under delta."""
+    name = dict(labels).get("__name__", "")
+    if is_counter and any(h.reset_hint == native.GAUGE for h in window):
+        env.ctx.annotate(annotations.not_counter(name))
+    elif not is_counter and (window[0].reset_hint != native.GAUGE or window[-1].reset_hint != native.GAUGE):
+        env.ctx.annotate(annotations.not_gauge(name))
+
+
+def instant_rate(engine, node: "pp.Call", env) -> HistSeries | None:
+    """irate / idelta over histograms (Prometheus 3's instantValue): the last histogram of each window less the
+    one before (irate: the last one itself after a counter reset), irate's per second; a gauge histogram."""
+    is_rate = node.func.name == "irate"
+    got = evaluate(engine, node.args[0], env)
+    if not isinstance(got, HistRanges):
+        return None
+    r, hists = got.ranges, got.hists
+    ok = (r.hi - r.lo) >= 2
+    values = np.zeros(ok.shape)
+    out: list[native.FloatHistogram] = []
+    for i, k in zip(*np.nonzero(ok)):
+        p = int(r.hi[i, k]) - 1
+        last, prev = hists[int(r.v[p])], hists[int(r.v[p - 1])]
+        seconds = (int(r.t[p]) - int(r.t[p - 1])) / 1000
+        _warn_of_kind(env, r.labels[i], [prev, last], is_rate)
+        try:
+            if is_rate and native_math.detect_reset(native_math.Hist.of(last), native_math.Hist.of(prev)):
+                h = last
+            else:
+                h = native_ops.difference(last, prev, env.ctx.annotate)
+        except native_math.MixedBuckets:
+            env.ctx.annotate(annotations.mixed_exponential_custom(dict(r.labels[i]).get("__name__", "")))
+            h = None
+        if h is None or seconds == 0:
+            ok[i, k] = False
+            continue
+        values[i, k] = len(out)
+        h = dataclasses.replace(h, reset_hint=native.GAUGE, buckets=None)
+        out.append(native_math.scaled(h, seconds, True) if is_rate else h)
     series = Series([drop_name(lb) for lb in r.labels], values, ok).compact()
     if len(set(series.labels)) != len(series.labels):
         raise ExecError("vector cannot contain metrics with the same labelset")
@@ -166,15 +269,36 @@ def evaluate(engine, node, env) -> HistSeries | HistRanges | None:
         if name == "last_over_time":
             return native_ops.last_over_time(evaluate(engine, node.args[0], env))
         if name in ("sum_over_time", "avg_over_time"):
-            return native_ops.sum_over_time(evaluate(engine, node.args[0], env), name == "avg_over_time")
+            return native_ops.sum_over_time(evaluate(engine, node.args[0], env), name == "avg_over_time",
+                                            env.ctx.annotate)
+        if compat.prometheus_3(engine.promql_compat):
+            if name in ("irate", "idelta"):
+                return instant_rate(engine, node, env)
+            if name in ("resets", "changes"):  # they count histogram samples themselves (calls.py)
+                return None
+            if name in FLOAT_ONLY:  # Prometheus 3 leaves histogram samples out of these
+                for arg in node.args:
+                    evaluate(engine, arg, env)  # what the argument cannot evaluate over histograms is still refused
+                return None
         # A histogram_* function's other arguments are scalars: a histogram there is refused.
-        args = list(node.args)[:-1] if name in CONSUMERS else node.args
+        args = list(node.args)[:-1] if name in CONSUMERS else list(node.args)[1:] if name == "histogram_quantiles" \
+            else node.args
         return _refuse(engine, args, env, f"{name}()")
     if isinstance(node, pp.AggregateExpr):
         op = parser.op_name(node).lower()
         if op in ("sum", "avg"):
             _refuse(engine, [node.param], env, f"the parameter of {op}")
-            return native_ops.total_by_group(evaluate(engine, node.expr, env), *parser.grouping(node), op == "avg")
+            three = compat.prometheus_3(engine.promql_compat)
+            h = native_ops.total_by_group(evaluate(engine, node.expr, env), *parser.grouping(node), op == "avg",
+                                          env.ctx.annotate if three else None)
+            mixed = _mixed_groups(engine, node, env) if three and h is not None else {}
+            return HistSeries(_without(h.series, mixed), h.hists) if mixed else h
+        if op in IGNORING_AGGREGATIONS and compat.prometheus_3(engine.promql_compat):
+            _refuse(engine, [node.param], env, f"the parameter of {op}")
+            got = evaluate(engine, node.expr, env)
+            if isinstance(got, HistSeries) and got.series.mask.any():
+                env.ctx.annotate(annotations.histogram_ignored(op))
+            return None
         # count and group count histogram samples themselves (engine.py)
         return _refuse(engine, [node.param] if op in ("count", "group") else [node.param, node.expr], env, op)
     if isinstance(node, pp.BinaryExpr):
@@ -202,9 +326,42 @@ def set_operands(engine, node: "pp.BinaryExpr", lhs: Series, rhs: Series, env) -
     return native_ops.set_operands(parser.op_name(node).lower(), lhs, rhs, hl, hr, on, names)
 
 
-def refuse_mixed_groups(engine, node: "pp.AggregateExpr", floats: Series, env) -> None:
-    """A sum/avg group holding float and histogram samples at one step: Prometheus drops the group (3.x with
-    a warning, which metricsgw cannot show yet); refused here rather than answered without it."""
-    hist = evaluate(engine, node, env)
-    if isinstance(hist, HistSeries):
-        native_ops.refuse_mixed(floats, hist.series, f"{parser.op_name(node).lower()}() of a group")
+def settle_mixed_groups(engine, node: "pp.AggregateExpr", floats: Series, env) -> Series:
+    """A sum/avg group holding float and histogram samples at one step: Prometheus 3 leaves it out with a
+    warning (here from the floats; the histogram part leaves it out too); 2.42 answers a wrong number, so
+    under 2.x it is refused."""
+    if not compat.prometheus_3(engine.promql_compat):
+        hist = evaluate(engine, node, env)
+        if isinstance(hist, HistSeries):
+            native_ops.refuse_mixed(floats, hist.series, f"{parser.op_name(node).lower()}() of a group")
+        return floats
+    mixed = _mixed_groups(engine, node, env)
+    if not mixed:
+        return floats
+    env.ctx.annotate(annotations.MIXED_FLOATS_HISTOGRAMS_AGGREGATION)
+    return _without(floats, mixed)
+
+
+def _mixed_groups(engine, node: "pp.AggregateExpr", env) -> dict:
+    """group labels -> the steps at which the group holds both float and histogram samples."""
+    hist = evaluate(engine, node.expr, env)
+    if not isinstance(hist, HistSeries):
+        return {}
+    floats = engine.eval(node.expr, env)
+    if not isinstance(floats, Series) or not len(floats):
+        return {}
+    without, names = parser.grouping(node)
+    keys: dict = {}
+    gf = group_ids(floats.labels, without, names, keys)
+    gh = group_ids(hist.series.labels, without, names, keys)
+    both = (group_sum(gf, len(keys), floats.mask) > 0) & (group_sum(gh, len(keys), hist.series.mask) > 0)
+    return {lb: both[i] for i, lb in enumerate(keys) if both[i].any()}
+
+
+def _without(s: Series, cells: dict) -> Series:
+    """``s`` without the points of its rows at the steps ``cells`` gives for their labels."""
+    mask = s.mask.copy()
+    for i, lb in enumerate(s.labels):
+        if lb in cells:
+            mask[i] &= ~cells[lb]
+    return Series(s.labels, np.where(mask, s.values, 0.0), mask).compact()

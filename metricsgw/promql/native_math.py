@@ -1,6 +1,8 @@
 """Float-histogram arithmetic as Prometheus 2.42 does it (model/histogram/float_histogram.go):
 copy to a coarser schema, add, subtract, scale, compact, counter-reset detection, and
-histogramRate (promql/functions.go), for ``rate``/``increase``/``delta`` and ``sum``.
+histogramRate (promql/functions.go), for ``rate``/``increase``/``delta`` and ``sum``; and for custom
+buckets (schema -53) as Prometheus 3 does: bucket by bucket where the bounds match, else over the bounds
+both have (intersectCustomBucketBounds).
 
 Buckets are held as {index: count} per side, in ascending index order: Go's span surgery
 (addBucket) places a bucket where its index says and adds into one that exists, which a dict
@@ -10,11 +12,14 @@ buckets are kept until ``compact`` (quantiles see them, as in Go).
 
 from __future__ import annotations
 
+import bisect
+import dataclasses
 import itertools
+import math
 from dataclasses import dataclass, field
 
-
 from ..errors import NotSupported
+from . import native
 from .native import CUSTOM_BUCKETS_SCHEMA, FloatHistogram, bucket_indexes, bound
 
 
@@ -27,17 +32,22 @@ class Hist:
     sum: float
     pos: dict[int, float] = field(default_factory=dict)
     neg: dict[int, float] = field(default_factory=dict)
+    custom_values: tuple[float, ...] = ()  # the upper bounds of custom buckets (the last, +Inf, implied)
+    reconciled: bool = False  # custom bounds were intersected to add another (Prometheus 3 tells with an info)
 
     @classmethod
     def of(cls, h: FloatHistogram) -> "Hist":
-        if h.schema == CUSTOM_BUCKETS_SCHEMA:
-            raise NotSupported("rate, increase, delta and sum of custom-bucket native histograms (schema -53)")
         return cls(h.schema, h.zero_threshold, h.zero_count, h.count, h.sum,
-                   dict(zip(bucket_indexes(h.pos_spans), h.pos)), dict(zip(bucket_indexes(h.neg_spans), h.neg)))
+                   dict(zip(bucket_indexes(h.pos_spans), h.pos)), dict(zip(bucket_indexes(h.neg_spans), h.neg)),
+                   tuple(h.custom_values))
+
+    @property
+    def custom(self) -> bool:
+        return self.schema == CUSTOM_BUCKETS_SCHEMA
 
     def copy(self) -> "Hist":
         return Hist(self.schema, self.zero_threshold, self.zero_count, self.count, self.sum, dict(self.pos),
-                    dict(self.neg))
+                    dict(self.neg), self.custom_values)
 
     def to_float_histogram(self) -> FloatHistogram:
         def spans(d: dict[int, float]) -> tuple[list[tuple[int, int]], list[float]]:
@@ -53,7 +63,8 @@ class Hist:
 
         ps, pb = spans(self.pos)
         ns, nb = spans(self.neg)
-        return FloatHistogram(self.schema, self.zero_threshold, self.zero_count, self.count, self.sum, ps, pb, ns, nb)
+        return FloatHistogram(self.schema, self.zero_threshold, self.zero_count, self.count, self.sum, ps, pb, ns, nb,
+                              self.custom_values)
 
 
 def _merged(h: Hist, positive: bool, absolute_start: float, target: int) -> list[tuple[int, float]]:
@@ -85,6 +96,43 @@ def _insert(d: dict[int, float], idx: int, c: float) -> dict[int, float]:
     if last is not None and idx < last:
         return dict(sorted(d.items()))
     return d
+
+
+class MixedBuckets(NotSupported):
+    """Exponential and custom-bucket histograms in one operation: Prometheus 3 drops the result with a warning
+    (callers answering as 3.x catch this); 2.42 had no custom buckets, so under 2.x it is refused."""
+
+
+def _same_kind(h: Hist, other: Hist) -> None:
+    if h.custom != other.custom:
+        raise MixedBuckets("arithmetic between exponential and custom-bucket native histograms")
+
+
+def _onto_bounds(h: Hist, bounds: tuple[float, ...]) -> dict[int, float]:
+    """A custom-bucket histogram's buckets merged into the (coarser) ``bounds``: each bucket goes to the first
+    bound at or above its own upper bound (+Inf: the last)."""
+    out: dict[int, float] = {}
+    for idx, c in h.pos.items():
+        upper = h.custom_values[idx] if idx < len(h.custom_values) else math.inf
+        out = _insert(out, bisect.bisect_left(bounds, upper), c)
+    return out
+
+
+def _common_bounds(h: Hist, other: Hist) -> tuple[float, ...]:
+    return tuple(sorted(set(h.custom_values) & set(other.custom_values)))
+
+
+def _add_custom(h: Hist, other: Hist, sign: float) -> Hist:
+    h.count += sign * other.count
+    h.sum += sign * other.sum
+    theirs = other.pos
+    if other.custom_values != h.custom_values:
+        bounds = _common_bounds(h, other)
+        h.pos, theirs, h.custom_values = _onto_bounds(h, bounds), _onto_bounds(other, bounds), bounds
+        h.reconciled = True
+    for idx, c in theirs.items():
+        h.pos = _insert(h.pos, idx, c if sign > 0 else c * -1)
+    return h
 
 
 def copy_to_schema(h: Hist, target: int) -> Hist:
@@ -168,6 +216,9 @@ def _reconcile_zero_buckets(h: Hist, other: Hist) -> float:
 
 def add(h: Hist, other: Hist, sign: float = 1.0) -> Hist:
     """h += other (sign -1: h -= other), other reduced to h's schema; h is changed."""
+    _same_kind(h, other)
+    if h.custom:
+        return _add_custom(h, other, sign)
     other_zero = _reconcile_zero_buckets(h, other)
     if sign > 0:
         h.zero_count += other_zero
@@ -231,6 +282,14 @@ def _same_layout_reset(curr: Hist, prev: Hist) -> bool:
 
 
 def detect_reset(curr: Hist, prev: Hist) -> bool:
+    if curr.custom or prev.custom:
+        if curr.count < prev.count or not (curr.custom and prev.custom):
+            return True
+        c, p = curr.pos, prev.pos
+        if curr.custom_values != prev.custom_values:  # compared over the bounds both have
+            bounds = _common_bounds(curr, prev)
+            c, p = _onto_bounds(curr, bounds), _onto_bounds(prev, bounds)
+        return _detect_bucket_reset(sorted(c.items()), sorted(p.items()))
     if curr.count < prev.count or curr.schema > prev.schema or curr.zero_threshold < prev.zero_threshold:
         return True
     if curr.schema == prev.schema and curr.zero_threshold == prev.zero_threshold \
@@ -246,11 +305,20 @@ def detect_reset(curr: Hist, prev: Hist) -> bool:
     return False
 
 
-def histogram_rate(points: list[Hist], is_counter: bool, resets: list[bool] | None = None) -> Hist:
+def histogram_rate(points: list[Hist], is_counter: bool, resets: list[bool] | None = None,
+                   null_first_reset: bool = False) -> Hist:
     """The increase over ``points`` (histogramRate of 2.42), not yet extrapolated. ``resets[j]``,
     when given, is ``detect_reset(points[j + 1], points[j])`` (windows over the same samples share
-    them, so callers work each pair out once)."""
+    them, so callers work each pair out once). ``null_first_reset``: Prometheus 3 counts from an empty
+    histogram when the second sample is a reset, so the first one's buckets (or kind) do not matter."""
+    if is_counter and null_first_reset and len(points) > 1:
+        first_reset = resets[0] if resets is not None else detect_reset(points[1], points[0])
+        if first_reset:
+            points = [Hist(points[1].schema, 0.0, 0.0, 0.0, 0.0, custom_values=points[1].custom_values), *points[1:]]
+            resets = [False, *resets[1:]] if resets is not None else None
     prev, last = points[0], points[-1]
+    for curr in points[1:]:
+        _same_kind(prev, curr)
     min_schema = min(prev.schema, last.schema)
     if is_counter:
         for curr in points[1:-1]:
@@ -265,10 +333,57 @@ def histogram_rate(points: list[Hist], is_counter: bool, resets: list[bool] | No
     return compact(h)
 
 
+def compensated_sum(points: list[Hist], divide_by: float = 1.0) -> Hist:
+    """The sum of ``points`` (each divided by ``divide_by`` first: a mean that does not overflow) as
+    Prometheus 3's Kahan-compensated additions give it: the layout ``sum_into`` arrives at, and each count,
+    the sum and each bucket added as if exactly (math.fsum), which Kahan summation approaches."""
+    layout = None
+    for p in points:
+        layout = sum_into(layout, p)
+    mapped = [add(Hist(layout.schema, layout.zero_threshold, 0.0, 0.0, 0.0, custom_values=layout.custom_values), p)
+              for p in points]
+
+    def total(values: list[float]) -> float:
+        values = [v / divide_by for v in values]
+        try:
+            return math.fsum(values)
+        except (OverflowError, ValueError):  # infinities (or their difference): as plain adding gives them
+            return sum(values)
+
+    def side(name: str) -> dict[int, float]:
+        keys = sorted({k for p in mapped for k in getattr(p, name)})
+        return {k: total([getattr(p, name).get(k, 0.0) for p in mapped]) for k in keys}
+
+    return Hist(layout.schema, layout.zero_threshold, total([p.zero_count for p in mapped]),
+                total([p.count for p in mapped]), total([p.sum for p in mapped]), side("pos"), side("neg"),
+                layout.custom_values, layout.reconciled)
+
+
 def sum_into(acc: Hist | None, h: Hist) -> Hist:
     """sum's step for one more histogram (2.42: added into the finer-or-equal schema's side)."""
     if acc is None:
         return h.copy()
     if h.schema >= acc.schema:
         return add(acc, h)
-    return add(h.copy(), acc)
+    out = add(h.copy(), acc)
+    out.reconciled |= acc.reconciled
+    return out
+
+
+def scaled(h: "native.FloatHistogram", by: float, divide: bool) -> "native.FloatHistogram":
+    """FloatHistogram.Mul / Div of Prometheus 3 (division by zero drops the buckets)."""
+    if divide and by == 0:
+        return dataclasses.replace(h, zero_count=native.go_div(h.zero_count, by), count=native.go_div(h.count, by),
+                                   sum=native.go_div(h.sum, by), pos_spans=[], pos=[], neg_spans=[], neg=[],
+                                   buckets=None)
+    f = (lambda c: c / by) if divide else (lambda c: c * by)
+    return dataclasses.replace(h, zero_count=f(h.zero_count), count=f(h.count), sum=f(h.sum),
+                               pos=[f(c) for c in h.pos], neg=[f(c) for c in h.neg], buckets=None)
+
+
+def same(a: Hist, b: Hist) -> bool:
+    """FloatHistogram.Equals: the same layout and counts once empty buckets are dropped (NaN sums equal)."""
+    a, b = compact(a.copy()), compact(b.copy())
+    return (a.schema, a.zero_threshold, a.zero_count, a.count, a.pos, a.neg, a.custom_values) == \
+        (b.schema, b.zero_threshold, b.zero_count, b.count, b.pos, b.neg, b.custom_values) and \
+        (a.sum == b.sum or (math.isnan(a.sum) and math.isnan(b.sum)))

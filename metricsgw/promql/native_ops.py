@@ -14,51 +14,20 @@ right or an error.
 
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
 from ..errors import ExecError, NotSupported
-from . import binary, native, native_math, parser
+from . import annotations, binary, compat, native, native_binary3, native_math, native_trim, parser
+from . import rangefuncs as R
 from .aggregations import group_ids
-from .native_values import HistRanges, HistSeries, Joined, with_histogram_points
+from .native_values import HistRanges, HistSeries, Joined, build, cells, with_histogram_points
 from .value import Ranges, ScalarSteps, Series, drop_name
-
-
-def _build(cells, labels, shape, make) -> HistSeries | None:
-    """A HistSeries of ``make(index, row, step)`` at each cell (rows, steps) that has one."""
-    rows, cols, idx = cells
-    values = np.zeros(shape)
-    out: list[native.FloatHistogram] = []
-    for i, k, j in zip(rows.tolist(), cols.tolist(), idx.tolist()):
-        values[i, k] = len(out)
-        out.append(make(j, i, k))
-    mask = np.zeros(shape, bool)
-    mask[rows, cols] = True
-    series = binary.dedupe(Series(labels, values, mask))
-    return HistSeries(series, out) if out else None
-
-
-def _cells(s: Series):
-    rows, cols = np.nonzero(s.mask)
-    return rows, cols, s.values[rows, cols].astype(np.int64)
-
-
-def _scaled(h: "native.FloatHistogram", by: float, divide: bool) -> "native.FloatHistogram":
-    """FloatHistogram.Mul / Div of Prometheus 3 (division by zero drops the buckets)."""
-    if divide and by == 0:
-        return dataclasses.replace(h, zero_count=native.go_div(h.zero_count, by), count=native.go_div(h.count, by),
-                                   sum=native.go_div(h.sum, by), pos_spans=[], pos=[], neg_spans=[], neg=[],
-                                   buckets=None)
-    f = (lambda c: c / by) if divide else (lambda c: c * by)
-    return dataclasses.replace(h, zero_count=f(h.zero_count), count=f(h.count), sum=f(h.sum),
-                               pos=[f(c) for c in h.pos], neg=[f(c) for c in h.neg], buckets=None)
 
 
 def _scalar_op(h: HistSeries, by: np.ndarray, divide: bool) -> HistSeries | None:
     s = h.series
-    return _build(_cells(s), [drop_name(lb) for lb in s.labels], s.mask.shape,
-                  lambda j, _, k: _scaled(h.hists[j], float(by[k]), divide))
+    return build(cells(s), [drop_name(lb) for lb in s.labels], s.mask.shape,
+                  lambda j, _, k: native_math.scaled(h.hists[j], float(by[k]), divide))
 
 
 def negate(h) -> HistSeries | None:
@@ -68,12 +37,20 @@ def negate(h) -> HistSeries | None:
     return _scalar_op(h, np.full(h.series.mask.shape[1], -1.0), False)
 
 
-def _hist_op(a: "native.FloatHistogram", b: "native.FloatHistogram", op: str) -> "native.FloatHistogram":
+def difference(a: "native.FloatHistogram", b: "native.FloatHistogram", annotate) -> "native.FloatHistogram":
+    """a - b (Prometheus 3's Sub)."""
+    return _hist_op(a, b, "-", annotate)
+
+
+def _hist_op(a: "native.FloatHistogram", b: "native.FloatHistogram", op: str, annotate) -> "native.FloatHistogram":
     left, right = native_math.Hist.of(a), native_math.Hist.of(b)
     if op == "+":  # 2.42: the histogram of the larger schema is added into the other
-        return native_math.sum_into(left, right).to_float_histogram()
-    h = native_math.copy_to_schema(left, min(left.schema, right.schema))  # Prometheus 3's Sub
-    return native_math.compact(native_math.add(h, right, -1.0)).to_float_histogram()
+        h = native_math.sum_into(left, right)
+    else:
+        h = native_math.add(native_math.copy_to_schema(left, min(left.schema, right.schema)), right, -1.0)  # 3's Sub
+    if h.reconciled:
+        annotate(annotations.mismatched_custom_buckets("addition" if op == "+" else "subtraction"))
+    return native_math.compact(h).to_float_histogram() if op == "-" else h.to_float_histogram()
 
 
 def operate(engine, node, hl, hr, env) -> HistSeries | None:
@@ -82,30 +59,53 @@ def operate(engine, node, hl, hr, env) -> HistSeries | None:
         return None
     if isinstance(hl, HistRanges) or isinstance(hr, HistRanges):
         return None  # a range vector operand: the float evaluation refuses the expression
+    if id(node) in env.trims:
+        return _trim(engine, node, hl, env)
     op = parser.op_name(node).lower()
     on, names, card, include = parser.matching(node)
     if op in binary.SETOPS:
         return _set_op(op, hl, hr, engine.eval(node.lhs, env), engine.eval(node.rhs, env), on, names)
-    if parser.is_bool(node) or op not in ("+", "-", "*", "/"):
-        raise NotSupported(f"the {op}{' bool' if parser.is_bool(node) else ''} operator over native histograms")
-    # The float side facing a histogram side: a scalar to scale by, or floats that must not match it.
+    three = compat.prometheus_3(engine.promql_compat)
+    # The float side facing a histogram side: a scalar to scale by, or floats to meet it.
     lf = engine.eval(node.lhs, env) if hr is not None else None
     rf = engine.eval(node.rhs, env) if hl is not None else None
+    if parser.is_bool(node) or op not in ("+", "-", "*", "/"):
+        if not three:
+            raise NotSupported(f"the {op}{' bool' if parser.is_bool(node) else ''} operator over native histograms")
+        return native_binary3.compare(node, op, hl, hr, lf, rf, env)
     if hl is not None and isinstance(rf, ScalarSteps):
-        if op not in ("*", "/"):
-            raise NotSupported(f"histogram {op} scalar (native histograms)")
-        return _scalar_op(hl, rf.values, op == "/")
+        if op in ("*", "/"):
+            return _scalar_op(hl, rf.values, op == "/")
+        return _incompatible(three, "histogram", op, "float", env)
     if hr is not None and isinstance(lf, ScalarSteps):
-        if op != "*":
-            raise NotSupported(f"scalar {op} histogram (native histograms)")
-        return _scalar_op(hr, lf.values, False)
-    # vector op vector: histograms meet histograms only (a histogram matched with a float is refused)
-    for hist, floats in ((hl, rf), (hr, lf)):
+        if op == "*":
+            return _scalar_op(hr, lf.values, False)
+        return _incompatible(three, "float", op, "histogram", env)
+    parts = []
+    for hist, floats, left in ((hl, rf, True), (hr, lf, False)):
         if hist is not None and isinstance(floats, Series) and \
                 len(binary.vector_vector("and", hist.series, floats, on, names, "many-to-many", [], False)):
-            raise NotSupported(f"the {op} operator between native histograms and float samples")
-    if hl is None or hr is None:
-        return None
+            if not three:  # 2.42 answers these with wrong numbers
+                raise NotSupported(f"the {op} operator between native histograms and float samples")
+            parts.append(native_binary3.with_floats(node, op, hist, floats, left, env))
+    if hl is not None and hr is not None:
+        parts.append(_histograms(node, op, hl, hr, three, env))
+    return native_binary3.union(parts)
+
+
+RESET, NOT_RESET = 1, 2  # counter reset hints
+
+
+def _incompatible(three: bool, lhs: str, op: str, rhs: str, env) -> None:
+    """A histogram meeting a number it cannot: Prometheus 3 drops it with an info annotation; refused under 2.x."""
+    if not three:
+        raise NotSupported(f"{lhs} {op} {rhs} (native histograms)")
+    env.ctx.annotate(annotations.incompatible_types(lhs, op, rhs))
+
+
+def _histograms(node, op: str, hl: HistSeries, hr: HistSeries, three: bool, env) -> HistSeries | None:
+    """histogram op histogram: + and - as Prometheus 3 (2.42's sum for +); * and / give nothing in 3.x."""
+    on, names, card, include = parser.matching(node)
     # Pair the two sides' histograms with the float matching: lhs index * n + rhs index, added.
     n = len(hr.hists)
     pairs = binary.vector_vector("+", Series(hl.series.labels, hl.series.values * n, hl.series.mask),
@@ -113,10 +113,40 @@ def operate(engine, node, hl, hr, env) -> HistSeries | None:
     if not len(pairs) or not pairs.mask.any():
         return None
     if op not in ("+", "-"):
-        raise NotSupported(f"histogram {op} histogram (native histograms)")
-    rows, cols, code = _cells(pairs)
-    return _build((rows, cols, code), pairs.labels, pairs.mask.shape,
-                  lambda c, *_: _hist_op(hl.hists[c // n], hr.hists[c % n], op))
+        return _incompatible(three, "histogram", op, "histogram", env)
+    rows, cols, code = cells(pairs)
+    notes = env.ctx.annotate if three else (lambda _: None)
+    return build((rows, cols, code), pairs.labels, pairs.mask.shape,
+                 lambda c, *_: _hist_op(hl.hists[c // n], hr.hists[c % n], op, notes))
+
+
+def _trim(engine, node, hl, env) -> HistSeries | None:
+    """``h </ x``, ``h >/ x`` (native_trim.py), the name kept as a comparison keeps it; a float sample on
+    the left is dropped (engine.py)."""
+    if not isinstance(hl, HistSeries):
+        return None
+    by = engine.eval(node.rhs, env)
+    upper = env.trims[id(node)] == parser.TRIM_UPPER
+    if isinstance(by, ScalarSteps):
+        return build(cells(hl.series), hl.series.labels, hl.series.mask.shape,
+                      lambda j, _, k: native_trim.trim(hl.hists[j], float(by.values[k]), upper))
+    if not isinstance(by, Series):
+        return None
+    # Each histogram with the float sample it matches: the matching run twice, once carrying the histograms'
+    # indexes and once the floats (the same pairs, in the same order).
+    on, names, card, include = parser.matching(node)
+    s = hl.series
+    index = binary.vector_vector("+", s, Series(by.labels, np.zeros_like(by.values), by.mask), on, names, card,
+                                 include, False)
+    value = binary.vector_vector("+", Series(s.labels, np.zeros_like(s.values), s.mask), by, on, names, card,
+                                 include, False)
+    labels = index.labels
+    if not on:  # matched with ignoring(): the left-hand labels, name included, as a comparison keeps them
+        row = {int(j): lb for lb, vals, mask in zip(s.labels, s.values, s.mask) for j in vals[mask]}
+        labels = [row[int(vals[mask][0])] if mask.any() else lb for lb, vals, mask in
+                  zip(index.labels, index.values, index.mask)]
+    return build(cells(index), labels, index.mask.shape,
+                  lambda j, i, k: native_trim.trim(hl.hists[j], float(value.values[i, k]), upper))
 
 
 def _set_op(op: str, hl, hr, lf, rf, on: bool, names: list) -> HistSeries | None:
@@ -152,10 +182,9 @@ def set_operands(op: str, lf: Series, rf: Series, hl, hr, on: bool, names: list)
     return lf, binary.vector_vector("unless", rf, with_histogram_points(lf, hl), on, names, "many-to-many", [], False)
 
 
-def total_by_group(inner, without: bool, names: list[str], mean: bool) -> HistSeries | None:
-    """sum (by/without) over histograms, added in series order as 2.42's aggregation does; avg
-    divides that sum by the group's count (Prometheus 3, whose Kahan-compensated sum differs only in
-    the last bits, where adding rounds)."""
+def total_by_group(inner, without: bool, names: list[str], mean: bool, annotate) -> HistSeries | None:
+    """sum and avg (by/without) over histograms, each group's as ``_group_total`` makes it: 2.42's
+    (``annotate`` None) or Prometheus 3's."""
     if not isinstance(inner, HistSeries):
         return None
     s = inner.series
@@ -166,23 +195,43 @@ def total_by_group(inner, without: bool, names: list[str], mean: bool) -> HistSe
     mask = np.zeros((len(keys), steps), bool)
     out: list[native.FloatHistogram] = []
     for k in range(steps):
-        acc: dict[int, native_math.Hist] = {}
-        seen: dict[int, int] = {}
+        members: dict[int, list] = {}
         for i in np.flatnonzero(s.mask[:, k]).tolist():
-            g = int(gid[i])
-            acc[g] = native_math.sum_into(acc.get(g), native_math.Hist.of(inner.hists[int(s.values[i, k])]))
-            seen[g] = seen.get(g, 0) + 1
-        for g, h in acc.items():
-            values[g, k], mask[g, k] = len(out), True
-            total = h.to_float_histogram()
-            out.append(_scaled(total, float(seen[g]), True) if mean else total)
+            members.setdefault(int(gid[i]), []).append(inner.hists[int(s.values[i, k])])
+        for g, hists in members.items():
+            total = _group_total(hists, mean, annotate)
+            if total is not None:
+                values[g, k], mask[g, k] = len(out), True
+                out.append(total)
     return HistSeries(Series(list(keys), values, mask).compact(), out) if out else None
 
 
-def sum_over_time(h, mean: bool) -> HistSeries | None:
+def _group_total(hists: list, mean: bool, annotate) -> "native.FloatHistogram | None":
+    """One group's sum or avg: 2.42's plain additions (``annotate`` None), or Prometheus 3's compensated ones,
+    with its annotations (a group mixing exponential and custom buckets is left out)."""
+    arith = [native_math.Hist.of(h) for h in hists]
+    if annotate is None:
+        acc = None
+        for h in arith:
+            acc = native_math.sum_into(acc, h)
+        total = acc.to_float_histogram()
+        return native_math.scaled(total, float(len(hists)), True) if mean else total
+    try:
+        acc = native_math.compensated_sum(arith, float(len(hists)) if mean else 1.0)
+    except native_math.MixedBuckets:
+        annotate(annotations.mixed_exponential_custom(""))
+        return None
+    if acc.reconciled:
+        annotate(annotations.mismatched_custom_buckets("aggregation"))
+    if {RESET, NOT_RESET} <= {h.reset_hint for h in hists}:
+        annotate(annotations.COUNTER_RESET_COLLISION)
+    return acc.to_float_histogram()
+
+
+def sum_over_time(h, mean: bool, annotate) -> HistSeries | None:
     """sum_over_time / avg_over_time of histograms (Prometheus 3; 2.42 answers the float 0): each window's
-    histograms added in time order, avg divided by their number. Prometheus 3 adds with Kahan compensation,
-    which changes only the last bits of non-integer counts."""
+    histograms added with Prometheus 3's compensation (native_math.compensated_sum), avg each divided by
+    their number first."""
     if not isinstance(h, HistRanges):
         return None
     r = h.ranges
@@ -191,19 +240,21 @@ def sum_over_time(h, mean: bool) -> HistSeries | None:
     arith: dict[int, native_math.Hist] = {}
 
     def window(i: int, k: int) -> "native.FloatHistogram":
-        acc = None
+        points = []
         for j in r.v[r.lo[i, k]:r.hi[i, k]].astype(np.int64).tolist():
             if j not in arith:
                 arith[j] = native_math.Hist.of(h.hists[j])
-            acc = native_math.sum_into(acc, arith[j])
-        total = native_math.compact(acc).to_float_histogram()
-        return _scaled(total, float(r.hi[i, k] - r.lo[i, k]), True) if mean else total
+            points.append(arith[j])
+        acc = native_math.compensated_sum(points, float(len(points)) if mean else 1.0)
+        if acc.reconciled:
+            annotate(annotations.mismatched_custom_buckets("aggregation"))
+        return native_math.compact(acc).to_float_histogram()
 
     labels = [drop_name(lb) for lb in r.labels]
     present = [labels[i] for i in np.flatnonzero(ok.any(axis=1))]
     if len(set(present)) != len(present):  # as the float range functions (calls._dedupe_whole)
         raise ExecError("vector cannot contain metrics with the same labelset")
-    return _build((rows, cols, rows), labels, ok.shape, lambda _, i, k: window(i, k))
+    return build((rows, cols, rows), labels, ok.shape, lambda _, i, k: window(i, k))
 
 
 def last_over_time(h) -> HistSeries | None:
@@ -245,3 +296,45 @@ def points_over_time(floats: Ranges, h: HistRanges, present: bool) -> Series:
     if len(set(out.labels)) != len(out.labels):
         raise ExecError("vector cannot contain metrics with the same labelset")
     return out
+
+
+def pairs_over_time(floats: Ranges, h: HistRanges, resets: bool) -> Series:
+    """resets() / changes() of series holding histograms (Prometheus 3): a pair of consecutive histograms
+    counts when the later is a counter reset of the earlier (detect_reset) / differs from it; float series
+    as ``rangefuncs`` counts them."""
+    what = "resets" if resets else "changes"
+    refuse_mixed(floats, h.ranges, f"{what}() of a series")
+    r = h.ranges
+    idx = r.v.astype(np.int64).tolist()
+    flags = np.zeros(len(idx), bool)
+    for p in range(1, len(idx)):  # pairs across two series are not counted (pairs_flagged)
+        a, b = h.hists[idx[p - 1]], h.hists[idx[p]]
+        if resets:
+            flags[p] = native_math.detect_reset(native_math.Hist.of(b), native_math.Hist.of(a))
+        else:
+            flags[p] = _layout_and_counts(a) != _layout_and_counts(b)
+    float_part = R.resets(floats) if resets else R.changes(floats)
+    return _merged(float_part, R.pairs_flagged(r, flags))
+
+
+def _layout_and_counts(h: "native.FloatHistogram") -> tuple:
+    """What FloatHistogram.Equals compares (the NaN sum of a histogram that observed NaN equals itself)."""
+    x = native_math.compact(native_math.Hist.of(h))
+    return (x.schema, x.zero_threshold, x.zero_count, x.count, repr(x.sum), tuple(x.pos.items()),
+            tuple(x.neg.items()), x.custom_values)
+
+
+def _merged(a: Series, b: Series) -> Series:
+    """Two results whose series may coincide (a series that is float at some steps, histograms at others)."""
+    rows: dict = {}
+    for s in (a, b):
+        for i, lb in enumerate(s.labels):
+            if lb in rows:
+                v, m = rows[lb]
+                rows[lb] = (np.where(s.mask[i], s.values[i], v), m | s.mask[i])
+            else:
+                rows[lb] = (s.values[i], s.mask[i])
+    if not rows:
+        return a
+    labels = list(rows)
+    return Series(labels, np.array([rows[lb][0] for lb in labels]), np.array([rows[lb][1] for lb in labels]))

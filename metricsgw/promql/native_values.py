@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import native
+from . import annotations, native, native_quantile3
 from .binary import dedupe
 from .value import Ranges, Series, drop_name
 
@@ -86,16 +86,63 @@ def spread(h: HistSeries, stddev: bool) -> Series:
     return _per_point(h, lambda idx, _: [one(i) for i in idx.tolist()])
 
 
-def quantile(q: np.ndarray, h: HistSeries) -> Series:
-    hists = h.hists
-    return _per_point(h, lambda idx, cols: [native.quantile(float(q[c]), hists[i])
+def quantile(q: np.ndarray, h: HistSeries, prometheus_3: bool, annotate) -> Series:
+    """histogram_quantile: Prometheus 3's interpolation (native_quantile3.py), or 2.42's."""
+    hists, of = h.hists, native_quantile3.quantile if prometheus_3 else native.quantile
+    out = _per_point(h, lambda idx, cols: [of(float(q[c]), hists[i]) for i, c in zip(idx.tolist(), cols.tolist())])
+    if prometheus_3:
+        for name, hist, value, k in _with_nan_observations(h):
+            if math.isnan(out.values[out.labels.index(drop_name(name[1])), k]) and 0 <= q[k] <= 1:
+                annotate(annotations.quantile_nan_result(name[0]))
+            elif _in_buckets(hist) < hist.count:
+                annotate(annotations.quantile_nan_skew(name[0]))
+    return out
+
+
+def _with_nan_observations(h: HistSeries):
+    """(name and labels, histogram, its index, step) of each point whose sum is NaN: it observed NaNs."""
+    s = h.series
+    rows, cols = np.nonzero(s.mask)
+    idx = s.values[rows, cols].astype(np.int64)
+    for i, k, j in zip(rows.tolist(), cols.tolist(), idx.tolist()):
+        hist = h.hists[j]
+        if math.isnan(hist.sum):
+            yield (dict(s.labels[i]).get("__name__", ""), s.labels[i]), hist, j, k
+
+
+def _in_buckets(h: "native.FloatHistogram") -> float:
+    return sum(b[4] for b in native.all_buckets(h))
+
+
+def fraction(lower: np.ndarray, upper: np.ndarray, h: HistSeries, prometheus_3: bool, annotate) -> Series:
+    """histogram_fraction: Prometheus 3's interpolation (native_quantile3.py), or 2.42's."""
+    hists, of = h.hists, native_quantile3.fraction if prometheus_3 else native.fraction
+    if prometheus_3:
+        for name, hist, _, _ in _with_nan_observations(h):
+            if _in_buckets(hist) < hist.count:
+                annotate(annotations.fraction_nans(name[0]))
+    return _per_point(h, lambda idx, cols: [of(float(lower[c]), float(upper[c]), hists[i])
                                             for i, c in zip(idx.tolist(), cols.tolist())])
 
 
-def fraction(lower: np.ndarray, upper: np.ndarray, h: HistSeries) -> Series:
-    hists = h.hists
-    return _per_point(h, lambda idx, cols: [native.fraction(float(lower[c]), float(upper[c]), hists[i])
-                                            for i, c in zip(idx.tolist(), cols.tolist())])
+def build(cells, labels, shape, make) -> HistSeries | None:
+    """A HistSeries of ``make(index, row, step)`` at each cell (rows, steps) that has one."""
+    rows, cols, idx = cells
+    values = np.zeros(shape)
+    out: list[native.FloatHistogram] = []
+    for i, k, j in zip(rows.tolist(), cols.tolist(), idx.tolist()):
+        values[i, k] = len(out)
+        out.append(make(j, i, k))
+    mask = np.zeros(shape, bool)
+    mask[rows, cols] = True
+    series = dedupe(Series(labels, values, mask))
+    return HistSeries(series, out) if out else None
+
+
+def cells(s: Series):
+    """The (rows, steps, histogram indexes) of a HistSeries' points."""
+    rows, cols = np.nonzero(s.mask)
+    return rows, cols, s.values[rows, cols].astype(np.int64)
 
 
 def with_histogram_points(floats: Series, h: HistSeries) -> Series:

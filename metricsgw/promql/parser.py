@@ -17,11 +17,12 @@ from ..model import Matcher
 _OPS = {"MatchOp.Equal": "=", "MatchOp.NotEqual": "!=", "MatchOp.Re": "=~", "MatchOp.NotRe": "!~"}
 
 
-def parse(query: str) -> "pp.Expr":
-    """Parse a query; a syntax error becomes BadData worded like Prometheus's."""
+def parse(query: str, unitless_durations: bool = True) -> "pp.Expr":
+    """Parse a query; a syntax error becomes BadData worded like Prometheus's. ``unitless_durations``: a
+    number is a duration in seconds (``foo[90]``, ``offset 5``), as in Prometheus 3; 2.x refuses it."""
     if not query.strip():
         raise BadData('invalid parameter "query": 1:1: parse error: no expression found in input')
-    _reject_unitless_durations(query)
+    _check_durations(query, unitless_durations)
     try:
         return pp.parse(query)
     except ValueError as err:
@@ -35,6 +36,38 @@ def parse(query: str) -> "pp.Expr":
         if isinstance(err, (KeyboardInterrupt, SystemExit)):
             raise
         raise BadData(f'invalid parameter "query": parse error: {err}') from None
+
+
+# Prometheus 3's histogram trim operators, which the parser package does not read: ``h </ 0.5`` keeps a
+# histogram's observations below 0.5, ``h >/ 0.5`` those above. They bind as the comparisons do, so each
+# is parsed as the comparison it starts with and told apart by its place among them (``parse_with_trims``).
+TRIM_UPPER, TRIM_LOWER = "</", ">/"
+_COMPARISON = re.compile(r"[<>](?!=)/?")
+
+
+def parse_with_trims(query: str, unitless_durations: bool = True) -> tuple["pp.Expr", dict[int, str]]:
+    """``parse``, with the trim operators read too: the tree, and the ``id`` of each BinaryExpr node that is a
+    trim operator -> TRIM_UPPER or TRIM_LOWER (valid while the tree is)."""
+    text = _STRINGS.sub(lambda m: " " * len(m.group(0)), query)
+    found = [(m.start(), m.group(0)) for m in _COMPARISON.finditer(text)]
+    trims = {k: op for k, (_, op) in enumerate(found) if op in (TRIM_UPPER, TRIM_LOWER)}
+    for pos, _ in (found[k] for k in trims):  # "</" -> "< ": the same length, so later positions hold
+        query = query[:pos + 1] + " " + query[pos + 2:]
+    node = parse(query, unitless_durations)
+    if not trims:
+        return node, {}
+    comparisons = [n for n in _in_order(node) if isinstance(n, pp.BinaryExpr) and op_name(n) in ("<", ">")]
+    return node, {id(comparisons[k]): op for k, op in trims.items()}
+
+
+def _in_order(node) -> list:
+    """The nodes in the order their operators appear in the query text."""
+    if isinstance(node, pp.BinaryExpr):
+        return [*_in_order(node.lhs), node, *_in_order(node.rhs)]
+    out = [node]
+    for child in children(node):  # an aggregation's parameter is written before its expression
+        out += _in_order(child)
+    return out
 
 
 def prettify(expr: "pp.Expr") -> str:
@@ -53,13 +86,15 @@ _NEGATIVE_AT = re.compile(r"@\s*-")
 _OFFSET_NUM = re.compile(r"\boffset\s+(-?\s*\d+(?:\.\d+)?)(?![\w.])", re.IGNORECASE)
 
 
-def _reject_unitless_durations(query: str) -> None:
-    """Prometheus 2.42 requires a unit in durations ([5m], offset 1m); the parser package
-    also takes bare numbers as seconds. Refuse them like Prometheus does."""
+def _check_durations(query: str, unitless: bool) -> None:
+    """Prometheus 2.42 requires a unit in durations ([5m], offset 1m); the parser package, as Prometheus 3,
+    also takes bare numbers as seconds. Without ``unitless``, refuse them like 2.42 does."""
     text = _STRINGS.sub(lambda m: " " * len(m.group(0)), query)
     if _NEGATIVE_AT.search(text):
         # (also: reading such a time from the parser package panics in its Rust code)
         raise NotSupported("@ modifier with a negative timestamp")
+    if unitless:
+        return
     m = _OFFSET_NUM.search(text)
     if m:
         num = m.group(1).replace(" ", "").lstrip("-")
@@ -130,6 +165,9 @@ def matching(node: "pp.BinaryExpr") -> tuple[bool, list[str], str, list[str]]:
     mod = node.modifier
     if mod is None:
         return False, [], "one-to-one", []
+    fill = mod.fill_values  # 3.x's experimental fill(), fill_left(), fill_right(); (None, None) when absent
+    if fill is not None and (fill.lhs, fill.rhs) != (None, None):
+        raise NotSupported("fill() modifiers of binary operators")
     on, labels = False, []
     if mod.matching is not None:
         on = mod.matching.type == pp.LabelModifierType.Include
@@ -149,6 +187,19 @@ def grouping(node: "pp.AggregateExpr") -> tuple[bool, list[str]]:
     if mod is None:
         return False, []
     return mod.type == pp.AggModifierType.Without, list(mod.labels)
+
+
+def children(node) -> list:
+    """The expressions directly under ``node`` (a selector has none)."""
+    if isinstance(node, (pp.ParenExpr, pp.UnaryExpr, pp.SubqueryExpr)):
+        return [node.expr]
+    if isinstance(node, pp.Call):
+        return list(node.args)
+    if isinstance(node, pp.AggregateExpr):
+        return ([node.param] if node.param is not None else []) + [node.expr]
+    if isinstance(node, pp.BinaryExpr):
+        return [node.lhs, node.rhs]
+    return []  # selectors, number and string literals
 
 
 def unwrap(node):

@@ -78,7 +78,7 @@ def _reset_corrections(r: Ranges) -> np.ndarray:
     return out
 
 
-def extrapolated_rate(r: Ranges, is_counter: bool, is_rate: bool) -> Series:
+def extrapolated_rate(r: Ranges, is_counter: bool, is_rate: bool, prometheus_3: bool) -> Series:
     n, v0, v1, t0, t1 = _first_last(r)
     ok = n >= 2
     result = v1 - v0
@@ -86,17 +86,17 @@ def extrapolated_rate(r: Ranges, is_counter: bool, is_rate: bool) -> Series:
         corrections = _reset_corrections(r)
         corrections[~ok] = 0.0
         result += corrections
-    factor = extrapolation_factor(r, n, t0, t1, is_rate, (v0, result) if is_counter else None)
+    factor = extrapolation_factor(r, n, t0, t1, is_rate, (v0, result) if is_counter else None, prometheus_3)
     with np.errstate(invalid="ignore"):
         factor *= result  # result * factor: IEEE multiplication commutes bit for bit
     return _series(r, factor, ok)
 
 
 def extrapolation_factor(r: Ranges, n: np.ndarray, t0: np.ndarray, t1: np.ndarray, is_rate: bool,
-                         counter: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+                         counter: tuple[np.ndarray, np.ndarray] | None, prometheus_3: bool) -> np.ndarray:
     """What rate/increase/delta multiply a window's raw difference by (extrapolatedRate);
-    ``counter`` = (first value, difference) lets a counter's extrapolation stop at zero
-    (native histograms pass None: 2.42 does not do that for them)."""
+    ``counter`` = (first value, difference) lets a counter's extrapolation stop at zero. Prometheus 3 stops
+    at zero after shortening a start too far from the first sample to half a sample gap; 2.42 before."""
     range_start = (r.range_end - r.range_ms)[None, :]
     range_end = r.range_end[None, :]
     # The formulas of extrapolatedRate, step by step in place: the same IEEE operations in
@@ -112,6 +112,10 @@ def extrapolation_factor(r: Ranges, n: np.ndarray, t0: np.ndarray, t1: np.ndarra
         gaps = np.subtract(n, 1)
         np.maximum(gaps, 1, out=gaps)
         avg_gap = np.divide(sampled, gaps)
+        thresh = avg_gap * 1.1
+        avg_gap /= 2
+        if prometheus_3:  # to_start if to_start < thresh else avg_gap / 2 (NaN compares false: avg_gap / 2)
+            np.copyto(to_start, avg_gap, where=~(to_start < thresh))
         if counter is not None:
             v0, result = counter
             to_zero = np.divide(v0, result)
@@ -120,10 +124,8 @@ def extrapolation_factor(r: Ranges, n: np.ndarray, t0: np.ndarray, t1: np.ndarra
             clamp &= v0 >= 0
             clamp &= to_zero < to_start
             np.copyto(to_start, to_zero, where=clamp)
-        thresh = avg_gap * 1.1
-        avg_gap /= 2
-        # to_start if to_start < thresh else avg_gap / 2 (NaN compares false: avg_gap / 2)
-        np.copyto(to_start, avg_gap, where=~(to_start < thresh))
+        if not prometheus_3:
+            np.copyto(to_start, avg_gap, where=~(to_start < thresh))
         np.copyto(to_end, avg_gap, where=~(to_end < thresh))
         interval = np.add(sampled, to_start, out=to_start)
         interval += to_end
@@ -162,15 +164,19 @@ def _pair_count(r: Ranges, flags: np.ndarray) -> np.ndarray:
     return c[np.maximum(r.hi, lo1)] - c[lo1]
 
 
+def pairs_flagged(r: Ranges, flags: np.ndarray) -> Series:
+    """For each window, the pairs of consecutive samples in it whose later one is flagged (changes, resets)."""
+    return _series(r, _pair_count(r, flags), r.hi > r.lo)
+
+
 def changes(r: Ranges) -> Series:
     prev = np.concatenate([[np.nan], r.v[:-1]]) if len(r.v) else r.v
-    flags = (r.v != prev) & ~(np.isnan(r.v) & np.isnan(prev))
-    return _series(r, _pair_count(r, flags), r.hi > r.lo)
+    return pairs_flagged(r, (r.v != prev) & ~(np.isnan(r.v) & np.isnan(prev)))
 
 
 def resets(r: Ranges) -> Series:
     prev = np.concatenate([[np.nan], r.v[:-1]]) if len(r.v) else r.v
-    return _series(r, _pair_count(r, r.v < prev), r.hi > r.lo)
+    return pairs_flagged(r, r.v < prev)
 
 
 def _reduce_windows(r: Ranges, x: np.ndarray, ufunc) -> np.ndarray:

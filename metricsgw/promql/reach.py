@@ -24,7 +24,7 @@ def reach_ms(node, lookback_ms: int, subquery_step_ms: int) -> int | None:
     if isinstance(node, pp.SubqueryExpr):
         inner = reach_ms(node.expr, lookback_ms, subquery_step_ms)
         return None if inner is None else _shifted(node, parser.duration_ms(node.range) + inner)
-    children = _children(node)
+    children = parser.children(node)
     reaches = [reach_ms(c, lookback_ms, subquery_step_ms) for c in children]
     if any(r is None for r in reaches):
         return None
@@ -36,15 +36,3 @@ def _shifted(node, window_ms: int) -> int | None:
         return None
     offset = parser.duration_ms(node.offset)
     return None if offset < 0 else offset + window_ms
-
-
-def _children(node) -> list:
-    if isinstance(node, (pp.ParenExpr, pp.UnaryExpr)):
-        return [node.expr]
-    if isinstance(node, pp.Call):
-        return list(node.args)
-    if isinstance(node, pp.AggregateExpr):
-        return [node.expr] + ([node.param] if node.param is not None else [])
-    if isinstance(node, pp.BinaryExpr):
-        return [node.lhs, node.rhs]
-    return []  # number and string literals

@@ -150,8 +150,9 @@ def _search_grid(offsets: np.ndarray, t: np.ndarray, times: np.ndarray, side: st
     return offsets[:-1, None] + np.cumsum(counts[:, :steps], axis=1)
 
 
-def instant(loaded: Loaded, ref_ms: np.ndarray, lookback_ms: int) -> Series:
-    """The value of each series at each ref time: last sample in [T - lookback, T], unless stale."""
+def instant(loaded: Loaded, ref_ms: np.ndarray, lookback_ms: int, left_open: bool) -> Series:
+    """The value of each series at each ref time: last sample in (T - lookback, T] (``left_open``, as
+    Prometheus 3) or [T - lookback, T] (2.x), unless stale."""
     n, steps = len(loaded.labels), len(ref_ms)
     if n == 0:
         return Series.empty(steps)
@@ -164,17 +165,18 @@ def instant(loaded: Loaded, ref_ms: np.ndarray, lookback_ms: int) -> Series:
         return Series.empty(steps)
     st = loaded.t[li]
     sv = loaded.v[li]
-    mask = has & (st >= ref_ms[None, :] - lookback_ms) & ~is_stale(sv)
+    oldest = ref_ms[None, :] - lookback_ms + (1 if left_open else 0)
+    mask = has & (st >= oldest) & ~is_stale(sv)
     values = np.where(mask, sv, 0.0)
     order = loaded.label_order()
     return Series([loaded.labels[i] for i in order], values[order], mask[order],
                   np.where(mask, st, 0)[order]).compact()
 
 
-def ranges(loaded: Loaded, end_ms: np.ndarray, range_ms: int) -> Ranges:
-    """Windows [end - range, end] (both inclusive, as Prometheus 2.x) for every step."""
+def ranges(loaded: Loaded, end_ms: np.ndarray, range_ms: int, left_open: bool) -> Ranges:
+    """Windows (end - range, end] (``left_open``, as Prometheus 3) or [end - range, end] (2.x) for every step."""
     ld = loaded.without_stale()
-    lo, hi = search_many(ld.offsets, ld.t, [(end_ms - range_ms, "left"), (end_ms, "right")])
+    lo, hi = search_many(ld.offsets, ld.t, [(end_ms - range_ms, "right" if left_open else "left"), (end_ms, "right")])
     # Rows in label order; samples stay put (lo/hi are global indices).
     order = ld.label_order()
     return Ranges([ld.labels[i] for i in order], ld.t, ld.v, ld.offsets, lo[order], hi[order], end_ms, range_ms)

@@ -33,14 +33,18 @@ class Series:
     def __len__(self) -> int:
         return len(self.labels)
 
+    def take(self, rows) -> "Series":
+        """The series at these row indexes."""
+        idx = np.asarray(rows, np.int64)
+        st = None if self.sample_t is None else self.sample_t[idx]
+        return Series([self.labels[i] for i in idx.tolist()], self.values[idx], self.mask[idx], st)
+
     def compact(self) -> "Series":
         """Drop series that have no point at any step."""
         keep = self.mask.any(axis=1)
         if keep.all():
             return self
-        idx = np.flatnonzero(keep)
-        st = None if self.sample_t is None else self.sample_t[idx]
-        return Series([self.labels[i] for i in idx], self.values[idx], self.mask[idx], st)
+        return self.take(np.flatnonzero(keep))
 
 
 @dataclass

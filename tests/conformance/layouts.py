@@ -37,9 +37,10 @@ READY_S = 120.0  # generous: two cores shared with other test runs
 class Gateways:
     """One layout's gateways (one, or three sharing a table), on ports kept across restarts."""
 
-    def __init__(self, layout: str, work: Path) -> None:
+    def __init__(self, layout: str, work: Path, flags: list[str]) -> None:
         self.layout = layout
         self.work = work
+        self.flags = flags
         n = CLUSTER_SIZE if layout == "cluster3" else 1
         self.ports = [free_port() for _ in range(n)]
         self.urls = [f"http://127.0.0.1:{p}" for p in self.ports]
@@ -47,7 +48,7 @@ class Gateways:
         self.servers: list[Server] = [self._start(i) for i in range(n)]
 
     def _start(self, i: int) -> Server:
-        extra = [*FLAGS[self.layout], *UNFLUSHED, *RETENTION]
+        extra = [*FLAGS[self.layout], *UNFLUSHED, *RETENTION, *self.flags]
         if self.layout == "cluster3":
             extra += [f"--storage.path={self.work / 'shared'}", f"--storage.writer-id=gw{i}",
                       *[f"--cluster.peers={u}" for u in self.urls if u != self.urls[i]]]
@@ -103,12 +104,12 @@ def _requests(series: list[tuple]):
         yield encode_v1(batch)
 
 
-def start(work: Path) -> dict[str, Gateways]:
-    """Every gateway layout, started side by side and ready."""
+def start(work: Path, flags: tuple[str, ...] = ()) -> dict[str, Gateways]:
+    """Every gateway layout, started side by side and ready, each gateway with ``flags`` too."""
     started = {}
     try:
         for layout in GATEWAYS:
-            started[layout] = Gateways(layout, work / layout)
+            started[layout] = Gateways(layout, work / layout, list(flags))
         for g in started.values():
             g.wait_ready()
     except BaseException:

@@ -1,6 +1,6 @@
 """The differential query corpus (tests/e2e/queries.py) and the metadata calls, over one dataset placed in the
 table, across the table/head boundary and in the head (dataset.py): every layout answers what a one-process
-gateway answers -- status, errorType, warnings and data (tests/e2e/compare.py; topk/bottomk may choose among
+gateway answers -- status, errorType, warnings, infos and data (tests/e2e/compare.py; topk/bottomk may choose among
 equal values) -- and the engine over the in-memory double answers the queries the same too."""
 
 from __future__ import annotations
@@ -84,8 +84,9 @@ def _calls(query: str, copy: dataset.Copy) -> list[tuple[str, dict]]:
 def _problems(placed: Placed, layout: str, path: str, params: dict, ordered: bool = False) -> list[str]:
     got, want = placed.answer(layout, path, params), placed.answer(REFERENCE, path, params)
     problems = compare_answers(got, want, path, params, ordered, want_name=REFERENCE, got_name=layout)
-    if got[1].get("warnings") != want[1].get("warnings"):
-        problems.append(f"{path} {params}: warnings {got[1].get('warnings')} != {want[1].get('warnings')}")
+    for key in ("warnings", "infos"):
+        if got[1].get(key) != want[1].get(key):
+            problems.append(f"{path} {params}: {key} {got[1].get(key)} != {want[1].get(key)}")
     return problems
 
 

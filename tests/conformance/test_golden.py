@@ -1,5 +1,5 @@
 """The golden PromQL scripts (tests/promql/testdata/*.test, 11 of them Prometheus 2.42's verbatim) answered by
-every implementation of the read seam, from the same data: the engine over the in-memory double, and the
+every implementation of the read seam, from the same data, with --query.promql-compat=2 (the scripts are 2.42's): the engine over the in-memory double, and the
 query API of a one-process gateway, of the default layout and of a cluster of three gateways.
 
 All the scripts' phases are loaded at once, told apart by a label (golden.py, isolate.py), so each layout's
@@ -26,8 +26,9 @@ def failures(tmp_path_factory) -> dict[str, dict[str, list[str]]]:
     source = MemSource()
     for labels, t, v in data:
         source.add(labels, t, v)
-    out = {"memsource": golden.failures(EngineEvaluator(Engine(source)), tagged)}
-    started = layouts.start(tmp_path_factory.mktemp("golden"))
+    # Prometheus 2.42's answers: every layout's query processes (the default layout's children too) take the flag.
+    out = {"memsource": golden.failures(EngineEvaluator(Engine(source, promql_compat=2)), tagged)}
+    started = layouts.start(tmp_path_factory.mktemp("golden"), flags=("--query.promql-compat=2",))
     try:
         for name, gateways in started.items():
             gateways.write(data)

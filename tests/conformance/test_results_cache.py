@@ -29,7 +29,7 @@ def placed(tmp_path_factory):
     started = {}
     try:
         for name in LAYOUTS:
-            started[name] = layouts.Gateways(name, work / name)
+            started[name] = layouts.Gateways(name, work / name, [])
         for g in started.values():
             g.wait_ready()
             g.write(dataset.before_restart(copies))

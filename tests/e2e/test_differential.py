@@ -81,7 +81,8 @@ def pair(tmp_path_factory):
     prom = start_prometheus(work / "prom")
     # a small head: the 1.1M samples end up in several Parquet flushes plus the head, so answers
     # come from the merged read path, not just memory
-    gw = start_metricsgw(work / "gw", extra=[f"--storage.flush-max-samples={FLUSH_EVERY_SAMPLES}"])
+    gw = start_metricsgw(work / "gw", extra=[f"--storage.flush-max-samples={FLUSH_EVERY_SAMPLES}",
+                                            "--query.promql-compat=2"])  # compared with 2.42
     try:
         prom.wait_ready()
         gw.wait_ready()

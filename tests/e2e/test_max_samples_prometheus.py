@@ -30,7 +30,8 @@ def _series(name: str, count: int, samples: int, every_ms: int, end_ms: int) -> 
 def pair(tmp_path_factory):
     work = tmp_path_factory.mktemp("max_samples")
     prom = start_prometheus(work / "prom", extra=[f"--query.max-samples={MAX_SAMPLES}"])
-    gw = start_metricsgw(work / "gw", extra=["--server.single-process", f"--query.max-samples={MAX_SAMPLES}"])
+    gw = start_metricsgw(work / "gw", extra=["--server.single-process", f"--query.max-samples={MAX_SAMPLES}",
+                                            "--query.promql-compat=2"])
     try:
         prom.wait_ready()
         gw.wait_ready()

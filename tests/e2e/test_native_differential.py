@@ -222,7 +222,7 @@ def prometheus(tmp_path_factory, window):
 def pair(request, tmp_path_factory, prometheus, window):
     # flushed every second or so: answers come from files and heads merged
     gw = start_metricsgw(tmp_path_factory.mktemp(f"native-{request.param}"),
-                         extra=[*FLAGS[request.param], "--storage.flush-max-samples=200"])
+                         extra=[*FLAGS[request.param], "--storage.flush-max-samples=200", "--query.promql-compat=2"])
     try:
         gw.wait_ready()
         _load(gw.base_url, window[0], v2=True)

@@ -85,14 +85,15 @@ def _combine(a: NH, b: NH, sign: float) -> NH:
     if a.schema == native.CUSTOM_BUCKETS_SCHEMA or b.schema == native.CUSTOM_BUCKETS_SCHEMA:
         keys = sorted(set(a.pos) | set(b.pos))
         return NH(a.schema, a.sum + sign * b.sum, a.count + sign * b.count, 0.0, 0.0,
-                  {k: a.pos.get(k, 0.0) + sign * b.pos.get(k, 0.0) for k in keys}, {}, a.custom_values)
+                  {k: a.pos.get(k, 0.0) + sign * b.pos.get(k, 0.0) for k in keys}, {}, a.custom_values, a.reset_hint)
     left = native_math.Hist(a.schema, a.zero_threshold, a.zero_count, a.count, a.sum, dict(sorted(a.pos.items())),
                             dict(sorted(a.neg.items())))
     right = native_math.Hist(b.schema, b.zero_threshold, b.zero_count, b.count, b.sum, dict(sorted(b.pos.items())),
                              dict(sorted(b.neg.items())))
     h = native_math.copy_to_schema(left, min(a.schema, b.schema))
     out = native_math.add(h, right, sign)
-    return NH(out.schema, out.sum, out.count, out.zero_count, out.zero_threshold, out.pos, out.neg)
+    return NH(out.schema, out.sum, out.count, out.zero_count, out.zero_threshold, out.pos, out.neg,
+              reset_hint=a.reset_hint)  # a series' expansion keeps its counter reset hint
 
 
 def expand(text: str) -> list:

@@ -1,8 +1,8 @@
 """A runner for Prometheus 3's promqltest scripts (tests/promql/testdata3/, taken from Prometheus 3.14):
 the 2.42 DSL of promqltest.py plus native histograms in the notation of histogram_notation.py, in loads and
 in expected values, and the ``expect`` lines of 3.x (``expect fail [msg|regex]:``, ``expect ordered``,
-``expect range vector from A to B step S``, ``expect string "..."``; ``expect [no_]warn|info`` are read
-and not checked: metricsgw has no annotations yet).
+``expect range vector from A to B step S``, ``expect string "..."``, ``expect [no_]warn|info [msg|regex:]``:
+the annotations are checked as promqltest does, only those an eval asks about).
 
 ``run(path, make_engine)`` gives each eval's script line and what is wrong with the engine's answer (None:
 nothing). Results compare floats with test.go's almostEqual and histograms with compareNativeHistogram;
@@ -20,9 +20,12 @@ from metricsgw.promql.memsource import MemSource
 from metricsgw.promql.native import FloatHistogram
 from metricsgw.promql.value import Matrix, Scalar, String, Vector
 from tests.promql import histogram_notation as hn
+from tests.promql import nhcb_load
 from tests.promql.promqltest import (EngineEvaluator, Eval, _check_error, _fmt, _num, _parse_eval, almost_equal,
                                      parse_duration_ms, parse_series)
 
+_ANNOTATION = re.compile(r"expect (no_)?(warn|info)(?:\s+(msg|regex):(.*))?$")
+_LOAD = re.compile(r"load(_with_nhcb)?\s+(\S+)$")
 _RANGE_VECTOR = re.compile(r"expect range vector from (\S+) to (\S+) step (\S+)$")
 
 
@@ -33,20 +36,29 @@ class Case:
     range_vector: tuple[int, int, int] | None = None  # an instant query answering a matrix: its steps
     string: str | None = None
     unparsed: str | None = None
+    # "warn"/"info" -> the expectations of its annotations: True (some), False (none: no_warn), or
+    # ("msg"|"regex", text) for each one that must be there
+    annotations: dict = field(default_factory=dict)
 
 
-def _load(source: MemSource, lines: list[str], interval: int) -> None:
+def _load(source: MemSource, lines: list[str], interval: int, with_nhcb: bool) -> None:
+    classic = []
     for line in lines:
         labels, rest = parse_series(line)
+        if rest.startswith("@st"):  # a series' start timestamps (3.x): not kept (docs/promql-corpus.md)
+            continue
         values = hn.expand(rest)
         hist = any(isinstance(v, hn.NH) for v in values)
         floats = [(k * interval, v) for k, v in enumerate(values) if isinstance(v, float) or (v == "stale" and not hist)]
         if floats:
             source.add(labels, [t for t, _ in floats], [STALE_NAN if v == "stale" else v for _, v in floats])
+            classic.append((labels, [(t, v) for t, v in floats if v != "stale"]))
         marks = [(k * interval, v) for k, v in enumerate(values) if isinstance(v, hn.NH) or (v == "stale" and hist)]
         if marks:
             source.add_histograms(labels, [t for t, _ in marks],
                                   [hn.blob(hn.NH() if v == "stale" else v, t, v == "stale") for t, v in marks])
+    for labels, points in nhcb_load.histograms(classic) if with_nhcb else ():
+        source.add_histograms(labels, [t for t, _ in points], [hn.blob(h, t) for t, h in points])
 
 
 def _expect(case: Case, body: str) -> None:
@@ -62,7 +74,11 @@ def _expect(case: Case, body: str) -> None:
         case.range_vector = tuple(parse_duration_ms(x) for x in _RANGE_VECTOR.match(body).groups())
     elif body.startswith("expect string"):
         case.string = body[len("expect string"):].strip().strip('"')
-    elif not re.match(r"expect (no_)?(warn|info)\b", body):
+    elif _ANNOTATION.match(body):
+        no, kind, how, text = _ANNOTATION.match(body).groups()
+        got = case.annotations.setdefault(kind, [])
+        got.append(False if no else (how, text.strip()) if how else True)
+    else:
         case.unparsed = body
 
 
@@ -75,6 +91,7 @@ def parse(path: str) -> list[tuple[MemSource, list[Case]]]:
     while i < len(lines):
         line = lines[i].strip()
         i += 1
+        at = i  # the line's number (1-based), whatever comments its body holds
         body = []
         while i < len(lines) and lines[i].strip() and (lines[i][:1] in " \t" or lines[i].startswith("expect")):
             if not lines[i].strip().startswith("#"):
@@ -84,12 +101,13 @@ def parse(path: str) -> list[tuple[MemSource, list[Case]]]:
             continue
         if line == "clear":
             phases.append((MemSource(), []))
-        elif line.startswith("load "):
+        elif _LOAD.match(line):
             phases.append((phases[-1][0], []))  # the evals after this load see it; the source is shared
-            _load(phases[-1][0], body, parse_duration_ms(line.split(None, 1)[1]))
+            with_nhcb, interval = _LOAD.match(line).groups()
+            _load(phases[-1][0], body, parse_duration_ms(interval), bool(with_nhcb))
         elif line.startswith("eval"):
-            ev = _parse_eval(re.sub(r"^eval_(warn|info)\b", "eval", line), i - len(body))
-            case = Case(ev or Eval(i - len(body), line, "instant"), unparsed=None if ev else line)
+            ev = _parse_eval(re.sub(r"^eval_(warn|info)\b", "eval", line), at)
+            case = Case(ev or Eval(at, line, "instant"), unparsed=None if ev else line)
             for b in body:
                 if b.startswith("expect"):
                     _expect(case, b)
@@ -100,7 +118,7 @@ def parse(path: str) -> list[tuple[MemSource, list[Case]]]:
                     case.want.append((labels, hn.expand(rest)))
             phases[-1][1].append(case)
         else:
-            phases[-1][1].append(Case(Eval(i, line, "instant"), unparsed=line))
+            phases[-1][1].append(Case(Eval(at, line, "instant"), unparsed=line))
     return phases
 
 
@@ -139,6 +157,9 @@ def _check(evaluator, case: Case) -> str | None:
         return f"engine crashed: {type(err).__name__}: {err}"
     if ev.fail:
         return "got a result, want an error"
+    problem = _check_annotations(case, evaluator.ctx)
+    if problem:
+        return problem
     if case.string is not None:
         return None if isinstance(got, String) and got.s == case.string else f"got {got}, want string {case.string!r}"
     if ev.scalar is not None:
@@ -157,6 +178,21 @@ def _check(evaluator, case: Case) -> str | None:
         want = {lb: {steps[k]: v for k, v in enumerate(vals) if v is not None and k < len(steps)} for lb, vals in case.want}
         return _compare({lb: sorted(p.items()) for lb, p in have.items()}, {lb: sorted(p.items()) for lb, p in want.items()})
     return f"got a {type(got).__name__}, want {'a matrix' if case.range_vector else 'a vector'}"
+
+
+def _check_annotations(case: Case, ctx) -> str | None:
+    """checkAnnotations of promqltest: only what the eval's expect lines ask is checked."""
+    for kind, got in (("warn", ctx.warnings), ("info", ctx.infos)):
+        for want in case.annotations.get(kind, []):
+            if want is True and not got:
+                return f"expected {kind} annotations, got none"
+            if want is False and got:
+                return f"unexpected {kind} annotations: {got}"
+            if isinstance(want, tuple):
+                how, text = want
+                if not any((a == text) if how == "msg" else re.search(text, a) for a in got):
+                    return f"expected {kind} annotation {how} {text!r}, got {got}"
+    return None
 
 
 def _compare(have: dict, want: dict) -> str | None:

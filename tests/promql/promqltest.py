@@ -248,12 +248,15 @@ class EngineEvaluator:
 
     def __init__(self, engine) -> None:
         self.engine = engine
+        self.ctx = QueryContext()  # the last query's: its annotations
 
     def instant(self, expr: str, t_s: float):
-        return self.engine.instant(expr, t_s, QueryContext())
+        self.ctx = QueryContext()
+        return self.engine.instant(expr, t_s, self.ctx)
 
     def range(self, expr: str, start_s: float, end_s: float, step_s: float):
-        return self.engine.range(expr, start_s, end_s, step_s, QueryContext())
+        self.ctx = QueryContext()
+        return self.engine.range(expr, start_s, end_s, step_s, self.ctx)
 
 
 def _parse_eval(line: str, lineno: int) -> Eval | None:

@@ -56,10 +56,11 @@ def test_unsupported_is_not_supported(query):
 
 
 @pytest.mark.parametrize("query", ["up[100]", "up offset 50", "sum_over_time(up[5m:10])"])
-def test_durations_need_a_unit_as_in_prometheus_2_42(query):
-    # The parser package reads bare numbers as seconds; Prometheus 2.42 refuses them.
+def test_durations_need_a_unit_as_in_prometheus_2_42_and_not_3(query):
+    # The parser package reads bare numbers as seconds, as Prometheus 3 does; Prometheus 2.42 refuses them.
     with pytest.raises(BadData, match="parse error"):
-        Engine(MemSource()).instant(query, 0, QueryContext())
+        Engine(MemSource(), promql_compat=2).instant(query, 0, QueryContext())
+    Engine(MemSource()).instant(query, 0, QueryContext())
 
 
 def test_range_vector_as_range_query_is_bad_data(src):
@@ -95,13 +96,13 @@ class RecordingSource:
 def test_estimate_is_charged_before_reading(src):
     rec = RecordingSource(src)
     with pytest.raises(LimitExceeded, match="too much memory"):
-        Engine(rec).instant("rate(up[10m])", 600, QueryContext(max_bytes=10 * SAMPLE_BYTES))
+        Engine(rec, promql_compat=2).instant("rate(up[10m])", 600, QueryContext(max_bytes=10 * SAMPLE_BYTES))
     assert rec.calls == ["select", "estimate"]  # refused by its memory before any sample was read
     rec.calls.clear()
     # --query.max-samples counts what Prometheus's engine holds, which the raw estimate (80) is not
     # a lower bound of: rate holds one series' window (40) at a time, so no refusal by it up front.
     ctx = QueryContext(max_samples=50)
-    Engine(rec).instant("rate(up[10m])", 600, ctx)
+    Engine(rec, promql_compat=2).instant("rate(up[10m])", 600, ctx)
     assert rec.calls == ["select", "estimate", "read"]
     assert ctx.bytes >= 80 * SAMPLE_BYTES and ctx.peak_samples == 40 + 1 + 1  # a window, its point, the other's
 
@@ -201,16 +202,19 @@ def test_runner_reports_wrong_values_with_line(tmp_path):
 def test_summation_order_is_prometheus_exact():
     """Values where the summation algorithm shows; the expected ones are what
     /usr/bin/prometheus 2.42 returned for the same data (Kahan-Neumaier in *_over_time,
-    plain running sums in aggregations)."""
+    plain running sums in aggregations, kept with --query.promql-compat=2)."""
     s = MemSource()
     s.add({"__name__": "m"}, [0, 60_000, 120_000, 180_000], [1e16, 1, 1, -1e16])
     for i, v in enumerate([1e16, 1, 1, -1e16]):
         s.add({"__name__": "n", "a": str(i)}, [180_000], [v])
-    e = Engine(s)
+    e = Engine(s, promql_compat=2)
 
-    def one(q: str) -> float:
-        got = e.instant(q, 180, QueryContext())
+    def one(q: str, engine=e) -> float:
+        got = engine.instant(q, 180, QueryContext())
         return float(got.values[0])
+
+    # Prometheus 3 adds in aggregations with Kahan compensation too.
+    assert one("sum(n)", Engine(s)) == 2.0 and one("avg(n)", Engine(s)) == 0.5
 
     assert one("sum_over_time(m[5m])") == 2.0
     assert one("avg_over_time(m[5m])") == 0.0

@@ -26,10 +26,10 @@ def src() -> MemSource:
 
 def _peak(src, run) -> int:
     ctx = QueryContext()
-    run(Engine(src), ctx)
+    run(Engine(src, promql_compat=2), ctx)
     with pytest.raises(LimitExceeded, match="too many samples.*--query.max-samples"):
-        run(Engine(src), QueryContext(max_samples=ctx.peak_samples - 1))
-    run(Engine(src), QueryContext(max_samples=ctx.peak_samples))  # at the limit: answered
+        run(Engine(src, promql_compat=2), QueryContext(max_samples=ctx.peak_samples - 1))
+    run(Engine(src, promql_compat=2), QueryContext(max_samples=ctx.peak_samples))  # at the limit: answered
     return ctx.peak_samples
 
 
@@ -74,20 +74,20 @@ def test_a_subquery_holds_its_points_until_the_function_over_it_is_done(src):
     # m[5m:1m]: 6 grid points per series = 60 held; then series by series windows of 6 and their points
     assert _peak(src, _instant("max_over_time(m[5m:1m])")) == 60 + 9 + 6 + 1
     ctx = QueryContext()
-    Engine(src).instant("max_over_time(m[5m:1m])", END_S, ctx)
+    Engine(src, promql_compat=2).instant("max_over_time(m[5m:1m])", END_S, ctx)
     assert ctx.samples == 10  # the subquery's 60 points let go; the 10 outputs held
 
 
 def test_batches_of_series_count_as_all_at_once(src):
     whole, batched = QueryContext(), QueryContext()
-    Engine(src, batch_samples=10**12).range("sum(rate(m[5m]))", 300, END_S, 60, whole)
-    Engine(src, batch_samples=50).range("sum(rate(m[5m]))", 300, END_S, 60, batched)
+    Engine(src, batch_samples=10**12, promql_compat=2).range("sum(rate(m[5m]))", 300, END_S, 60, whole)
+    Engine(src, batch_samples=50, promql_compat=2).range("sum(rate(m[5m]))", 300, END_S, 60, batched)
     assert batched.peak_samples == whole.peak_samples
 
 
 def test_raw_samples_are_charged_as_memory_only(src):
     ctx = QueryContext(max_samples=10)
-    Engine(src).instant("m", END_S, ctx)  # 10 series x 21 samples of lookback read
+    Engine(src, promql_compat=2).instant("m", END_S, ctx)  # 10 series x 21 samples of lookback read
     assert ctx.peak_samples == 10 and ctx.bytes >= 10 * 21 * 24
     raw = QueryContext(max_samples=10)  # a remote read's context: raw samples are what is counted
     with pytest.raises(LimitExceeded):

@@ -9,7 +9,6 @@ import time
 import numpy as np
 import pytest
 
-from metricsgw.errors import NotSupported
 from metricsgw.limits.context import QueryContext
 from metricsgw.model import canonical, series_id
 from metricsgw.promql import native
@@ -59,15 +58,16 @@ def storage_with_custom_buckets(tmp_path):
     st.close(flush=False)
 
 
-def test_custom_bucket_histograms_are_selected_and_rate_refuses_them(storage_with_custom_buckets):
+def test_custom_bucket_histograms_are_selected_and_added(storage_with_custom_buckets):
     st, now = storage_with_custom_buckets
     engine = Engine(st)
     out = render(engine.instant("nhcb", now / 1000, QueryContext()))
     assert out["result"] == [{"metric": {"__name__": "nhcb"}, "histogram": [
         now // 1000, native.to_json(native.decode(histogram_bytes(CUSTOM)))]}]  # at the evaluation time
     assert render(engine.instant("histogram_count(nhcb)", now / 1000, QueryContext()))["result"][0]["value"][1] == "3"
-    with pytest.raises(NotSupported, match="custom-bucket"):
-        engine.instant("rate(nhcb[5m])", now / 1000, QueryContext())
+    summed = render(engine.instant("sum(nhcb)", now / 1000, QueryContext()))["result"][0]["histogram"][1]
+    assert summed == native.to_json(native.decode(histogram_bytes(CUSTOM)))
+    assert render(engine.instant("histogram_count(nhcb + nhcb)", now / 1000, QueryContext()))["result"][0]["value"][1] == "6"
 
 
 def test_float_queries_do_not_select_their_series_twice_when_other_metrics_hold_histograms(

@@ -43,7 +43,7 @@ def test_one_small_reset_beside_many_huge_counters_is_exact():
     small[40:] -= 1000.0 + 40 * 3.25 - 39.125  # a reset to 39.125 at sample 40
     src.add({"__name__": "bytes_total", "instance": "z-small"}, t, small)
     end = int(t[45])
-    got = Engine(src).instant('increase(bytes_total{instance=~".*"}[5m])', end / 1000, QueryContext())
+    got = Engine(src, promql_compat=2).instant('increase(bytes_total{instance=~".*"}[5m])', end / 1000, QueryContext())
     want = _prometheus_increase(t, small, end - 300_000, end)
     by_instance = {dict(lb)["instance"]: v for lb, v in zip(got.labels, got.values)}
     assert by_instance["z-small"] == want
@@ -65,7 +65,7 @@ def test_range_rate_and_increase_match_prometheus_window_by_window():
             v[cut:] -= v[cut] - rng.uniform(0, 3)
         src.add({"__name__": "c_total", "i": f"{i:02d}"}, t, v)
         series[f"{i:02d}"] = (t, v)
-    engine, steps = Engine(src), np.arange(300_000, 3_000_001, 45_000)
+    engine, steps = Engine(src, promql_compat=2), np.arange(300_000, 3_000_001, 45_000)
     for fn, per_second in (("increase", False), ("rate", True)):
         got = engine.range(f"{fn}(c_total[4m])", steps[0] / 1000, steps[-1] / 1000, 45, QueryContext())
         checked = 0

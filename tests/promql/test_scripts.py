@@ -41,7 +41,7 @@ PROMETHEUS_2_42 = {
 def test_script(path: str, batch_samples: int) -> None:
     """Also with aggregations evaluated one series at a time (promql/batching.py): the
     expected values are the same."""
-    n, failures = run_script(path, lambda src: Engine(src, batch_samples=batch_samples))
+    n, failures = run_script(path, lambda src: Engine(src, batch_samples=batch_samples, promql_compat=2))
     assert n > 0, f"{path} has no eval commands"
     assert not failures, f"{len(failures)} of {n} evals failed:\n" + "\n".join(failures)
 

@@ -37,7 +37,7 @@ def _both(op, lhs, rhs, on, names, card, return_bool):
         try:
             sigs, row = binary._index_one_side(one, on, names, "left" if swap else "right")
             if way is binary._match_rows:
-                outs.append(way(op, many, one, sigs, row, on, names, card, swap, return_bool))
+                outs.append(way(op, many, one, sigs, row, on, names, card, swap, return_bool, False))  # as 2.42
             else:
                 outs.append(way(op, many, one, sigs, row, on, names, card, [], swap, return_bool))
         except ExecError as err:
