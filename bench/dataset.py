@@ -74,6 +74,8 @@ def _stop_all(servers, timeout_s: float = 300) -> None:
 
 def _start_all(work: Path, gw_flags: list[str]) -> tuple[Servers, dict[str, float]]:
     t0 = time.perf_counter()
+    # Answers are checked against Debian's Prometheus 2.42, so metricsgw answers as 2.x (a later flag overrides).
+    gw_flags = ["--query.promql-compat=2", *gw_flags]
     servers = (procs.start_metricsgw(work / "metricsgw", extra=gw_flags), procs.start_prometheus(work / "prometheus"),
                procs.start_victoria_metrics(work / "victoria-metrics"))
     ready = {}

@@ -96,7 +96,8 @@ def stack(tmp_path_factory):
         alertmanager = started(start_alertmanager(work / "alertmanager"))
         vmalert_port = free_port()
         gw = started(start_metricsgw(work / "gw", extra=[*(f"--rules.file={f}" for f in rule_files),
-                                                           f"--rules.ruler-url=http://127.0.0.1:{vmalert_port}"]))
+                                                           f"--rules.ruler-url=http://127.0.0.1:{vmalert_port}",
+                                                           "--query.promql-compat=2"]))  # compared with 2.42
         for server in servers:
             server.wait_ready()
         # One shard: Prometheus then sends in WAL order, so a sample that arrived means all before it did.

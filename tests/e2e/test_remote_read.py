@@ -75,7 +75,8 @@ def remote_read_config(gw_url: str, read_recent: bool | None) -> str:
 @pytest.fixture(scope="module")
 def servers(tmp_path_factory):
     work = tmp_path_factory.mktemp("remote_read")
-    gw = start_metricsgw(work / "gw", extra=["--storage.flush-max-samples=1000"])  # Parquet + head
+    gw = start_metricsgw(work / "gw", extra=["--storage.flush-max-samples=1000",  # Parquet + head
+                                            "--query.promql-compat=2"])  # compared with Prometheus 2.42
     started = [gw]
     try:
         gw.wait_ready()

@@ -43,7 +43,8 @@ METHODS = ("POST", "GET")
 def pair(tmp_path_factory):
     work = tmp_path_factory.mktemp("grafana")
     prom = start_prometheus(work / "prom")
-    gw = start_metricsgw(work / "gw", extra=[f"--storage.flush-max-samples={FLUSH_EVERY_SAMPLES}"])
+    gw = start_metricsgw(work / "gw", extra=[f"--storage.flush-max-samples={FLUSH_EVERY_SAMPLES}",
+                                            "--query.promql-compat=2"])  # compared with Prometheus 2.42
     try:
         prom.wait_ready()
         gw.wait_ready()

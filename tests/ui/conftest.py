@@ -14,8 +14,10 @@ def gateway(request, tmp_path_factory):
         yield g
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
+    """Closed with its module: a live sync Playwright marks an asyncio loop running in the main thread, and
+    every later test that calls asyncio.run() would fail."""
     with chromium() as b:
         yield b
 
