@@ -17,6 +17,7 @@ import pytest
 # path under tests/ -> what real process its tests start (a folder covers every file in it)
 E2E = {
     "e2e/": "metricsgw serve, Prometheus, vmagent, vmalert, Alertmanager, node-exporter",
+    "advisor/test_advisor_keeps_panels.py": "metricsgw serve twice, with and without the advisor's rules",
     "alerts/test_promtool.py": "promtool and vmalert on the shipped rules",
     "alerts/test_rules_on_metricsgw.py": "metricsgw serve loaded with crafted faults",
     "api/test_read_guard.py": "metricsgw serve",

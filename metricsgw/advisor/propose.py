@@ -5,7 +5,8 @@
   label function, legend or alert text), it has at least ``min_values`` values, and the metric's complete
   series listing proves its series stay distinct without it (and without the labels already chosen for it).
   Otherwise the label is reported unsafe and not proposed. The queries the removal changes are those of the
-  metric whose output may carry the label (no ``by`` aggregation above the selector).
+  metric whose output may carry the label (no ``by`` aggregation above the selector): a removal that changes
+  none is safe, and only safe ones are applied by the YAML (report.py).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .counts import Counts, distinct_without, label_stats
-from .usage import Usage
+from .usage import EVERY_LABEL, Usage
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,11 @@ class LabelRemoval:
     values: tuple[int, ...]  # distinct values of each label
     bytes: int  # label bytes the series carry (name + value, once per series)
     queries: tuple[str, ...]  # whose output may show the label
+
+    @property
+    def safe(self) -> bool:
+        """No query's answer changes: the only removals the YAML applies (the others are written commented out)."""
+        return not self.queries
 
 
 @dataclass(frozen=True)
@@ -70,6 +76,9 @@ def propose(counts: Counts, usage: Usage, min_series: int = 1, min_values: int =
 def _removals(out: Proposals, metric: str, series: list[dict[str, str]], usage: Usage, min_values: int) -> None:
     reads = usage.of(metric)
     named = set().union(*(r.labels for r in reads))
+    if EVERY_LABEL in named:
+        out.unsafe.append(Unsafe(metric, "", "a query matches its series with another's on every label"))
+        return
     stats = label_stats(series)
     candidates = sorted((label for label, s in stats.items() if label not in named and s.values >= min_values),
                         key=lambda label: (-stats[label].bytes, label))

@@ -24,12 +24,16 @@ def relabel_yaml(p: Proposals) -> str:
                   "  action: drop"]
     for r in p.removals:
         for label, values in zip(r.labels, r.values):
-            lines += [f"# {label} ({values} values) on {r.metric}: no query of it reads it; its series stay distinct.",
-                      "- source_labels: [__name__]",
-                      f"  regex: {json.dumps(r.metric)}",
-                      f"  target_label: {label}",
-                      '  replacement: ""']
-    if not p.drops and not p.removals:
+            rule = ["- source_labels: [__name__]", f"  regex: {json.dumps(r.metric)}", f"  target_label: {label}",
+                    '  replacement: ""']
+            lines.append(f"# {label} ({values} values) on {r.metric}: no query of it reads it; its series stay distinct.")
+            if r.safe:
+                lines += rule
+            else:  # a legend or table would lose the label: the user decides
+                lines.append(f"# Not applied: it changes the output of {len(r.queries)} queries (the report names them). "
+                             "Uncomment to apply.")
+                lines += [f"# {line}" for line in rule]
+    if not p.drops and not any(r.safe for r in p.removals):
         lines.append("[]")
     return "\n".join(lines) + "\n"
 
@@ -53,8 +57,9 @@ def text_report(counts: Counts, usage: Usage, p: Proposals, min_series: int) -> 
                "the label text the series carry).")
     for r in p.removals:
         labels = ", ".join(f"{label} ({v} values)" for label, v in zip(r.labels, r.values))
-        out.append(f"  {r.metric}: {labels}; {r.bytes} bytes; changes {len(r.queries)} queries' output"
-                   + "".join(f"\n    {q}" for q in r.queries))
+        verdict = "no query changes" if r.safe else (f"changes {len(r.queries)} queries' output, so it is written "
+                                                      "commented out")
+        out.append(f"  {r.metric}: {labels}; {r.bytes} bytes; {verdict}" + "".join(f"\n    {q}" for q in r.queries))
     if p.unsafe:
         out.append("\nNot proposed:")
         out += [f"  {u.metric}{' ' + u.label if u.label else ''}: {u.reason}" for u in p.unsafe]
@@ -72,7 +77,7 @@ def advice_json(counts: Counts, usage: Usage, p: Proposals, min_series: int) -> 
         "drops": [{"metric": m, "series": n} for m, n in p.drops],
         "droppedSeries": p.dropped_series, "smallUnread": p.small_unread,
         "labelRemovals": [{"metric": r.metric, "labels": list(r.labels), "values": list(r.values), "bytes": r.bytes,
-                           "changedQueries": list(r.queries)} for r in p.removals],
+                           "changedQueries": list(r.queries), "applied": r.safe} for r in p.removals],
         "notProposed": [{"metric": u.metric, "label": u.label, "reason": u.reason} for u in p.unsafe],
         "relabelRules": relabel_yaml(p),
     }

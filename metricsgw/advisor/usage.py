@@ -2,9 +2,11 @@
 the labels the expression reads from the series it selects.
 
 A label is read when a matcher names it, when a ``by``/``without`` grouping or an ``on``/``ignoring``/
-``group_left``/``group_right`` matching around the selector names it, when label_replace/label_join take it as a
+``group_left``/``group_right`` matching around the selector names it (a match of two vectors without ``on``
+reads every label but those ignored: ``EVERY_LABEL``), when label_replace/label_join take it as a
 source, or when a legend (``{{x}}``) or an alert's text (``$labels.x``) shows it. ``shows_all`` says whether
-labels the expression does not name can still reach its output (no ``by`` aggregation above the selector).
+labels the expression does not name can still reach its output (no ``by`` aggregation above the selector; topk and
+the other aggregations that pick series keep them whole).
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from ..errors import BadData, NotSupported
 from ..model import Matcher
 from ..promql import parser as P
 
+EVERY_LABEL = "*"  # in Read.labels: the query reads every label of the series (a match on all of them)
+_SELECTING = frozenset({"topk", "bottomk", "limitk", "limit_ratio"})
 _SETTERS = {"label_replace": (1, slice(3, 4)), "label_join": (1, slice(3, None))}  # destination, sources
 
 
@@ -75,6 +79,19 @@ def expr_usage(query: str, expr: str, shown: Iterable[str] = (), shows_all: bool
     return Usage(reads, [])
 
 
+def _is_scalar(node) -> bool:
+    kind = type(node).__name__
+    if kind in ("NumberLiteral", "StringLiteral"):
+        return True
+    if kind in ("ParenExpr", "UnaryExpr"):
+        return _is_scalar(node.expr)
+    if kind == "Call":
+        return str(node.func.return_type) == "ValueType.Scalar"
+    if kind == "BinaryExpr":
+        return _is_scalar(node.lhs) and _is_scalar(node.rhs)
+    return False
+
+
 def _walk(node, labels: frozenset[str], shows_all: bool) -> Iterator[tuple[object, frozenset[str], bool]]:
     kind = type(node).__name__
     if kind == "VectorSelector":
@@ -85,10 +102,16 @@ def _walk(node, labels: frozenset[str], shows_all: bool) -> Iterator[tuple[objec
         yield from _walk(node.expr, labels, shows_all)
     elif kind == "AggregateExpr":
         without, grouped = P.grouping(node)
-        yield from _walk(node.expr, labels | set(grouped), shows_all and without)
+        # topk, bottomk, limitk and limit_ratio answer with their input series whole, whatever the grouping
+        keeps = without or P.op_name(node) in _SELECTING
+        if not keeps:  # a `by` aggregation hands on its grouping labels only: a match above reads those
+            labels = labels - {EVERY_LABEL}
+        yield from _walk(node.expr, labels | set(grouped), shows_all and keeps)
     elif kind == "BinaryExpr":
-        _on, matched, _card, include = P.matching(node)
+        on, matched, _card, include = P.matching(node)
         more = labels | set(matched) | set(include)
+        if not on and not (_is_scalar(node.lhs) or _is_scalar(node.rhs)):
+            more |= {EVERY_LABEL}  # two vectors matched on all their labels (but those ignored): each one is read
         yield from _walk(node.lhs, more, shows_all)
         yield from _walk(node.rhs, more, shows_all)
     elif kind == "Call":

@@ -14,7 +14,7 @@ import pytest
 from metricsgw.advisor.counts import Counts
 from metricsgw.advisor.propose import metrics_to_list, propose
 from metricsgw.advisor.report import relabel_yaml
-from metricsgw.advisor.usage import expr_usage
+from metricsgw.advisor.usage import EVERY_LABEL, expr_usage
 from metricsgw.cli import main as cli_main
 from metricsgw.model import canonical
 from metricsgw.rules import check
@@ -70,17 +70,45 @@ def test_a_truncated_listing_proves_nothing():
 
 def test_the_yaml_passes_the_checker_and_drops_exactly_the_unread(tmp_path):
     path = tmp_path / "advice.yml"
-    path.write_text(relabel_yaml(propose(_counts(), USAGE, min_series=1)))
+    text = relabel_yaml(propose(_counts(), USAGE, min_series=1))
+    path.write_text(text)
     out = io.StringIO()
-    assert check.main([str(path)], out, io.StringIO()) == 0 and "SUCCESS: 2 rules found" in out.getvalue()
-    rules = load_rule_file(str(path))
+    assert check.main([str(path)], out, io.StringIO()) == 0 and "SUCCESS: 1 rules found" in out.getvalue()
+    kept = _kept(load_rule_file(str(path)))
+    assert not kept["unread_big"] and not kept["unread_small"]
+    assert kept["merged"] == SERIES["merged"]
+    # removing device changes panel B's output (it shows read_total whole): written, commented out
+    assert kept["read_total"] == SERIES["read_total"] and "# Not applied: it changes the output of 1 queries" in text
+    path.write_text("\n".join(line[2:] if line.startswith(("# -", "#   ")) else line for line in text.splitlines()))
+    kept = _kept(load_rule_file(str(path)))
+    assert kept["read_total"] == [{k: v for k, v in s.items() if k != "device"} for s in SERIES["read_total"]]
+
+
+def _kept(rules) -> dict[str, list[dict[str, str]]]:
     kept = {}
     for metric, series in SERIES.items():
         after = [rules.apply(canonical(s.items())) for s in series]
         kept[metric] = [dict(a) for a in after if a is not None]
-    assert not kept["unread_big"] and not kept["unread_small"]
-    assert kept["merged"] == SERIES["merged"]
-    assert kept["read_total"] == [{k: v for k, v in s.items() if k != "device"} for s in SERIES["read_total"]]
+    return kept
+
+
+def test_a_match_on_every_label_reads_every_label():
+    usage = expr_usage("q", "sum by (job) (increase(read_total[5m]) + increase(merged[5m]))")
+    assert all(EVERY_LABEL in r.labels for r in usage.reads)
+    p = propose(_counts(), usage)
+    assert not p.removals and ("read_total", "") in {(u.metric, u.label) for u in p.unsafe}
+    [a, b] = expr_usage("q", "sum by (job) (rate(read_total[5m])) / sum without (pid) (rate(merged[5m]))").reads
+    assert a.labels == {"job"} and b.labels == {"pid", EVERY_LABEL}
+    for scalar in ("read_total / 1000", "read_total * scalar(merged)", "2 ^ (1 + 1) > read_total",
+                   "sum by (job) (read_total) / on (job) sum by (job) (merged)"):
+        assert not any(EVERY_LABEL in r.labels for r in expr_usage("q", scalar).reads), scalar
+
+
+def test_topk_shows_its_series_whole():
+    [read] = expr_usage("q", 'topk by (job) (3, read_total{instance="a"})').reads
+    assert read.shows_all and read.labels == {"job", "instance"}
+    [read] = expr_usage("q", "sum by (job) (read_total)").reads
+    assert not read.shows_all
 
 
 def test_nothing_to_propose_is_still_a_rule_file(tmp_path):
@@ -126,5 +154,5 @@ def test_the_command(api, tmp_path, capsys):
     assert "Drop: 2 unread metrics with >= 3 series, saving 53 series (1 smaller" in text  # merged is unread here
     # the query log's query sums by job: device and instance are unread, but one of them must stay
     assert "read_total: device (4 values);" in text and "read_total instance: unsafe: may merge series" in text
-    assert "changes 0 queries' output" in text
+    assert "no query changes" in text
     assert len(load_rule_file(str(out)).rules) == 2  # the drop, and device off read_total

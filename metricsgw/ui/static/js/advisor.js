@@ -22,7 +22,8 @@ function render(a) {
     a.drops.length ? table(["Metric", "Series"], a.drops.map((d) => [el("code", {}, d.metric), count(d.series)]),
       { id: "drops-table" }) : el("p", { class: "empty" }, "none"),
     el("h2", {}, `Remove labels: ${a.labelRemovals.length} metrics`),
-    el("p", {}, "Labels no query of the metric reads; its series stay distinct without them."),
+    el("p", {}, "Labels no query of the metric reads; its series stay distinct without them. A removal that "
+      + "changes a query's output is written commented out in the rules: you decide."),
     a.labelRemovals.length ? table(["Metric", "Labels (values)", "Bytes", "Queries whose output changes"],
       a.labelRemovals.map((r) => [el("code", {}, r.metric),
         r.labels.map((l, i) => `${l} (${r.values[i]})`).join(", "), bytes(r.bytes),
