@@ -2,6 +2,7 @@
 
     python -m bench.attack --nodes 300 [--scrapes 4] [--timeout 120s] [--metricsgw-flag=--query.timeout=30s]
     python -m bench.attack --url http://127.0.0.1:9201 --pid 1234   # an already running server
+    python -m bench.attack --nodes 7500 --scrapes 2 --only "cardinality page"   # some of the requests
 
 With --nodes, the same GPU-cluster workload (testkit/workload.py) is remote-written, with the
 same pre-encoded requests, into metricsgw and into real Prometheus (each in a fresh data dir,
@@ -78,6 +79,12 @@ ATTACKS = (
            (("query", "sum by (le) (rate(apiserver_request_duration_seconds_bucket[5m]))"),) + RANGE),
     Attack("range sum by (mode) (rate(node_cpu_seconds_total[5m]))", "POST", "/api/v1/query_range",
            (("query", "sum by (mode) (rate(node_cpu_seconds_total[5m]))"),) + RANGE),
+    # The Cardinality page's calls (Prometheus 2.42 answers its head's figures whatever the parameters)
+    Attack("cardinality page: TSDB status of the head", "GET", "/api/v1/status/tsdb", ()),
+    Attack("cardinality page: TSDB status over the load's window", "GET", "/api/v1/status/tsdb",
+           (("start", "{start}"), ("end", "{end}"))),
+    Attack("cardinality page: a metric's labels, by Hostname", "GET", "/api/v1/status/tsdb",
+           (("match[]", "DCGM_FI_DEV_GPU_UTIL"), ("focusLabel", "Hostname"))),
 )
 
 
@@ -255,13 +262,18 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--linger", default="2s", help="keep measuring CPU/RSS this long after each request")
     ap.add_argument("--metricsgw-flag", action="append", default=[], help="extra metricsgw flag (repeatable)")
     ap.add_argument("--keep", action="store_true", help="keep the data dirs")
+    ap.add_argument("--only", action="append", default=[],
+                    help="run only the requests whose name contains this (repeatable), e.g. 'cardinality page'")
     a = ap.parse_args(argv)
+    attacks = [x for x in ATTACKS if not a.only or any(o in x.name for o in a.only)]
+    if not attacks:
+        ap.error(f"no request's name contains {a.only}")
     timeout_s, linger_s = parse_duration(a.timeout), parse_duration(a.linger)
     meta: dict = {"timeout_s": timeout_s, "linger_s": linger_s}
     if a.url:
         now = time.time()
         window = {"start": f"{now - 3600:.3f}", "end": f"{now:.3f}"}
-        results = attack_server("server", a.url, a.pid, window, timeout_s, linger_s)
+        results = attack_server("server", a.url, a.pid, window, timeout_s, linger_s, attacks)
     elif a.nodes:
         work = Path(tempfile.mkdtemp(prefix="metricsgw-attack-"))
         servers = []
@@ -270,7 +282,7 @@ def main(argv: list[str] | None = None) -> None:
             meta |= {"nodes": a.nodes, "series": num_series, "scrapes": a.scrapes, "metricsgw_flags": a.metricsgw_flag}
             results = []
             for srv in servers:
-                results += attack_server(srv.name, srv.base_url, srv.pid, window, timeout_s, linger_s)
+                results += attack_server(srv.name, srv.base_url, srv.pid, window, timeout_s, linger_s, attacks)
         finally:
             for srv in servers:
                 srv.stop()

@@ -35,6 +35,7 @@ from .querylog.owner import QueryLog
 from .querylog.running import RunningQueries
 from .ruler.client import RulerClient
 from .rules.loader import RuleHolder
+from .storage.catalog import stats as catalog_stats
 from .storage.files.object_store import ObjectStore, S3Settings, StoreRefused, StoreUnavailable
 from .storage.store import Storage
 from .telemetry import Telemetry
@@ -103,6 +104,7 @@ def _observe_memory(tel: Telemetry, storage: Storage, pipeline: IngestPipeline) 
     for part in ("malloc_in_use", "malloc_free", "malloc_mapped", "arrow_pool"):
         tel.memory.labels(part).set_function(lambda part=part: malloc.heap_bytes().get(part, 0))
     tel.memory.labels("duckdb").set_function(storage.duckdb_memory)
+    tel.memory.labels("cardinality_ids").set_function(catalog_stats.ids_nbytes)
     tel.sample_cache_entries.set_function(lambda: storage.sample_cache_stats()[0])
     tel.sample_cache_bytes.set_function(lambda: storage.sample_cache_stats()[1])
     for holder, entries, size in (

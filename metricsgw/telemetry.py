@@ -99,7 +99,8 @@ class Telemetry:
         self.memory = Gauge(
             "metricsgw_memory_bytes", "Memory this process holds, by part: malloc_in_use, malloc_free (freed, kept by "
             "the allocator), malloc_mapped (big blocks mapped alone), arrow_pool, duckdb (what DuckDB counts of its "
-            "own). Python's small objects are in none of them.", ["part"], registry=r)
+            "own), cardinality_ids (label value ids the cardinality counts keep). Python's small objects are in none "
+            "of the others.", ["part"], registry=r)
         self.results_cache_entries = Gauge(
             "metricsgw_query_results_cache_entries", "Range queries the results cache holds answers of.", registry=r)
         self.query_log_dropped = Counter(

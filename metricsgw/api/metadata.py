@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import urllib.parse
 
+import orjson
 import promql_parser as pp
 from aiohttp import web
 
@@ -19,7 +20,7 @@ from ..cluster import head_json
 from ..cluster import head_protocol
 from ..errors import BadData
 from ..http.params import now_s, parse_limit, parse_time, parse_tsdb_top, parse_tsdb_window, read_params
-from ..http.response import success
+from ..http.response import success, success_json
 from ..limits.query_text import QueryTextLimits
 from ..model import Matcher, is_label_name
 from ..promql import parser
@@ -230,7 +231,8 @@ async def tsdb_status(request: web.Request) -> web.Response:
         cfg = request.app[CONFIG]
         ctx = head_protocol.read_context(request.headers, cfg.query_metadata_timeout, cfg.query_max_memory_per_query)
         async with guarded(request, "tsdb_status", ctx, slot=False) as run:  # part of the front's answer
-            return success(await run(lambda: storage.tsdb_counts(start_ms, end_ms, matchers, ctx)))
+            # orjson: the whole counts are a few MB at the seed's scale (json.dumps took ~0.3 s of them)
+            return success_json(orjson.dumps(await run(lambda: storage.tsdb_counts(start_ms, end_ms, matchers, ctx))))
     ctx = query_context(request, params.get("timeout"), metadata=True)
     return success(await run_guarded(request, "tsdb_status", ctx, lambda: stats.render(
         [storage.tsdb_counts(start_ms, end_ms, matchers, ctx)], limit, focus)))

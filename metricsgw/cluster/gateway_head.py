@@ -21,10 +21,10 @@ process management in procs/ (procs' ChildClient is one).
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Awaitable, Callable, Protocol, TypeVar
 
 import aiohttp
+import orjson
 from aiohttp import web
 
 from ..errors import BadData, PayloadTooLarge, Unavailable
@@ -166,7 +166,7 @@ class GatewayHead:
                 body = await resp.read()
                 if resp.status != 200:
                     raise Refused(resp.status, body)
-                return json.loads(body)["data"], head_protocol.table_version(resp.headers)
+                return orjson.loads(body)["data"], head_protocol.table_version(resp.headers)
 
         return await self._ask_all(ask, timeout_s)
 
