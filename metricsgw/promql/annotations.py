@@ -25,6 +25,10 @@ def invalid_quantile(q: float) -> str:
     return f"PromQL warning: quantile value should be between 0 and 1, got {_g(q)}"
 
 
+def invalid_ratio(r: float, capped_to: float) -> str:
+    return f"PromQL warning: ratio value should be between -1 and 1, got {_g(r)}, capping to {_g(capped_to)}"
+
+
 def bad_bucket_label(name: str, value: str) -> str:
     return _for_metric(f'PromQL warning: bucket label "le" is missing or has a malformed value of "{value}"', name)
 
@@ -55,8 +59,12 @@ def histogram_ignored(aggregation: str) -> str:
 
 
 SORT_IN_RANGE_QUERY = "PromQL warning: sort is ineffective for range queries since results are always ordered by labels"
-COUNTER_RESET_COLLISION = "PromQL warning: conflicting counter resets during histogram aggregation"
 MIXED_FLOATS_HISTOGRAMS_AGGREGATION = "PromQL warning: encountered a mix of histograms and floats for aggregation"
+
+
+def counter_reset_collision(operation: str) -> str:
+    """``operation``: aggregation, addition or subtraction."""
+    return f"PromQL warning: conflicting counter resets during histogram {operation}"
 
 
 def mismatched_custom_buckets(operation: str) -> str:

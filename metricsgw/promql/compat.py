@@ -11,6 +11,7 @@ Where Prometheus 2.42 and 3.x answer the same query differently (docs/endpoints.
   classic histograms too (2.x answers nothing for them).
 - the histogram trim operators ``</`` and ``>/`` are 3.x's (2.x: a parse error).
 - ``holt_winters`` is called ``double_exponential_smoothing`` in 3.x; each version knows only its own name.
+- ``limitk`` and ``limit_ratio`` (limits.py) are 3.x's aggregations; 2.42 reads them as unknown functions.
 - rate/increase: 3.x shortens a start far from the first sample to half a sample gap before stopping it at
   the counter's zero point (by the count for histograms); 2.42 the other way round, and not for histograms.
 - sum/avg add with Kahan compensation in 3.x; stddev/stdvar of a group with a NaN or an infinity is NaN;
@@ -24,6 +25,8 @@ Where Prometheus 2.42 and 3.x answer the same query differently (docs/endpoints.
 
 from __future__ import annotations
 
+import re
+
 import promql_parser as pp
 
 from ..errors import BadData
@@ -35,6 +38,10 @@ VERSIONS = (PROMETHEUS_2, PROMETHEUS_3)
 
 # A function only the other version has: unknown, as that version's parser says.
 _OTHER_VERSIONS_FUNCTIONS = {PROMETHEUS_2: {"double_exponential_smoothing"}, PROMETHEUS_3: {"holt_winters"}}
+# Aggregations 2.42 does not know. Its lexer makes their name an identifier: followed by "(" it is an unknown
+# function, followed by by/without (written before the arguments) that keyword is unexpected.
+_LATER_AGGREGATIONS = ("limitk", "limit_ratio")
+_LATER_AGGREGATION_TEXT = re.compile(r"\b(limitk|limit_ratio)\s*(\(|by\b|without\b)?", re.IGNORECASE)
 
 
 def prometheus_3(version: int) -> bool:
@@ -65,16 +72,37 @@ def parse(query: str, version: int):
         node, trims = parser.parse_with_trims(query)
     else:
         node, trims = parser.parse(query, unitless_durations=False), {}
+        _check_aggregations(node, query)
     _check_functions(node, version)
     return node, trims
+
+
+def _check_aggregations(node, query: str) -> None:
+    """Refuse under 2.x an aggregation only 3.x has, as 2.42's parser does (without the position it adds)."""
+    later = [parser.op_name(n).lower() for n in _nodes(node)
+             if isinstance(n, pp.AggregateExpr) and parser.op_name(n).lower() in _LATER_AGGREGATIONS]
+    if not later:
+        return
+    text = parser.STRINGS.sub(lambda m: " " * len(m.group(0)), query)  # not a name inside a string
+    for m in _LATER_AGGREGATION_TEXT.finditer(text):
+        if m.group(2) == "(":
+            raise BadData(f'invalid parameter "query": parse error: unknown function with name "{m.group(1)}"')
+        if m.group(2):
+            raise BadData(f'invalid parameter "query": parse error: unexpected <{m.group(2).lower()}>')
+    raise BadData(f'invalid parameter "query": parse error: unknown function with name "{later[0]}"')
+
+
+def _nodes(node):
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(parser.children(n))
 
 
 def _check_functions(node, version: int) -> None:
     """Refuse a function this version does not know, in the words of its parser."""
     unknown = _OTHER_VERSIONS_FUNCTIONS[version]
-    stack = [node]
-    while stack:
-        n = stack.pop()
+    for n in _nodes(node):
         if isinstance(n, pp.Call) and n.func.name in unknown:
             raise BadData(f'invalid parameter "query": parse error: unknown function with name "{n.func.name}"')
-        stack.extend(parser.children(n))

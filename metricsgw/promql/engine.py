@@ -17,7 +17,7 @@ import promql_parser as pp
 from ..errors import BadData, NotSupported
 from ..limits.context import SAMPLE_BYTES, QueryContext
 from ..storage.seam import SampleReader
-from . import batching, binary, compat, held, native_eval, native_values, parser, selectors
+from . import batching, binary, compat, held, limits, native_eval, native_values, parser, selectors, stats_decoding
 from .aggregations import aggregate, check_parameter
 from .calls import call
 from .parallel import Parts
@@ -31,6 +31,8 @@ class Env:
     end_ms: int
     ctx: QueryContext
     trims: dict = field(default_factory=dict)  # the query's trim operators (parser.parse_with_trims)
+    # the selectors Prometheus 3 reads histogram statistics only from (stats_decoding.py), by id
+    stats: frozenset = frozenset()
 
 
 class Engine:
@@ -75,7 +77,7 @@ class Engine:
         node, trims = self.parse(query)
         t = _ms(t_s)
         ctx.counts_raw_samples = False  # --query.max-samples counts what the evaluation holds (held.py)
-        env = Env(np.array([t], np.int64), t, t, ctx, trims)
+        env = Env(np.array([t], np.int64), t, t, ctx, trims, self._stats(node, trims))
         res = self._eval_top(node, env)
         ctx.check("result")
         # The histograms shown beside the floats (and the refusal of what would drop histograms).
@@ -113,7 +115,7 @@ class Engine:
             raise BadData(_NOT_FOR_RANGE.format(kind="range vector"))
         steps = np.arange(start, end + 1, step, dtype=np.int64)
         ctx.counts_raw_samples = False  # --query.max-samples counts what the evaluation holds (held.py)
-        env = Env(steps, start, end, ctx, trims)
+        env = Env(steps, start, end, ctx, trims, self._stats(node, trims))
         res = self._eval_top(node, env)
         ctx.check("result")
         if isinstance(res, ScalarSteps):
@@ -126,6 +128,9 @@ class Engine:
         if isinstance(hist, native_values.HistSeries):
             out.hist_rows = native_values.matrix_rows(hist, steps)
         return out
+
+    def _stats(self, node, trims: dict) -> frozenset:
+        return stats_decoding.stats_selectors(node, trims) if self.prometheus_3 else frozenset()
 
     # ---- evaluation -------------------------------------------------------------------
 
@@ -290,6 +295,9 @@ class Engine:
                 inner = native_values.with_histogram_points(inner, hist)
                 return (aggregate(op, inner, without, names, param, self.prometheus_3),
                         held.per_step(inner, len(env.steps)))
+        if op in limits.OPS:  # they keep float and histogram samples alike: decided with both (native_eval)
+            inner, res, _ = native_eval.limited(self, node, env, param, native_eval.evaluate(self, node.expr, env))
+            return res, held.per_step(inner, len(env.steps))
         # (batching evaluates a trim operator's node as the comparison it is parsed as: not with trims)
         selector = None if env.trims else batching.batchable_selector(node.expr)
         if selector is not None and _param_ok(op, param):

@@ -58,6 +58,7 @@ class Decoded:
     def __init__(self, blobs: list[bytes]) -> None:
         self._messages = [v1pb.Histogram.FromString(b) for b in blobs]
         self._decoded: dict[int, FloatHistogram] = {}
+        self._hints: dict[int, int] = {}  # counter reset hints given instead of the stored ones
 
     def __len__(self) -> int:
         return len(self._messages)
@@ -66,7 +67,20 @@ class Decoded:
         h = self._decoded.get(i)
         if h is None:
             h = self._decoded[i] = from_message(self._messages[i])
+            if i in self._hints:
+                h.reset_hint = self._hints[i]
         return h
+
+    def reset_hints(self, idx: list[int]) -> np.ndarray:
+        """The stored counter reset hints (stats_decoding.py makes up others)."""
+        msgs = self._messages
+        return np.array([msgs[i].reset_hint for i in idx], np.int64)
+
+    def with_hints(self, hints: dict[int, int]) -> "Decoded":
+        """The same histograms, those of ``hints`` with the counter reset hint it gives them."""
+        out = Decoded([])
+        out._messages, out._hints = self._messages, {**self._hints, **hints}
+        return out
 
     def stale(self) -> np.ndarray:
         return is_stale(np.array([m.sum for m in self._messages], np.float64))

@@ -29,13 +29,13 @@ import dataclasses
 import numpy as np
 import promql_parser as pp
 
-from ..errors import ExecError, NotSupported
+from ..errors import BadData, ExecError, NotSupported
 from ..model import METRIC_NAME, STALE_NAN
-from . import annotations, compat, native, native_math, native_ops, parser, selectors
+from . import annotations, compat, limits, native, native_math, native_ops, parser, selectors, stats_decoding
 from . import rangefuncs as R
 from .aggregations import group_ids, group_sum
 from .native_values import HistRanges, HistSeries
-from .value import Series, drop_name
+from .value import ScalarSteps, Series, drop_name
 
 # Functions whose float evaluation (calls.py) reads their last argument's histogram part itself:
 # the histogram_* functions, and those that count or time samples of any kind; histogram_quantiles reads
@@ -118,6 +118,8 @@ def histogram_selection(engine, node: "pp.VectorSelector", env) -> HistSeries | 
         return None
     loaded, hists = got
     env.ctx.charge_points(max(0, len(loaded.labels) * len(ref) - len(loaded.t)), "histogram selection")
+    if id(node) in env.stats:
+        hists = stats_decoding.instant_hints(loaded, hists, ref, engine.lookback_ms, engine.left_open)
     series = selectors.instant(loaded, ref, engine.lookback_ms, engine.left_open)
     return HistSeries(series, hists) if len(series) else None
 
@@ -129,8 +131,10 @@ def select_ranges(engine, node: "pp.MatrixSelector", env) -> HistRanges | None:
     if got is None:
         return None
     loaded, hists = got
-    r = selectors.ranges(loaded, engine.ref_times(node.vector_selector, env), parser.duration_ms(node.range),
-                          engine.left_open)
+    ref, rng = engine.ref_times(node.vector_selector, env), parser.duration_ms(node.range)
+    if id(node.vector_selector) in env.stats:
+        hists = stats_decoding.range_hints(loaded, hists, ref, rng, engine.left_open)
+    r = selectors.ranges(loaded, ref, rng, engine.left_open)
     return HistRanges(r, hists) if (r.hi > r.lo).any() else None
 
 
@@ -178,6 +182,8 @@ def rate(engine, node: "pp.Call", env) -> HistSeries | None:
         return out
 
     raw: list[native_math.Hist] = []
+    # Prometheus 3 tells of custom bounds intersected to take one histogram from another (or add it back)
+    reconciled = (lambda op: env.ctx.annotate(annotations.mismatched_custom_buckets(op))) if three else None
     values, first_count, result_count = np.zeros(n.shape), np.zeros(n.shape), np.zeros(n.shape)
     for i, k in zip(*np.nonzero(ok)):
         lo, hi = int(r.lo[i, k]), int(r.hi[i, k])
@@ -186,7 +192,8 @@ def rate(engine, node: "pp.Call", env) -> HistSeries | None:
             _warn_of_kind(env, r.labels[i], [hists[j] for j in window], is_counter)
         try:
             h = native_math.histogram_rate([hist(j) for j in window], is_counter,
-                                           resets(lo, hi) if is_counter else None, null_first_reset=three)
+                                           resets(lo, hi) if is_counter else None, null_first_reset=three,
+                                           reconciled=reconciled)
         except native_math.MixedBuckets:
             if not three:
                 raise
@@ -201,6 +208,8 @@ def rate(engine, node: "pp.Call", env) -> HistSeries | None:
     rows, cols = np.nonzero(ok)
     out = [native_math.scale(raw[int(values[i, k])], float(factor[i, k])).to_float_histogram()
            for i, k in zip(rows.tolist(), cols.tolist())]
+    for h in out:  # histogramRate makes its result a gauge
+        h.reset_hint = native.GAUGE
     values[rows, cols] = np.arange(len(out))
     env.ctx.check("histogram rate")
     series = Series([drop_name(lb) for lb in r.labels], values, ok).compact()
@@ -268,9 +277,9 @@ def evaluate(engine, node, env) -> HistSeries | HistRanges | None:
             return rate(engine, node, env)
         if name == "last_over_time":
             return native_ops.last_over_time(evaluate(engine, node.args[0], env))
-        if name in ("sum_over_time", "avg_over_time"):
-            return native_ops.sum_over_time(evaluate(engine, node.args[0], env), name == "avg_over_time",
-                                            env.ctx.annotate)
+        if name in ("sum_over_time", "avg_over_time"):  # (2.42 has no annotations)
+            notes = env.ctx.annotate if compat.prometheus_3(engine.promql_compat) else _no_notes
+            return native_ops.sum_over_time(evaluate(engine, node.args[0], env), name == "avg_over_time", notes)
         if compat.prometheus_3(engine.promql_compat):
             if name in ("irate", "idelta"):
                 return instant_rate(engine, node, env)
@@ -293,6 +302,11 @@ def evaluate(engine, node, env) -> HistSeries | HistRanges | None:
                                           env.ctx.annotate if three else None)
             mixed = _mixed_groups(engine, node, env) if three and h is not None else {}
             return HistSeries(_without(h.series, mixed), h.hists) if mixed else h
+        if op in limits.OPS:
+            hist = evaluate(engine, node.expr, env)
+            if not isinstance(hist, HistSeries):
+                return None  # (its float evaluation has checked the parameter)
+            return limited(engine, node, env, engine.eval(node.param, env), hist)[2]
         if op in IGNORING_AGGREGATIONS and compat.prometheus_3(engine.promql_compat):
             _refuse(engine, [node.param], env, f"the parameter of {op}")
             got = evaluate(engine, node.expr, env)
@@ -310,11 +324,30 @@ def evaluate(engine, node, env) -> HistSeries | HistRanges | None:
     return None  # number and string literals
 
 
+def _no_notes(_: str) -> None:
+    return None
+
+
 def _refuse(engine, args, env, what: str) -> None:
     for arg in args:
         if arg is not None and evaluate(engine, arg, env) is not None:
             raise NotSupported(f"{what} over native histograms")
     return None
+
+
+def limited(engine, node: "pp.AggregateExpr", env, param, hist) -> tuple[Series, Series, HistSeries | None]:
+    """limitk / limit_ratio of the evaluated parameter ``param`` and input histograms ``hist``
+    (``evaluate(node.expr)``): its input's float samples, and the float and the histogram part of its answer
+    (limits.py ranks both kinds together)."""
+    op = parser.op_name(node).lower()
+    inner = engine.eval(node.expr, env)
+    if not isinstance(param, ScalarSteps):
+        raise BadData(f"expected scalar parameter in aggregation {op}")
+    if not isinstance(inner, Series):
+        raise BadData(f"expected instant vector in aggregation {op}")
+    floats, hists = limits.apply(op, param.values, inner, hist if isinstance(hist, HistSeries) else None,
+                                 *parser.grouping(node), env.ctx.annotate)
+    return inner, floats, hists
 
 
 def set_operands(engine, node: "pp.BinaryExpr", lhs: Series, rhs: Series, env) -> tuple[Series, Series]:

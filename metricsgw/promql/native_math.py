@@ -306,11 +306,14 @@ def detect_reset(curr: Hist, prev: Hist) -> bool:
 
 
 def histogram_rate(points: list[Hist], is_counter: bool, resets: list[bool] | None = None,
-                   null_first_reset: bool = False) -> Hist:
+                   null_first_reset: bool = False, reconciled=None) -> Hist:
     """The increase over ``points`` (histogramRate of 2.42), not yet extrapolated. ``resets[j]``,
     when given, is ``detect_reset(points[j + 1], points[j])`` (windows over the same samples share
     them, so callers work each pair out once). ``null_first_reset``: Prometheus 3 counts from an empty
-    histogram when the second sample is a reset, so the first one's buckets (or kind) do not matter."""
+    histogram when the second sample is a reset, so the first one's buckets (or kind) do not matter.
+    ``reconciled``, when given, is called with "subtraction" (the first histogram taken from the last) or
+    "addition" (one before a reset added back) when custom bounds were intersected to do it: Prometheus 3
+    tells each with an info."""
     if is_counter and null_first_reset and len(points) > 1:
         first_reset = resets[0] if resets is not None else detect_reset(points[1], points[0])
         if first_reset:
@@ -325,12 +328,21 @@ def histogram_rate(points: list[Hist], is_counter: bool, resets: list[bool] | No
             min_schema = min(min_schema, curr.schema)
     h = copy_to_schema(last, min_schema)
     add(h, prev, -1.0)
+    _tell_reconciled(h, "subtraction", reconciled)
     if is_counter:
         for j, curr in enumerate(points[1:]):
             if resets[j] if resets is not None else detect_reset(curr, prev):
                 add(h, prev)
+                _tell_reconciled(h, "addition", reconciled)
             prev = curr
     return compact(h)
+
+
+def _tell_reconciled(h: Hist, operation: str, reconciled) -> None:
+    """Report (and clear, so the next operation is told apart) that ``h``'s last operation intersected bounds."""
+    if h.reconciled and reconciled is not None:
+        reconciled(operation)
+    h.reconciled = False
 
 
 def compensated_sum(points: list[Hist], divide_by: float = 1.0) -> Hist:
@@ -371,14 +383,16 @@ def sum_into(acc: Hist | None, h: Hist) -> Hist:
 
 
 def scaled(h: "native.FloatHistogram", by: float, divide: bool) -> "native.FloatHistogram":
-    """FloatHistogram.Mul / Div of Prometheus 3 (division by zero drops the buckets)."""
+    """FloatHistogram.Mul / Div of Prometheus 3 (division by zero drops the buckets; a negative factor makes
+    the result a gauge)."""
     if divide and by == 0:
         return dataclasses.replace(h, zero_count=native.go_div(h.zero_count, by), count=native.go_div(h.count, by),
                                    sum=native.go_div(h.sum, by), pos_spans=[], pos=[], neg_spans=[], neg=[],
                                    buckets=None)
     f = (lambda c: c / by) if divide else (lambda c: c * by)
     return dataclasses.replace(h, zero_count=f(h.zero_count), count=f(h.count), sum=f(h.sum),
-                               pos=[f(c) for c in h.pos], neg=[f(c) for c in h.neg], buckets=None)
+                               pos=[f(c) for c in h.pos], neg=[f(c) for c in h.neg], buckets=None,
+                               reset_hint=native.GAUGE if by < 0 else h.reset_hint)
 
 
 def same(a: Hist, b: Hist) -> bool:

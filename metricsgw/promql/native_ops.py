@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ExecError, NotSupported
-from . import annotations, binary, compat, native, native_binary3, native_math, native_trim, parser
+from . import annotations, binary, compat, native, native_binary3, native_math, native_trim, parser, reset_hints
 from . import rangefuncs as R
 from .aggregations import group_ids
 from .native_values import HistRanges, HistSeries, Joined, build, cells, with_histogram_points
@@ -38,19 +38,31 @@ def negate(h) -> HistSeries | None:
 
 
 def difference(a: "native.FloatHistogram", b: "native.FloatHistogram", annotate) -> "native.FloatHistogram":
-    """a - b (Prometheus 3's Sub)."""
+    """a - b (Prometheus 3's Sub; the functions using it do not warn of conflicting counter resets)."""
     return _hist_op(a, b, "-", annotate)
 
 
 def _hist_op(a: "native.FloatHistogram", b: "native.FloatHistogram", op: str, annotate) -> "native.FloatHistogram":
     left, right = native_math.Hist.of(a), native_math.Hist.of(b)
+    operation = "addition" if op == "+" else "subtraction"
     if op == "+":  # 2.42: the histogram of the larger schema is added into the other
         h = native_math.sum_into(left, right)
     else:
         h = native_math.add(native_math.copy_to_schema(left, min(left.schema, right.schema)), right, -1.0)  # 3's Sub
     if h.reconciled:
-        annotate(annotations.mismatched_custom_buckets("addition" if op == "+" else "subtraction"))
-    return native_math.compact(h).to_float_histogram() if op == "-" else h.to_float_histogram()
+        annotate(annotations.mismatched_custom_buckets(operation))
+    out = native_math.compact(h).to_float_histogram() if op == "-" else h.to_float_histogram()
+    # Add combines the hints; the engine makes a difference a gauge
+    out.reset_hint = reset_hints.combined((a.reset_hint, b.reset_hint)) if op == "+" else reset_hints.GAUGE
+    return out
+
+
+def _binary_hist_op(a: "native.FloatHistogram", b: "native.FloatHistogram", op: str, annotate):
+    """histogram + histogram, histogram - histogram as the engine's binary operator evaluates them: with its
+    warning of conflicting counter resets (Prometheus 3)."""
+    if reset_hints.conflict((a.reset_hint, b.reset_hint)):
+        annotate(annotations.counter_reset_collision("addition" if op == "+" else "subtraction"))
+    return _hist_op(a, b, op, annotate)
 
 
 def operate(engine, node, hl, hr, env) -> HistSeries | None:
@@ -93,9 +105,6 @@ def operate(engine, node, hl, hr, env) -> HistSeries | None:
     return native_binary3.union(parts)
 
 
-RESET, NOT_RESET = 1, 2  # counter reset hints
-
-
 def _incompatible(three: bool, lhs: str, op: str, rhs: str, env) -> None:
     """A histogram meeting a number it cannot: Prometheus 3 drops it with an info annotation; refused under 2.x."""
     if not three:
@@ -117,7 +126,7 @@ def _histograms(node, op: str, hl: HistSeries, hr: HistSeries, three: bool, env)
     rows, cols, code = cells(pairs)
     notes = env.ctx.annotate if three else (lambda _: None)
     return build((rows, cols, code), pairs.labels, pairs.mask.shape,
-                 lambda c, *_: _hist_op(hl.hists[c // n], hr.hists[c % n], op, notes))
+                 lambda c, *_: _binary_hist_op(hl.hists[c // n], hr.hists[c % n], op, notes))
 
 
 def _trim(engine, node, hl, env) -> HistSeries | None:
@@ -223,9 +232,16 @@ def _group_total(hists: list, mean: bool, annotate) -> "native.FloatHistogram | 
         return None
     if acc.reconciled:
         annotate(annotations.mismatched_custom_buckets("aggregation"))
-    if {RESET, NOT_RESET} <= {h.reset_hint for h in hists}:
-        annotate(annotations.COUNTER_RESET_COLLISION)
-    return acc.to_float_histogram()
+    return _with_hints(acc.to_float_histogram(), hists, annotate)
+
+
+def _with_hints(total: "native.FloatHistogram", inputs: list, annotate) -> "native.FloatHistogram":
+    """A sum's (or mean's) counter reset hint from its inputs', and Prometheus 3's warning of a conflict."""
+    hints = [h.reset_hint for h in inputs]
+    if reset_hints.conflict(hints):
+        annotate(annotations.counter_reset_collision("aggregation"))
+    total.reset_hint = reset_hints.combined(hints)
+    return total
 
 
 def sum_over_time(h, mean: bool, annotate) -> HistSeries | None:
@@ -240,15 +256,16 @@ def sum_over_time(h, mean: bool, annotate) -> HistSeries | None:
     arith: dict[int, native_math.Hist] = {}
 
     def window(i: int, k: int) -> "native.FloatHistogram":
+        indexes = r.v[r.lo[i, k]:r.hi[i, k]].astype(np.int64).tolist()
         points = []
-        for j in r.v[r.lo[i, k]:r.hi[i, k]].astype(np.int64).tolist():
+        for j in indexes:
             if j not in arith:
                 arith[j] = native_math.Hist.of(h.hists[j])
             points.append(arith[j])
         acc = native_math.compensated_sum(points, float(len(points)) if mean else 1.0)
         if acc.reconciled:
             annotate(annotations.mismatched_custom_buckets("aggregation"))
-        return native_math.compact(acc).to_float_histogram()
+        return _with_hints(native_math.compact(acc).to_float_histogram(), [h.hists[j] for j in indexes], annotate)
 
     labels = [drop_name(lb) for lb in r.labels]
     present = [labels[i] for i in np.flatnonzero(ok.any(axis=1))]

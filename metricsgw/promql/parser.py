@@ -48,7 +48,7 @@ _COMPARISON = re.compile(r"[<>](?!=)/?")
 def parse_with_trims(query: str, unitless_durations: bool = True) -> tuple["pp.Expr", dict[int, str]]:
     """``parse``, with the trim operators read too: the tree, and the ``id`` of each BinaryExpr node that is a
     trim operator -> TRIM_UPPER or TRIM_LOWER (valid while the tree is)."""
-    text = _STRINGS.sub(lambda m: " " * len(m.group(0)), query)
+    text = STRINGS.sub(lambda m: " " * len(m.group(0)), query)
     found = [(m.start(), m.group(0)) for m in _COMPARISON.finditer(text)]
     trims = {k: op for k, (_, op) in enumerate(found) if op in (TRIM_UPPER, TRIM_LOWER)}
     for pos, _ in (found[k] for k in trims):  # "</" -> "< ": the same length, so later positions hold
@@ -80,7 +80,7 @@ def prettify(expr: "pp.Expr") -> str:
         raise BadData(f'invalid parameter "query": cannot format: {err}') from None
 
 
-_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|`[^`]*`')
+STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"|\'(?:[^\'\\]|\\.)*\'|`[^`]*`')
 _RANGE_NUM = re.compile(r"\[\s*\d+(?:\.\d+)?\s*[\]:]|:\s*\d+(?:\.\d+)?\s*\]")
 _NEGATIVE_AT = re.compile(r"@\s*-")
 _OFFSET_NUM = re.compile(r"\boffset\s+(-?\s*\d+(?:\.\d+)?)(?![\w.])", re.IGNORECASE)
@@ -89,7 +89,7 @@ _OFFSET_NUM = re.compile(r"\boffset\s+(-?\s*\d+(?:\.\d+)?)(?![\w.])", re.IGNOREC
 def _check_durations(query: str, unitless: bool) -> None:
     """Prometheus 2.42 requires a unit in durations ([5m], offset 1m); the parser package, as Prometheus 3,
     also takes bare numbers as seconds. Without ``unitless``, refuse them like 2.42 does."""
-    text = _STRINGS.sub(lambda m: " " * len(m.group(0)), query)
+    text = STRINGS.sub(lambda m: " " * len(m.group(0)), query)
     if _NEGATIVE_AT.search(text):
         # (also: reading such a time from the parser package panics in its Rust code)
         raise NotSupported("@ modifier with a negative timestamp")

@@ -26,7 +26,6 @@ _KINDS = [
     (r"parse error: (invalid promql query|unexpected character inside brackets)", "syntax the parser lacks"),
     (r"not supported: function (start|end|range|step|min_of|max_of)\(\)", "syntax the parser lacks"),
     (r"not supported: function info\(\)", "info()"),
-    (r"not supported: (aggregation )?limit(k|_ratio)", "limitk/limit_ratio"),
     (r"not supported: function ([a-z_]+)\(\)", r"function \1()"),
     (r"exponential and custom-bucket", "exponential mixed with custom-bucket histograms"),
     (r"not supported: .*(native histograms|float samples)", "a histogram case not evaluated"),

@@ -49,7 +49,7 @@ def test_parse_error_is_bad_data():
         Engine(MemSource()).instant("rate(up)", 0, QueryContext())
 
 
-@pytest.mark.parametrize("query", ['up{job="a" or job="b"}', "up @ -10", "limitk(1, up)"])
+@pytest.mark.parametrize("query", ['up{job="a" or job="b"}', "up @ -10", "info(up)"])
 def test_unsupported_is_not_supported(query):
     with pytest.raises(NotSupported):
         Engine(MemSource()).instant(query, 0, QueryContext())
