@@ -149,6 +149,13 @@ def test_cardinality_matches_the_api_and_drills_down(page, gateway):
     expect(page.locator("#focus-values tbody tr td:nth-child(2)")).to_have_text([str(e["value"]) for e in nodes])
     page.locator("#growth-button").click()
     expect(page.locator("#growth-table tbody tr", has_text=CPU).locator("td").last).to_have_text(str(PODS))
+    # each of the metric's labels and label=value pairs, day by day (the newest day: the samples' day)
+    today = gateway.data("/api/v1/status/tsdb",
+                         {"date": time.strftime("%Y-%m-%d", time.gmtime()), "match[]": CPU, "topN": 10})
+    expect(page.locator("#growth-labels tbody tr", has_text="node").first.locator("td").last).to_have_text(
+        str(next(e["value"] for e in today["labelValueCountByLabelName"] if e["name"] == "node")))
+    expect(page.locator("#growth-pairs tbody tr", has_text="node=n0").locator("td").last).to_have_text(
+        str(PODS // 2))
 
 
 def test_the_queries_page_shows_a_refused_query_and_an_admin_cancels_a_running_one(page, gateway):

@@ -86,20 +86,33 @@ function isoDay(t) {
   return new Date(t * 1000).toISOString().slice(0, 10);
 }
 
+// One table of a figure per day: the names of the newest day's top N, and what each counted on every day.
+function growthTable(title, id, field, answers, days, topN, what) {
+  const last = answers[answers.length - 1][field].slice(0, topN).map((e) => e.name);
+  const byDay = answers.map((a) => new Map(a[field].map((e) => [e.name, e.value])));
+  const rows = last.map((name) => [name, ...byDay.map((m) => count(m.get(name) || 0))]);
+  return [el("h2", {}, title),
+    rows.length ? table([what, ...days], rows, { id }) : el("p", { class: "empty" }, "none")];
+}
+
 async function growth() {
   const { match } = state();
   const today = Math.floor(Date.now() / 1000 / DAY) * DAY;
   const days = Array.from({ length: 7 }, (_, i) => isoDay(today - (6 - i) * DAY));
   const topN = Number($("#topN").value) || 10;
+  const where = match ? ` of ${match}` : "";
   show($("#growth"), message("info", "Counting each day..."));
   try {
     const answers = await Promise.all(days.map((date) => data("api/v1/status/tsdb",
       { date, topN: 100000, ...(match ? { "match[]": match } : {}) })));
-    const last = answers[answers.length - 1].seriesCountByMetricName.slice(0, topN).map((e) => e.name);
-    const byDay = answers.map((a) => new Map(a.seriesCountByMetricName.map((e) => [e.name, e.value])));
-    const rows = last.map((name) => [name, ...byDay.map((m) => count(m.get(name) || 0))]);
-    show($("#growth"), el("h2", {}, "Series per day (every partition)"),
-      rows.length ? table(["Metric", ...days], rows, { id: "growth-table" }) : el("p", { class: "empty" }, "none"));
+    show($("#growth"), [
+      growthTable("Series per day (every partition)", "growth-table", "seriesCountByMetricName", answers, days, topN,
+        "Metric"),
+      growthTable(`Distinct values per day${where}`, "growth-labels", "labelValueCountByLabelName", answers, days,
+        topN, "Label"),
+      growthTable(`Series per label=value pair per day${where}`, "growth-pairs", "seriesCountByLabelValuePair",
+        answers, days, topN, "Pair"),
+    ].flat());
   } catch (err) {
     if (!(err instanceof ApiError)) throw err;
     show($("#growth"), message("error", `Error: ${err.message}`));
