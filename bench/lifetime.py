@@ -213,9 +213,10 @@ def close_merges(logs: list[Path]) -> list[tuple[float, int]]:
 
 
 def slope(minutes: list[dict], t0: float, t1: float) -> float | None:
-    """Least-squares slope of the minutes' mean Pss, MiB per minute, over the minutes ending in (t0, t1]."""
+    """Least-squares slope of the minutes' mean Pss, MiB per minute, over the minutes ending in (t0, t1] (not the
+    last few seconds the run's end leaves as a minute of their own)."""
     pts = [((m["t_start"] + m["t_end"]) / 2 / 60, m["pss_mib"]) for m in minutes
-           if t0 < m["t_end"] <= t1 + 1 and m["pss_mib"] is not None]
+           if t0 < m["t_end"] <= t1 + 1 and m["pss_mib"] is not None and m["seconds"] >= 30]
     if len(pts) < 3:
         return None
     x, y = np.array(pts).T
