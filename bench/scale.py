@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import multiprocessing
 import os
@@ -53,12 +54,14 @@ PANEL_RANGES_MIN = (15, 30, 60)
 PANEL_STEP_S = 30
 
 
-def load_workload(nodes: int, seed: int, per_request: int) -> tuple[Workload, Template, float]:
-    """The workload (values only: its label list is dropped) and its request template, cached on disk:
-    building 7,500 nodes' label sets takes about two minutes of Python."""
-    path = CACHE / f"w{nodes}-s{seed}-r{per_request}.pickle"
+def load_workload(nodes: int, seed: int, per_request: int, cache_dir: Path | None = CACHE
+                  ) -> tuple[Workload, Template, float]:
+    """The workload (values only: its label list is dropped) and its request template, cached on disk
+    (cache_dir None: not): building 7,500 nodes' label sets takes about two minutes of Python."""
+    # v2: the workload knows each series' pod (pod churn); a v1 pickle is another version's, left alone
+    path = (cache_dir or CACHE) / f"w{nodes}-s{seed}-r{per_request}-v2.pickle"
     t0 = time.perf_counter()
-    if path.exists():
+    if cache_dir is not None and path.exists():
         with open(path, "rb") as f:
             workload, template = pickle.load(f)
         return workload, template, time.perf_counter() - t0
@@ -66,7 +69,9 @@ def load_workload(nodes: int, seed: int, per_request: int) -> tuple[Workload, Te
     cache: dict = {}
     template = Template([encode_labels(lb, cache) for lb in workload.series()], per_request)
     workload.drop_labels()
-    CACHE.mkdir(parents=True, exist_ok=True)
+    if cache_dir is None:
+        return workload, template, time.perf_counter() - t0
+    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     with open(tmp, "wb") as f:
         pickle.dump((workload, template), f, protocol=pickle.HIGHEST_PROTOCOL)
@@ -107,55 +112,28 @@ def dashboard_prober(base: str, every_s: float, stop, out, client: int = -1) -> 
                 status, seconds, series, err, warnings = 0, 60.0, 0, f"{type(e).__name__}: {e}"[:200], []
             out.put({"t": time.time(), "panel": name, "range_min": minutes, "status": status, "client": client,
                      "seconds": round(seconds, 3), "series": series, "error": err, "warnings": warnings})
+            if status == 0 and stop.wait(1.0):  # no server (it restarts): a screen shows the error, then refreshes
+                return
         stop.wait(max(0.0, every_s - (time.monotonic() - t_round)))
 
 
-async def run(a, server, workload: Workload, template: Template) -> dict:
-    sender = Sender(server.write_url, workload, template, a.interval, a.connections)
-    rec = Recorder(sender, server, a.target)
+@contextlib.contextmanager
+def dashboard_clients(base: str, clients: int, every_s: float | None, rec: Recorder):
+    """The dashboard prober processes (``clients`` Grafana screens asking back to back, or with 0 one prober every
+    every_s, or none if every_s is None), their CPU read by `rec`; yields the queue of their answers
+    (drain_panels), stops them on the way out."""
     mp = multiprocessing.get_context("spawn")
     stop, panels = mp.Event(), mp.Queue()
-    probers = [mp.Process(target=dashboard_prober, args=(server.base_url, a.panel_every, stop, panels), daemon=True)]
-    if a.clients:  # Grafana screens refreshing back to back instead of the one prober every --panel-every
-        probers = [mp.Process(target=dashboard_prober, args=(server.base_url, 0.0, stop, panels, i), daemon=True)
-                   for i in range(a.clients)]
+    probers = [] if every_s is None else [mp.Process(target=dashboard_prober, args=(base, every_s, stop, panels),
+                                                     daemon=True)]
+    if clients:
+        probers = [mp.Process(target=dashboard_prober, args=(base, 0.0, stop, panels, i), daemon=True)
+                   for i in range(clients)]
     for prober in probers:
         prober.start()
         rec.attach_prober(prober.pid)
     try:
-        await sender.send_preamble([metadata_request(workload)])
-        send_task = asyncio.create_task(sender.run())
-        caught_up_since = None
-        warm_up_end = time.time() + a.max_warm_up
-        window_end = None
-        stopped = ""
-        signalled = asyncio.Event()  # SIGTERM/SIGINT: stop, and report what was measured so far
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            asyncio.get_running_loop().add_signal_handler(sig, signalled.set)
-        while True:
-            await asyncio.sleep(1.0)
-            if signalled.is_set():
-                stopped = "stopped by a signal"
-                break
-            _drain(panels, rec)
-            rec.tick()
-            now = time.time()
-            if send_task.done():
-                send_task.result()  # raises what the sender hit
-            if window_end is None:
-                behind = sender.behind(now)
-                ok = sender.first_scrape_done() and behind < a.catch_up
-                caught_up_since = (caught_up_since or now) if ok else None
-                if (caught_up_since and now - caught_up_since >= 15.0) or now >= warm_up_end:
-                    window_end = now + a.duration
-                    rec.start_window(now, caught_up=bool(caught_up_since))
-                    print(f"warm-up over after {now - rec.t_start:.0f}s; measuring {a.duration:.0f}s", flush=True)
-            elif now >= window_end:
-                break
-        sender.stop_scheduling()
-        drained = await sender.drain(timeout_s=0.0 if stopped else a.drain)
-        _drain(panels, rec)
-        return rec.finish(drained) | {"stopped": stopped}
+        yield panels
     finally:
         stop.set()
         for prober in probers:
@@ -164,7 +142,57 @@ async def run(a, server, workload: Workload, template: Template) -> dict:
                 prober.kill()
 
 
-def _drain(panels, rec: Recorder) -> None:
+async def live(sender: Sender, rec: Recorder, workload: Workload, panels, step, drain_s: float) -> dict:
+    """Metadata, then the sender running; once a second the panels' answers and a recorder tick, then
+    ``step(now)``, until it says the run is over (True) or SIGTERM/SIGINT stops it (what was measured so far is
+    reported). Then the sender's queue gets up to drain_s to empty. Returns the recorder's figures."""
+    await sender.send_preamble([metadata_request(workload)])
+    send_task = asyncio.create_task(sender.run())
+    stopped = ""
+    signalled = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        asyncio.get_running_loop().add_signal_handler(sig, signalled.set)
+    while True:
+        await asyncio.sleep(1.0)
+        if signalled.is_set():
+            stopped = "stopped by a signal"
+            break
+        drain_panels(panels, rec)
+        rec.tick()
+        if send_task.done():
+            send_task.result()  # raises what the sender hit
+        if step(time.time()):
+            break
+    sender.stop_scheduling()
+    drained = await sender.drain(timeout_s=0.0 if stopped else drain_s)
+    drain_panels(panels, rec)
+    return rec.finish(drained) | {"stopped": stopped}
+
+
+async def run(a, server, workload: Workload, template: Template) -> dict:
+    sender = Sender(server.write_url, workload, template, a.interval, a.connections)
+    rec = Recorder(sender, server, a.target)
+    caught_up_since, warm_up_end, window_end = None, time.time() + a.max_warm_up, None
+
+    def step(now: float) -> bool:
+        nonlocal caught_up_since, window_end
+        if window_end is None:
+            behind = sender.behind(now)
+            ok = sender.first_scrape_done() and behind < a.catch_up
+            caught_up_since = (caught_up_since or now) if ok else None
+            if (caught_up_since and now - caught_up_since >= 15.0) or now >= warm_up_end:
+                window_end = now + a.duration
+                rec.start_window(now, caught_up=bool(caught_up_since))
+                print(f"warm-up over after {now - rec.t_start:.0f}s; measuring {a.duration:.0f}s", flush=True)
+            return False
+        return now >= window_end
+
+    # Grafana screens refreshing back to back (--clients) instead of the one prober every --panel-every
+    with dashboard_clients(server.base_url, a.clients, a.panel_every, rec) as panels:
+        return await live(sender, rec, workload, panels, step, a.drain)
+
+
+def drain_panels(panels, rec: Recorder) -> None:
     while True:
         try:
             rec.panel(panels.get_nowait())

@@ -75,6 +75,16 @@ class Recorder:
     def attach_prober(self, pid: int) -> None:
         self._probers.append(psutil.Process(pid))
 
+    def server_replaced(self, server) -> None:
+        """The server was killed and started again: read the new one's processes and counters from now on."""
+        self.server = server
+        self._cpu0 = self._cpus()
+        self._flush0 = scrape_flush_seconds(server.base_url)
+
+    def extra_minute(self, t0: float, t1: float) -> dict:
+        """More figures for the minute [t0, t1), for a bench built on this recorder."""
+        return {}
+
     def panel(self, answer: dict) -> None:
         self.panels.append(answer)
 
@@ -89,7 +99,11 @@ class Recorder:
 
     def _rss_now(self) -> dict[str, int]:
         out = {}
-        for name, p in gateway_processes(self.server, self.kind).items():
+        try:
+            processes = gateway_processes(self.server, self.kind)
+        except psutil.Error:  # killed, and not started again yet
+            return out
+        for name, p in processes.items():
             try:
                 out[name] = p.memory_info().rss
             except psutil.Error:
@@ -130,7 +144,7 @@ class Recorder:
              "queued_requests": self.sender.queued(),
              "rss_mib": {k: round(v / MiB) for k, v in rss.items()}, "rss_total_mib": round(sum(rss.values()) / MiB),
              "cpu_cores": {k: round((cpu[k] - self._cpu0.get(k, cpu[k])) / span, 2) for k in cpu},
-             "load1": round(load1, 2), **_panel_figures(panels)}
+             "load1": round(load1, 2), **_panel_figures(panels), **self.extra_minute(t0, now)}
         if flush and self._flush0:
             n = flush[1] - self._flush0[1]
             m |= {"flushes": int(n), "flush_mean_s": round((flush[0] - self._flush0[0]) / n, 2) if n else None}

@@ -25,7 +25,7 @@ from testkit.load import HEADERS, MAX_BACKOFF_S, MIN_BACKOFF_S
 ATTEMPT_TIMEOUT_S = 30.0  # Prometheus's remote_timeout
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Sent:
     scrape: int
     due: float  # wall-clock seconds the request was due (= its samples' timestamp)
@@ -137,6 +137,14 @@ class Sender:
         for w in self._wake:
             w.set()
 
+    def fill(self, k: int, j: int, ts_ms: int) -> bytes:
+        """Request j of scrape k, compressed (in the event loop, just before it is sent)."""
+        return self.template.fill(j, self._values[k], ts_ms)
+
+    def finished(self, k: int, j: int, sent: Sent) -> None:
+        """Request j of scrape k got its 2xx, or failed for good."""
+        self.records.append(sent)
+
     def _compute_values(self, k: int):
         c0 = time.thread_time()
         values = self.workload.samples_at(int(round((self.start_s + k * self.interval_s) * 1000)))
@@ -153,9 +161,9 @@ class Sender:
             k, j, due, ts_ms = q.popleft()
             self._in_flight[s] = due
             c0 = time.thread_time()
-            body = self.template.fill(j, self._values[k], ts_ms)
+            body = self.fill(k, j, ts_ms)
             self.encode_cpu_s[k] += time.thread_time() - c0
-            self.records.append(await self._send(body, k, due, len(self.template.series_range(j))))
+            self.finished(k, j, await self._send(body, k, due, len(self.template.series_range(j))))
             self._in_flight[s] = None
             self._left[k] -= 1
             if self._left[k] == 0:

@@ -63,6 +63,24 @@ class Template:
     def series_range(self, j: int) -> range:
         return range(j * self.per_request, min(self.num_series, (j + 1) * self.per_request))
 
+    def label_span(self, i: int) -> tuple[int, int, int]:
+        """(request, start, stop): where series i's label bytes (`encode_labels`) lie in its request's buffer."""
+        j, s = divmod(i, self.per_request)
+        buf, at = self.buffers[j], self.value_at[j]
+        pos = 1 + (0 if s == 0 else int(at[s - 1]) - _VALUE_AT + len(_SAMPLE))  # past the TimeSeries tag
+        while buf[pos] & 0x80:  # and its length
+            pos += 1
+        return j, pos + 1, int(at[s]) - _VALUE_AT
+
+    def labels_of(self, i: int) -> bytes:
+        j, start, stop = self.label_span(i)
+        return self.buffers[j][start:stop].tobytes()
+
+    def overwrite(self, j: int, at: np.ndarray, chunks: np.ndarray) -> None:
+        """Write chunks[n] (equal widths, uint8) at offset at[n] of request j's buffer: label values changed in
+        place, keeping their length (bench.lifetime's pod churn)."""
+        self.buffers[j][at[:, None] + np.arange(chunks.shape[1])] = chunks
+
     def raw_bytes(self) -> int:
         return sum(len(b) for b in self.buffers)
 

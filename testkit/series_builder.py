@@ -37,6 +37,11 @@ class SeriesBuilder:
         self.grp_offset_ms: list[int] = []
         self.meta: dict[str, MetricMetadata] = {}
         self.current_node = 0
+        # pods: (namespace index, name hash, node, slot) per pod; each series' pod (-1: none), set while a pod's
+        # series are added (their `pod` label, and an iptables rule's comment, name it)
+        self.pods: list[tuple[int, int, int, int]] = []
+        self.pod: list[int] = []
+        self.current_pod = -1
 
     # -- registration ------------------------------------------------------------------------
     def describe(self, family: str, type_: str, help_: str) -> None:
@@ -62,6 +67,7 @@ class SeriesBuilder:
     def _add(self, pairs, kind: int) -> int:
         self.labels.append(canonical(pairs))
         self.node.append(self.current_node)
+        self.pod.append(self.current_pod)
         self.kind.append(kind)
         return len(self.labels) - 1
 

@@ -13,6 +13,11 @@ Value models (every parameter drawn once, per series, from the seeded generator)
 - histogram: one counter per family gives _count; bucket = floor(count * CDF(le)), so buckets
            are cumulative in `le`, monotone in time and `+Inf` == `_count`; _sum = count * mean.
 - mirror:  total - another series (FB_FREE = framebuffer total - FB_USED).
+
+Pod churn: a pod's series (DCGM of its GPUs, its iptables rules) name it in `pod` (and a rule's `comment`).
+``series(generations)`` gives the label sets once the pods of namespace i have been replaced
+``generations[i]`` times: each pod slot then holds a pod of that generation (same length of name,
+``workload_catalog.pod_name``), i.e. new series; values stay a function of the series' position.
 """
 
 from __future__ import annotations
@@ -53,6 +58,10 @@ class Workload:
         self.seed = seed
         b = SeriesBuilder(np.random.default_rng([seed, nodes]))
         self.hostnames = workload_catalog.build(b, nodes, self.CONTROL_PLANE_NODES)
+        pods = np.asarray(b.pods, np.int64).reshape(-1, 4)
+        self.pod_namespace = pods[:, 0].astype(np.int8)  # index into NAMESPACES, per pod
+        self._pod_hash, self._pod_node, self._pod_slot = pods[:, 1], pods[:, 2], pods[:, 3]
+        self.pod_of = np.asarray(b.pod, np.int32)  # per series: its pod, -1 for none
         self._labels = b.labels
         self._meta = list(b.meta.values())
         self._compile(b, seed)
@@ -88,12 +97,46 @@ class Workload:
         self._key = _mix64(idx ^ _mix64(np.full(len(idx), seed & 0xFFFFFFFFFFFFFFFF, np.uint64)))
 
     # -- public API ----------------------------------------------------------------------------
-    def series(self) -> list[Labels]:
-        return self._labels
+    def series(self, generations=None) -> list[Labels]:
+        """Every series' labels; with ``generations`` (per namespace), its pods replaced that many times."""
+        if not generations or not any(generations):
+            return self._labels
+        out = list(self._labels)
+        for i in np.flatnonzero(self.pod_of >= 0).tolist():
+            pod = int(self.pod_of[i])
+            g = generations[self.pod_namespace[pod]]
+            if g:
+                old, new = self.pod_name(pod), self.pod_name(pod, g)
+                out[i] = tuple((n, v.replace(old, new)) for n, v in out[i])
+        return out
 
     @property
     def num_series(self) -> int:
         return len(self._key)
+
+    @property
+    def namespaces(self) -> tuple[str, ...]:
+        return workload_catalog.NAMESPACES
+
+    def pod_name(self, pod: int, generation: int = 0) -> str:
+        return workload_catalog.pod_name(self.namespaces[self.pod_namespace[pod]], int(self._pod_hash[pod]),
+                                         int(self._pod_node[pod]), int(self._pod_slot[pod]), generation)
+
+    def pod_generation(self, pod: int, name: str) -> int | None:
+        """Which generation of pod slot `pod` is named `name` (None: none of them)."""
+        parts = name.split("-")
+        try:
+            h = int(parts[1], 16)
+        except (IndexError, ValueError):
+            return None
+        bits = workload_catalog.POD_HASH_BITS
+        inverse = pow(workload_catalog.POD_GENERATION_STEP, -1, 1 << bits)
+        g = ((h - int(self._pod_hash[pod])) * inverse) & ((1 << bits) - 1)
+        return g if self.pod_name(pod, g) == name else None
+
+    def address(self, node: int) -> str:
+        """The IP address in node `node`'s `instance` labels."""
+        return workload_catalog.node_ip(node, self.nodes)
 
     def metadata(self) -> list[MetricMetadata]:
         return list(self._meta)

@@ -20,6 +20,11 @@ FB_TOTAL_MIB = 81559.0  # H100 80GB
 MODEL = "NVIDIA H100 80GB HBM3"
 DRIVER = "535.129.03"
 NAMESPACES = ("ml-training", "ml-inference", "research", "batch-jobs")
+# A pod replaced by a new one (pod churn) keeps its slot and its name's length: generation g of the pod whose first
+# name has hash h is named with (h + g * POD_GENERATION_STEP) mod 2^20, an odd step, so a slot's names never repeat
+# within 2^20 generations.
+POD_HASH_BITS = 20
+POD_GENERATION_STEP = 0x9E3B5
 
 # kube-apiserver >= 1.27 buckets for apiserver_request_duration_seconds and etcd_request_duration_seconds
 K8S_LATENCY_BUCKETS = (0.005, 0.025, 0.05, 0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 1.25, 1.5, 2, 3, 4, 5, 6, 8, 10,
@@ -72,6 +77,21 @@ def _ip(node: int) -> str:
     return f"10.{20 + node // 65024}.{(node // 254) % 256}.{node % 254 + 1}"
 
 
+def _control_plane_ip(c: int) -> str:
+    return f"10.19.0.{c + 10}"
+
+
+def node_ip(node: int, gpu_nodes: int) -> str:
+    """The address in every `instance` label of node `node` (GPU nodes first, then the control plane)."""
+    return _ip(node) if node < gpu_nodes else _control_plane_ip(node - gpu_nodes)
+
+
+def pod_name(namespace: str, name_hash: int, node: int, slot: int, generation: int = 0) -> str:
+    """The name of a pod slot's pod of that generation (0: the workload's own pods)."""
+    h = (name_hash + generation * POD_GENERATION_STEP) & ((1 << POD_HASH_BITS) - 1)
+    return f"{namespace.split('-')[0]}-{h:05x}-{node}-{slot}"
+
+
 def _uuid(rng) -> str:
     h = rng.bytes(16).hex()
     return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
@@ -97,19 +117,21 @@ def build(b: SeriesBuilder, gpu_nodes: int, control_plane: int) -> list[str]:
         b.current_node = n
         host = f"control-plane-{c + 1}"
         hosts.append(host)
-        ip = f"10.19.0.{c + 10}"
+        ip = _control_plane_ip(c)
         _node_exporter(b, host, ip, ("node-exporter", "apiserver"))
         _apiserver(b, ip)
     return hosts
 
 
-def _pods(b: SeriesBuilder, n: int) -> list[tuple[str, str, str, bool]]:
-    """(namespace, pod, container, busy) per pod slot; a slot's pod holds GPUs 2k and 2k+1."""
+def _pods(b: SeriesBuilder, n: int) -> list[tuple[str, str, str, bool, int]]:
+    """(namespace, pod, container, busy, pod id) per pod slot; a slot's pod holds GPUs 2k and 2k+1."""
     out = []
     for k in range(PODS_PER_NODE):
-        ns = NAMESPACES[int(b.rng.integers(len(NAMESPACES)))]
-        pod = f"{ns.split('-')[0]}-{int(b.rng.integers(1 << 20)):05x}-{n}-{k}"
-        out.append((ns, pod, "main", bool(b.rng.random() < 0.85)))
+        ns_i = int(b.rng.integers(len(NAMESPACES)))
+        h = int(b.rng.integers(1 << POD_HASH_BITS))
+        b.pods.append((ns_i, h, n, k))
+        out.append((NAMESPACES[ns_i], pod_name(NAMESPACES[ns_i], h, n, k), "main", bool(b.rng.random() < 0.85),
+                    len(b.pods) - 1))
     return out
 
 
@@ -117,7 +139,7 @@ def _dcgm(b: SeriesBuilder, host: str, ip: str, pods) -> None:
     group = b.reset_group(mean_uptime_h=24 * 10)
     instance = ("instance", f"{ip}:9400")
     for gpu in range(GPUS_PER_NODE):
-        ns, pod, container, busy = pods[gpu // 2]
+        ns, pod, container, busy, b.current_pod = pods[gpu // 2]
         common = (("gpu", str(gpu)), ("UUID", _uuid(b.rng)), ("device", f"nvidia{gpu}"),
                   ("modelName", MODEL), ("Hostname", host), ("DCGM_FI_DRIVER_VERSION", DRIVER),
                   ("container", container), ("namespace", ns), ("pod", pod),
@@ -138,6 +160,7 @@ def _dcgm(b: SeriesBuilder, host: str, ip: str, pods) -> None:
                     fb_used = idx
         b.describe(*FB_FREE)
         b.mirror((("__name__", FB_FREE[0]),) + common, of=fb_used, total=FB_TOTAL_MIB)
+    b.current_pod = -1
 
 
 def _node_exporter(b: SeriesBuilder, host: str, ip: str, up_jobs) -> None:
@@ -212,7 +235,7 @@ def _iptables(b: SeriesBuilder, ip: str, pods) -> None:
 
     for table, chain, spec, comment, bps in IPTABLES_BASE_RULES:
         rule(table, chain, spec, comment, bps)
-    for k, (ns, pod, _container, busy) in enumerate(pods):
+    for k, (ns, pod, _container, busy, b.current_pod) in enumerate(pods):
         pod_ip = f"10.244.{int(b.rng.integers(256))}.{k + 2}"
         scale = 1.0 if busy else 0.01
         for direction, chain, flag in (("egress", "KUBE-POD-EGRESS", "-s"), ("ingress", "KUBE-POD-INGRESS", "-d")):
@@ -223,6 +246,7 @@ def _iptables(b: SeriesBuilder, ip: str, pods) -> None:
                     rule("filter", chain, spec, f"{ns}/{pod} {direction} {dest}",
                          bps * scale * (1.0 if proto == "tcp" else 0.02),
                          extra=(("namespace", ns), ("pod", pod), ("traffic", dest), ("direction", direction)))
+    b.current_pod = -1
 
 
 def _apiserver(b: SeriesBuilder, ip: str) -> None:

@@ -23,6 +23,7 @@ E2E = {
     "api/test_read_guard.py": "metricsgw serve",
     "bench/test_dataset.py": "metricsgw serve, Prometheus and VictoriaMetrics loaded with the bench data set",
     "bench/test_ingest_tool.py": "the bench against metricsgw serve",
+    "bench/test_lifetime.py": "metricsgw serve under bench.lifetime, killed with SIGKILL and started again",
     "bench/test_native_bench.py": "metricsgw serve and Prometheus",
     "bench/test_restart.py": "metricsgw serve, killed and restarted",
     "bench/test_soak_tools.py": "metricsgw serve under the soak, attack and big-query benches",

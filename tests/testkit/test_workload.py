@@ -70,6 +70,28 @@ def test_dcgm_exporter_labels(wl):
     assert lb["device"] == f"nvidia{lb['gpu']}"
 
 
+def test_pods_churn_into_new_series_of_the_same_shape(wl):
+    """series(generations): each namespace's pods replaced that many times: a pod's series (DCGM of its GPUs, its
+    iptables rules, whose comment names it) get a new pod name of the same length, other series stay."""
+    before = wl.series()
+    assert wl.series([0] * len(wl.namespaces)) is before
+    after = wl.series([2, 0, 1, 0])
+    changed = [i for i, (a, b) in enumerate(zip(before, after)) if a != b]
+    assert set(changed) == {i for i in range(wl.num_series) if wl.pod_of[i] >= 0
+                            and wl.pod_namespace[wl.pod_of[i]] in (0, 2)}
+    assert not set(before) & {after[i] for i in changed}
+    for i in changed:
+        pod = int(wl.pod_of[i])
+        old, new = dict(before[i]), dict(after[i])
+        g = wl.pod_generation(pod, new["pod"])
+        assert old["pod"] == wl.pod_name(pod) and g == (2 if wl.pod_namespace[pod] == 0 else 1)
+        assert len(new["pod"]) == len(old["pod"]) and new["namespace"] == old["namespace"]
+        assert {k for k in old if old[k] != new[k]} <= {"pod", "comment"}
+    for pod in range(len(wl.pod_namespace)):  # a slot's names never come back
+        names = [wl.pod_name(pod, g) for g in range(50)]
+        assert len(set(names)) == 50 and [wl.pod_generation(pod, n) for n in names] == list(range(50))
+
+
 def _counter_like(wl) -> np.ndarray:
     types = {m.metric: m.type for m in wl.metadata()}
     out = []
