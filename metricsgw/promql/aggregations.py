@@ -3,6 +3,7 @@ and groups are reduced with ufunc.at / masked sorts, for all steps at once."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from bisect import bisect_left
 from typing import Callable
@@ -90,7 +91,7 @@ def aggregate(op: str, s: Series, without: bool, names: list[str], param, promet
     if op in ("topk", "bottomk"):
         return _topk(s, without, names, param, op == "bottomk")
     if op == "count_values":
-        return _count_values(s, without, names, param)
+        return count_values(s, without, names, param)
     glabels, gid = _groups(s, without, names)
     g = len(glabels)
     m, v = s.mask, s.values
@@ -323,15 +324,18 @@ def _go_float(x: float) -> str:
     return repr(x)
 
 
-def _count_values(s: Series, without: bool, names: list[str], label: str) -> Series:
+def count_values(s: Series, without: bool, names: list[str], label: str, texts=()) -> Series:
+    """count_values; ``texts`` adds points given as (labels, step, value as text): Prometheus 3 counts histogram
+    samples by their text (native_values.text)."""
     if not _valid_label_name(label):
         raise ExecError(f'invalid label name "{label}"')
     steps = s.values.shape[1]
     cells: dict[Labels, np.ndarray] = {}
     rows, cols = np.nonzero(s.mask)
-    for i, k in zip(rows.tolist(), cols.tolist()):
-        base = group_labels(s.labels[i], without, names)
-        lbls = tuple(sorted([p for p in base if p[0] != label] + [(label, format_value(s.values[i, k]))]))
+    points = [(s.labels[i], k, format_value(s.values[i, k])) for i, k in zip(rows.tolist(), cols.tolist())]
+    for labels, k, value in itertools.chain(points, texts):
+        base = group_labels(labels, without, names)
+        lbls = tuple(sorted([p for p in base if p[0] != label] + [(label, value)]))
         arr = cells.get(lbls)
         if arr is None:
             arr = cells[lbls] = np.zeros(steps)

@@ -33,6 +33,10 @@ def bad_bucket_label(name: str, value: str) -> str:
     return _for_metric(f'PromQL warning: bucket label "le" is missing or has a malformed value of "{value}"', name)
 
 
+def mixed_floats_histograms(name: str) -> str:
+    return f'PromQL warning: encountered a mix of histograms and floats for metric name "{name}"'
+
+
 def mixed_classic_native(name: str) -> str:
     return _for_metric("PromQL warning: vector contains a mix of classic and native histograms", name)
 

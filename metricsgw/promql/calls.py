@@ -10,7 +10,8 @@ import promql_parser as pp
 
 from ..errors import BadData, NotSupported
 from . import functions as F
-from . import annotations, compat, held, native_eval, native_ops, native_values, parser, rangefuncs as R
+from . import annotations, compat, held, mixed_windows, native_eval, native_ops, native_values, parser
+from . import rangefuncs as R
 from .binary import dedupe
 from .histograms import histogram_fraction, histogram_quantile
 from .value import Ranges, ScalarSteps, Series, StringValue, drop_name
@@ -23,7 +24,13 @@ RATE_LIKE = {
 OVER_TIME = {
     "count_over_time", "present_over_time", "sum_over_time", "avg_over_time", "min_over_time",
     "max_over_time", "last_over_time", "stddev_over_time", "stdvar_over_time",
+    # Prometheus 3's (experimental there, served here without a flag):
+    "first_over_time", "ts_of_first_over_time", "ts_of_last_over_time", "ts_of_min_over_time",
+    "ts_of_max_over_time", "mad_over_time",
 }
+# Functions that see a window's histogram samples as well as its floats (the rest leave histograms out).
+_SEEING_HISTOGRAMS = {"count_over_time", "present_over_time", "last_over_time", "first_over_time", "sum_over_time",
+                      "avg_over_time", "ts_of_first_over_time", "ts_of_last_over_time"}
 
 
 class _Taken:
@@ -84,30 +91,40 @@ def _call(engine, node: "pp.Call", env, taken: _Taken):
         taken.ranges = v
         return v
 
+    three = compat.prometheus_3(engine.promql_compat)
+
+    def settled(r: Ranges) -> Ranges:
+        """``r`` without the windows Prometheus 3 leaves to the histogram part, or to nobody (mixed_windows)."""
+        hist = native_eval.evaluate(engine, args[0], env) if three else None
+        return mixed_windows.settle(name, r, hist, env.ctx.annotate)[0] if isinstance(
+            hist, native_values.HistRanges) else r
+
     if name in RATE_LIKE:
         counter, is_rate = RATE_LIKE[name]
-        return _dedupe_whole(R.extrapolated_rate(range_arg(0), counter, is_rate,
-                                                 compat.prometheus_3(engine.promql_compat)))
+        return _dedupe_whole(R.extrapolated_rate(settled(range_arg(0)), counter, is_rate, three))
     if name in ("irate", "idelta"):
-        return _dedupe_whole(R.instant_rate(range_arg(0), name == "irate"))
+        return _dedupe_whole(R.instant_rate(settled(range_arg(0)), name == "irate"))
     if name in ("changes", "resets"):
         r = range_arg(0)
         hist = native_eval.evaluate(engine, args[0], env) if compat.prometheus_3(engine.promql_compat) else None
         if isinstance(hist, native_values.HistRanges):  # Prometheus 3 counts histogram samples too
             return _dedupe_whole(native_ops.pairs_over_time(r, hist, name == "resets"))
         return _dedupe_whole(R.changes(r) if name == "changes" else R.resets(r))
-    three = compat.prometheus_3(engine.promql_compat)
     if name in OVER_TIME:
         r = range_arg(0)
         if three and name in native_eval.FLOAT_ONLY:
             _note_ignored_histograms(engine, args[0], r, env)
-        if name in ("count_over_time", "present_over_time", "last_over_time", "sum_over_time", "avg_over_time"):
+        if name in _SEEING_HISTOGRAMS:
             hist = native_eval.evaluate(engine, args[0], env)  # these see histograms too (native_eval)
             if isinstance(hist, native_values.HistRanges) and name in ("count_over_time", "present_over_time"):
                 return native_ops.points_over_time(r, hist, name == "present_over_time")
-            if isinstance(hist, native_values.HistRanges):
-                native_ops.refuse_mixed(r, hist.ranges, f"{name}() of a series")  # the histogram part is native_eval's
-        return _dedupe_whole(R.over_time(name, r))
+            if isinstance(hist, native_values.HistRanges) and name.startswith("ts_of_"):
+                return native_ops.times_over_time(r, hist, name == "ts_of_last_over_time")
+            if isinstance(hist, native_values.HistRanges) and three:
+                r = mixed_windows.settle(name, r, hist, env.ctx.annotate)[0]  # the histogram part is native_eval's
+            elif isinstance(hist, native_values.HistRanges):
+                native_ops.refuse_mixed(r, hist.ranges, f"{name}() of a series")
+        return _dedupe_whole(R.over_time(name, r, three))
     if name == "quantile_over_time":
         r = range_arg(1)  # first, as 2.42 evaluates a subquery argument before the others
         q = scalar_arg(0)
@@ -193,6 +210,11 @@ def _call(engine, node: "pp.Call", env, taken: _Taken):
         if three and env.start_ms != env.end_ms:
             env.ctx.annotate(annotations.SORT_IN_RANGE_QUERY)
         return F.sort(vector_arg(0), name == "sort_desc")
+    if name in ("sort_by_label", "sort_by_label_desc"):
+        if env.start_ms != env.end_ms:
+            env.ctx.annotate(annotations.SORT_IN_RANGE_QUERY)
+        return F.sort_by_label(vector_arg(0), [string_arg(i) for i in range(1, len(args))],
+                               name == "sort_by_label_desc")
     if name == "label_replace":
         return F.label_replace(vector_arg(0), string_arg(1), string_arg(2), string_arg(3), string_arg(4),
                                compat.dot_matches_newline(engine.promql_compat))

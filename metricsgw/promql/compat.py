@@ -37,7 +37,12 @@ PROMETHEUS_2, PROMETHEUS_3 = 2, 3
 VERSIONS = (PROMETHEUS_2, PROMETHEUS_3)
 
 # A function only the other version has: unknown, as that version's parser says.
-_OTHER_VERSIONS_FUNCTIONS = {PROMETHEUS_2: {"double_exponential_smoothing"}, PROMETHEUS_3: {"holt_winters"}}
+_OTHER_VERSIONS_FUNCTIONS = {
+    PROMETHEUS_2: {"double_exponential_smoothing", "first_over_time", "mad_over_time", "ts_of_first_over_time",
+                   "ts_of_last_over_time", "ts_of_min_over_time", "ts_of_max_over_time", "sort_by_label",
+                   "sort_by_label_desc"},
+    PROMETHEUS_3: {"holt_winters"},
+}
 # Aggregations 2.42 does not know. Its lexer makes their name an identifier: followed by "(" it is an unknown
 # function, followed by by/without (written before the arguments) that keyword is unexpected.
 _LATER_AGGREGATIONS = ("limitk", "limit_ratio")

@@ -18,7 +18,7 @@ from ..errors import BadData, NotSupported
 from ..limits.context import SAMPLE_BYTES, QueryContext
 from ..storage.seam import SampleReader
 from . import batching, binary, compat, held, limits, native_eval, native_values, parser, selectors, stats_decoding
-from .aggregations import aggregate, check_parameter
+from .aggregations import aggregate, check_parameter, count_values
 from .calls import call
 from .parallel import Parts
 from .value import Matrix, Ranges, Scalar, ScalarSteps, Series, String, StringValue, Value, Vector, drop_name
@@ -295,6 +295,18 @@ class Engine:
                 inner = native_values.with_histogram_points(inner, hist)
                 return (aggregate(op, inner, without, names, param, self.prometheus_3),
                         held.per_step(inner, len(env.steps)))
+        if op == "count_values" and self.prometheus_3:  # Prometheus 3 counts histograms too, by their text
+            hist = native_eval.evaluate(self, node.expr, env)
+            if isinstance(hist, native_values.HistSeries):
+                inner = self.eval(node.expr, env)
+                if not isinstance(inner, Series):
+                    raise BadData(f"expected instant vector in aggregation {op}")
+                if not isinstance(param, StringValue):
+                    raise BadData("expected string parameter in count_values")
+                texts = [(hist.series.labels[i], k, native_values.text(hist.hists[j]))
+                         for i, k, j in zip(*(a.tolist() for a in native_values.cells(hist.series)))]
+                return (count_values(inner, without, names, param.value, texts),
+                        held.per_step(inner, len(env.steps)) + held.per_step(hist.series, len(env.steps)))
         if op in limits.OPS:  # they keep float and histogram samples alike: decided with both (native_eval)
             inner, res, _ = native_eval.limited(self, node, env, param, native_eval.evaluate(self, node.expr, env))
             return res, held.per_step(inner, len(env.steps))
@@ -325,6 +337,8 @@ class Engine:
             lhs, rhs = native_eval.set_operands(self, node, lhs, rhs, env)  # histogram samples match too
         # A trim operator drops float samples (Prometheus 3 with an info annotation); native_eval trims histograms.
         res = Series.empty(len(env.steps)) if id(node) in env.trims else self._binary(node, lhs, rhs)
+        if self.prometheus_3 and isinstance(res, Series) and parser.is_bool(node):
+            res = native_eval.bool_comparison(self, node, res, env)  # histograms compared with == bool / != bool
         if self.prometheus_3 and isinstance(res, Series) and parser.op_name(node).lower() == "atan2":
             res = binary.dedupe(Series([drop_name(lb) for lb in res.labels], res.values, res.mask))  # 2.42 kept it
         inputs = held.per_step(lhs, len(env.steps)) + held.per_step(rhs, len(env.steps))

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import decimal
 import math
 
 import numpy as np
@@ -89,3 +90,28 @@ def format_json_values(values: np.ndarray) -> list[str]:
     for i in fix.tolist():
         out[i] = format_json(values[i])
     return out
+
+
+def format_g(x: float) -> str:
+    """Go's ``%g`` (and ``%v``) of a float64: the shortest digits that read back, in ``e`` notation when the decimal
+    exponent is below -4 or at least 6 (``1e+06``, ``1.5e-05``), else plain (``123456``, ``0.001``)."""
+    x = float(x)
+    if x != x:
+        return "NaN"
+    if math.isinf(x):
+        return "+Inf" if x > 0 else "-Inf"
+    if x == 0:
+        return "-0" if math.copysign(1.0, x) < 0 else "0"
+    sign = "-" if x < 0 else ""
+    digits, exponent = decimal.Decimal(repr(abs(x))).normalize().as_tuple()[1:]
+    text = "".join(map(str, digits))
+    point = len(text) + exponent  # digits before the decimal point
+    e = point - 1
+    if e < -4 or e >= 6:
+        mantissa = text[0] + ("." + text[1:] if len(text) > 1 else "")
+        return f"{sign}{mantissa}e{'-' if e < 0 else '+'}{abs(e):02d}"
+    if point <= 0:
+        return f"{sign}0.{'0' * -point}{text}"
+    if point >= len(text):
+        return sign + text + "0" * (point - len(text))
+    return f"{sign}{text[:point]}.{text[point:]}"

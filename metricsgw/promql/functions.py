@@ -4,6 +4,7 @@ Range-vector functions live in rangefuncs.py; histogram_quantile in histograms.p
 
 from __future__ import annotations
 
+import functools
 import re
 
 import numpy as np
@@ -221,3 +222,62 @@ def date_fn(name: str, s: Series) -> Series:
 
 
 DATE_FUNCS = {"year", "month", "day_of_month", "day_of_year", "day_of_week", "days_in_month", "hour", "minute"}
+
+
+def natural_less(a: str, b: str) -> bool:
+    """Whether ``a`` sorts before ``b`` in natural order as Prometheus 3's sort_by_label compares label values
+    (the facette/natsort package): runs of digits compare as numbers (leading zeros skipped, a longer run is
+    larger), everything else byte by byte."""
+    x, y = a.encode(), b.encode()
+    i = j = 0
+    while True:
+        if i >= len(x):
+            return j < len(y)
+        if j >= len(y):
+            return False
+        cx, cy = x[i], y[j]
+        if 48 <= cx <= 57 and 48 <= cy <= 57:
+            i, nx = _digit_run(x, i)
+            j, ny = _digit_run(y, j)
+            if nx != ny:
+                return nx < ny
+            if x[i:i + nx] != y[j:j + ny]:
+                return x[i:i + nx] < y[j:j + ny]
+            i, j = i + nx, j + ny
+            continue
+        if cx != cy:
+            return cx < cy
+        i, j = i + 1, j + 1
+
+
+def _digit_run(s: bytes, i: int) -> tuple[int, int]:
+    """Where the run of digits at ``i`` starts once its leading zeros are skipped, and its length, as natsort
+    counts them (a zero is skipped whenever anything follows it, even a non-digit)."""
+    n = 1
+    while i + n < len(s):
+        if s[i] == 48:
+            i += 1
+            continue
+        if 48 <= s[i + n] <= 57:
+            n += 1
+        else:
+            break
+    return i, n
+
+
+def sort_by_label(s: Series, names: list[str], desc: bool) -> Series:
+    """Prometheus 3's sort_by_label(_desc): by the named labels' values in natural order, then by the whole
+    label set; only an instant result has an order."""
+    if len(s) == 0 or s.values.shape[1] != 1:
+        return s
+
+    def compare(i: int, k: int) -> int:
+        a, b = dict(s.labels[i]), dict(s.labels[k])
+        for name in names:
+            va, vb = a.get(name, ""), b.get(name, "")
+            if va != vb:
+                return -1 if natural_less(va, vb) else 1
+        return (s.labels[i] > s.labels[k]) - (s.labels[i] < s.labels[k])
+
+    order = sorted(range(len(s)), key=functools.cmp_to_key(compare), reverse=desc)
+    return Series([s.labels[i] for i in order], s.values[order], s.mask[order])

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import NotSupported
 from . import annotations, binary, native, native_math, parser
 from .native_values import HistSeries, build
 from .value import Series
@@ -54,7 +53,7 @@ def compare(node, op: str, hl: HistSeries | None, hr: HistSeries | None, lf, rf,
     if hl is not None and hr is not None and op in ("==", "!=") and not bool_:
         return _equality(node, op, hl, hr)
     if hl is not None and hr is not None and op in ("==", "!=") and bool_:
-        raise NotSupported(f"the {op} bool operator between native histograms")
+        return None  # a float answer: bool_equality, the float side's
     for hist, other, left in ((hl, rf, True), (hr, lf, False)):
         if hist is None:
             continue
@@ -81,6 +80,23 @@ def _equality(node, op: str, hl: HistSeries, hr: HistSeries) -> HistSeries | Non
     if not keep.any():
         return None
     return build((rows[keep], cols[keep], code[keep] // n), labels, pairs.mask.shape, lambda j, *_: hl.hists[j])
+
+
+def bool_equality(node, op: str, hl: HistSeries, hr: HistSeries) -> Series:
+    """``hl == bool hr`` / ``!= bool``: 1 or 0 for each matching pair of histograms (without the metric name)."""
+    on, names, card, include = parser.matching(node)
+    n = len(hr.hists)
+    pairs = binary.vector_vector("+", Series(hl.series.labels, hl.series.values * n, hl.series.mask), hr.series,
+                                 on, names, card, include, False)
+    labels = binary.vector_vector("==", Series(hl.series.labels, np.zeros_like(hl.series.values), hl.series.mask),
+                                  Series(hr.series.labels, np.zeros_like(hr.series.values), hr.series.mask),
+                                  on, names, card, include, True).labels
+    values = np.zeros(pairs.mask.shape)
+    rows, cols = np.nonzero(pairs.mask)
+    code = pairs.values[rows, cols].astype(np.int64)
+    same = np.array([_equal(hl.hists[c // n], hr.hists[c % n]) for c in code.tolist()], bool)
+    values[rows, cols] = same if op == "==" else ~same
+    return Series(labels, values, pairs.mask).compact()
 
 
 def _equal(a: "native.FloatHistogram", b: "native.FloatHistogram") -> bool:

@@ -31,18 +31,20 @@ import promql_parser as pp
 
 from ..errors import BadData, ExecError, NotSupported
 from ..model import METRIC_NAME, STALE_NAN
-from . import annotations, compat, limits, native, native_math, native_ops, parser, selectors, stats_decoding
+from . import (annotations, compat, limits, mixed_windows, native, native_binary3, native_math, native_ops, parser,
+               selectors, stats_decoding)
+from .binary import dedupe
 from . import rangefuncs as R
 from .aggregations import group_ids, group_sum
 from .native_values import HistRanges, HistSeries
-from .value import ScalarSteps, Series, drop_name
+from .value import Ranges, ScalarSteps, Series, drop_name
 
 # Functions whose float evaluation (calls.py) reads their last argument's histogram part itself:
 # the histogram_* functions, and those that count or time samples of any kind; histogram_quantiles reads
 # its first.
 CONSUMERS = {"histogram_count", "histogram_sum", "histogram_fraction", "histogram_quantile", "histogram_avg",
              "histogram_stddev", "histogram_stdvar", "count_over_time", "present_over_time", "absent",
-             "absent_over_time", "timestamp"}
+             "absent_over_time", "timestamp", "ts_of_first_over_time", "ts_of_last_over_time"}
 RATES = {"rate": (True, True), "increase": (True, False), "delta": (False, False)}
 # Aggregations of floats only: Prometheus 3 leaves histogram samples out of them, with an info.
 IGNORING_AGGREGATIONS = {"topk", "bottomk", "min", "max", "quantile", "stddev", "stdvar"}
@@ -52,6 +54,7 @@ FLOAT_ONLY = {"abs", "ceil", "floor", "exp", "sqrt", "ln", "log2", "log10", "sgn
               "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "round", "clamp",
               "clamp_min", "clamp_max", "deriv", "predict_linear", "double_exponential_smoothing",
               "stddev_over_time", "stdvar_over_time", "quantile_over_time", "min_over_time", "max_over_time",
+              "mad_over_time", "ts_of_min_over_time", "ts_of_max_over_time",
               "sort", "sort_desc", "scalar", "day_of_month", "day_of_week", "day_of_year", "days_in_month", "hour",
               "minute", "month", "year"}
 
@@ -155,7 +158,7 @@ def rate(engine, node: "pp.Call", env) -> HistSeries | None:
     window mixing exponential and custom buckets with a warning."""
     is_counter, is_rate = RATES[node.func.name]
     three = compat.prometheus_3(engine.promql_compat)
-    got = evaluate(engine, node.args[0], env)
+    got = _settled(engine, node, env)
     if not isinstance(got, HistRanges):
         return None
     r, hists = got.ranges, got.hists
@@ -231,7 +234,7 @@ def instant_rate(engine, node: "pp.Call", env) -> HistSeries | None:
     """irate / idelta over histograms (Prometheus 3's instantValue): the last histogram of each window less the
     one before (irate: the last one itself after a counter reset), irate's per second; a gauge histogram."""
     is_rate = node.func.name == "irate"
-    got = evaluate(engine, node.args[0], env)
+    got = _settled(engine, node, env)
     if not isinstance(got, HistRanges):
         return None
     r, hists = got.ranges, got.hists
@@ -263,6 +266,16 @@ def instant_rate(engine, node: "pp.Call", env) -> HistSeries | None:
     return HistSeries(series, out) if len(series) else None
 
 
+def _settled(engine, node: "pp.Call", env) -> HistSeries | HistRanges | None:
+    """The histogram part of a range function's argument, without the windows Prometheus 3 answers from the
+    float part or not at all (mixed_windows; the float side, calls.py, warns)."""
+    got = evaluate(engine, node.args[0], env)
+    if not isinstance(got, HistRanges) or not compat.prometheus_3(engine.promql_compat):
+        return got
+    floats = engine.range_vector(node.args[0], env)
+    return mixed_windows.settle(node.func.name, floats, got)[1] if isinstance(floats, Ranges) else got
+
+
 def evaluate(engine, node, env) -> HistSeries | HistRanges | None:
     """The histogram part of ``node``'s value, or None (no histograms, or one read by the float
     evaluation itself); NotSupported when ``node`` would drop histograms its arguments hold."""
@@ -275,11 +288,11 @@ def evaluate(engine, node, env) -> HistSeries | HistRanges | None:
         name = node.func.name
         if name in RATES:
             return rate(engine, node, env)
-        if name == "last_over_time":
-            return native_ops.last_over_time(evaluate(engine, node.args[0], env))
+        if name in ("last_over_time", "first_over_time"):
+            return native_ops.end_over_time(_settled(engine, node, env), name == "last_over_time")
         if name in ("sum_over_time", "avg_over_time"):  # (2.42 has no annotations)
             notes = env.ctx.annotate if compat.prometheus_3(engine.promql_compat) else _no_notes
-            return native_ops.sum_over_time(evaluate(engine, node.args[0], env), name == "avg_over_time", notes)
+            return native_ops.sum_over_time(_settled(engine, node, env), name == "avg_over_time", notes)
         if compat.prometheus_3(engine.promql_compat):
             if name in ("irate", "idelta"):
                 return instant_rate(engine, node, env)
@@ -313,8 +326,9 @@ def evaluate(engine, node, env) -> HistSeries | HistRanges | None:
             if isinstance(got, HistSeries) and got.series.mask.any():
                 env.ctx.annotate(annotations.histogram_ignored(op))
             return None
-        # count and group count histogram samples themselves (engine.py)
-        return _refuse(engine, [node.param] if op in ("count", "group") else [node.param, node.expr], env, op)
+        # count and group count histogram samples themselves (engine.py), and so does Prometheus 3's count_values
+        counting = op in ("count", "group") or (op == "count_values" and compat.prometheus_3(engine.promql_compat))
+        return _refuse(engine, [node.param] if counting else [node.param, node.expr], env, op)
     if isinstance(node, pp.BinaryExpr):
         return native_ops.operate(engine, node, evaluate(engine, node.lhs, env), evaluate(engine, node.rhs, env), env)
     if isinstance(node, pp.SubqueryExpr):
@@ -373,6 +387,22 @@ def settle_mixed_groups(engine, node: "pp.AggregateExpr", floats: Series, env) -
         return floats
     env.ctx.annotate(annotations.MIXED_FLOATS_HISTOGRAMS_AGGREGATION)
     return _without(floats, mixed)
+
+
+def bool_comparison(engine, node: "pp.BinaryExpr", floats: Series, env) -> Series:
+    """A ``== bool`` / ``!= bool`` comparison's answer with its pairs of histograms compared too (Prometheus 3):
+    their 1s and 0s are floats, so they join the float answer."""
+    op = parser.op_name(node).lower()
+    if op not in ("==", "!="):
+        return floats
+    hl, hr = evaluate(engine, node.lhs, env), evaluate(engine, node.rhs, env)
+    if not (isinstance(hl, HistSeries) and isinstance(hr, HistSeries)):
+        return floats
+    compared = native_binary3.bool_equality(node, op, hl, hr)
+    if not len(compared):
+        return floats
+    return dedupe(Series(list(floats.labels) + list(compared.labels), np.concatenate([floats.values, compared.values]),
+                         np.concatenate([floats.mask, compared.mask])))
 
 
 def _mixed_groups(engine, node: "pp.AggregateExpr", env) -> dict:

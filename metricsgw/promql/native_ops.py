@@ -14,10 +14,13 @@ right or an error.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from ..errors import ExecError, NotSupported
-from . import annotations, binary, compat, native, native_binary3, native_math, native_trim, parser, reset_hints
+from . import (annotations, binary, compat, mixed_windows, native, native_binary3, native_math, native_trim, parser,
+               reset_hints)
 from . import rangefuncs as R
 from .aggregations import group_ids
 from .native_values import HistRanges, HistSeries, Joined, build, cells, with_histogram_points
@@ -274,14 +277,37 @@ def sum_over_time(h, mean: bool, annotate) -> HistSeries | None:
     return build((rows, cols, rows), labels, ok.shape, lambda _, i, k: window(i, k))
 
 
-def last_over_time(h) -> HistSeries | None:
-    """The last histogram of each window (Prometheus 3; the metric name is kept)."""
+def end_over_time(h, last: bool) -> HistSeries | None:
+    """The last (first) histogram of each window: last_over_time / first_over_time, keeping the metric name."""
     if not isinstance(h, HistRanges):
         return None
     r = h.ranges
     ok = r.hi > r.lo
-    values = np.where(ok, r.v[np.maximum(r.hi - 1, 0)] if len(r.v) else 0.0, 0.0)
+    at = np.maximum(r.hi - 1, 0) if last else np.minimum(r.lo, max(len(r.v) - 1, 0))
+    values = np.where(ok, r.v[at] if len(r.v) else 0.0, 0.0)
     return HistSeries(Series(list(r.labels), values, ok).compact(), h.hists) if ok.any() else None
+
+
+def times_over_time(floats: Ranges, h: HistRanges, last: bool) -> Series:
+    """ts_of_last_over_time / ts_of_first_over_time over float and histogram samples alike (Prometheus 3): the
+    time in seconds of each window's last (first) sample of either kind."""
+    times: dict = {}
+    for r in (floats, h.ranges):
+        n = r.hi - r.lo
+        if len(r.t):
+            at = np.take(r.t, np.clip(r.hi - 1 if last else r.lo, 0, len(r.t) - 1))
+        else:
+            at = np.zeros(n.shape, np.int64)
+        at = np.where(n > 0, at, np.iinfo(np.int64).min if last else np.iinfo(np.int64).max)
+        for i, lb in enumerate(r.labels):
+            times[lb] = (np.maximum if last else np.minimum)(times[lb], at[i]) if lb in times else at[i]
+    labels = list(times)
+    t = np.array([times[lb] for lb in labels], np.int64).reshape(len(labels), len(floats.range_end))
+    mask = (t != np.iinfo(np.int64).min) & (t != np.iinfo(np.int64).max)
+    out = Series([drop_name(lb) for lb in labels], np.where(mask, t / 1000.0, 0.0), mask).compact()
+    if len(set(out.labels)) != len(out.labels):
+        raise ExecError("vector cannot contain metrics with the same labelset")
+    return out
 
 
 def _present(v: Ranges | Series) -> np.ndarray:
@@ -318,20 +344,33 @@ def points_over_time(floats: Ranges, h: HistRanges, present: bool) -> Series:
 def pairs_over_time(floats: Ranges, h: HistRanges, resets: bool) -> Series:
     """resets() / changes() of series holding histograms (Prometheus 3): a pair of consecutive histograms
     counts when the later is a counter reset of the earlier (detect_reset) / differs from it; float series
-    as ``rangefuncs`` counts them."""
-    what = "resets" if resets else "changes"
-    refuse_mixed(floats, h.ranges, f"{what}() of a series")
+    as ``rangefuncs`` counts them; a window holding both kinds of one series, over both in time order
+    (mixed_windows)."""
+    def flagged(a, b) -> bool:
+        if resets:
+            return native_math.detect_reset(native_math.Hist.of(b), native_math.Hist.of(a))
+        return _layout_and_counts(a) != _layout_and_counts(b)
+
+    mixed = mixed_windows.pair_counts(floats, h, resets, flagged)
     r = h.ranges
+    if mixed:  # the histogram part leaves those windows to the mixed count
+        hi = r.hi.copy()
+        for _, j, k in mixed_windows.cells(floats, h):
+            hi[j, k] = r.lo[j, k]
+        r = dataclasses.replace(r, hi=hi)
     idx = r.v.astype(np.int64).tolist()
     flags = np.zeros(len(idx), bool)
     for p in range(1, len(idx)):  # pairs across two series are not counted (pairs_flagged)
-        a, b = h.hists[idx[p - 1]], h.hists[idx[p]]
-        if resets:
-            flags[p] = native_math.detect_reset(native_math.Hist.of(b), native_math.Hist.of(a))
-        else:
-            flags[p] = _layout_and_counts(a) != _layout_and_counts(b)
+        flags[p] = flagged(h.hists[idx[p - 1]], h.hists[idx[p]])
     float_part = R.resets(floats) if resets else R.changes(floats)
-    return _merged(float_part, R.pairs_flagged(r, flags))
+    out = _merged(float_part, R.pairs_flagged(r, flags))
+    if not mixed:
+        return out
+    values = np.zeros((len(floats), len(floats.range_end)))
+    mask = np.zeros(values.shape, bool)
+    for (i, k), n in mixed.items():
+        values[i, k], mask[i, k] = n, True
+    return _merged(out, Series([drop_name(lb) for lb in floats.labels], values, mask).compact())
 
 
 def _layout_and_counts(h: "native.FloatHistogram") -> tuple:

@@ -15,6 +15,7 @@ import numpy as np
 
 from . import annotations, native, native_quantile3
 from .binary import dedupe
+from .format import format_g
 from .value import Ranges, Series, drop_name
 
 
@@ -181,3 +182,34 @@ def range_rows(h: HistRanges) -> list:
         if b > a:
             out.append((labels, r.t[a:b], [h.hists[int(j)] for j in r.v[a:b]]))
     return out
+
+
+def text(h: "native.FloatHistogram") -> str:
+    """A histogram as Prometheus 3's FloatHistogram.String() writes it (count_values' label value): count and sum,
+    then each non-empty bucket from the lowest up, ``(lower,upper]:count`` with the bracket of an inclusive bound,
+    e.g. ``{count:20, sum:10, [-2,-1):2, [-0.001,0.001]:2, (1,2]:2}``."""
+    custom = h.schema == native.CUSTOM_BUCKETS_SCHEMA
+
+    def upper(idx: int) -> float:
+        if not custom:
+            return native.bound(idx, h.schema)
+        if idx < 0:
+            return -math.inf
+        return h.custom_values[idx] if idx < len(h.custom_values) else math.inf
+
+    def bucket(lower: float, up: float, lower_in: bool, upper_in: bool, c: float) -> str:
+        return (f"{'[' if lower_in else '('}{format_g(lower)},{format_g(up)}{']' if upper_in else ')'}"
+                f":{format_g(c)}")
+
+    parts = [f"count:{format_g(h.count)}", f"sum:{format_g(h.sum)}"]
+    negative = [(idx, c) for idx, c in zip(native.bucket_indexes(h.neg_spans), h.neg) if c != 0]
+    for idx, c in reversed(negative):
+        lo, up = -upper(idx), -upper(idx - 1)
+        parts.append(bucket(lo, up, idx == 0 if custom else lo < 0, True if custom else up > 0, c))
+    if h.zero_count != 0:
+        parts.append(bucket(-h.zero_threshold, h.zero_threshold, True, True, h.zero_count))
+    for idx, c in zip(native.bucket_indexes(h.pos_spans), h.pos):
+        if c != 0:
+            lo, up = upper(idx - 1), upper(idx)
+            parts.append(bucket(lo, up, idx == 0 if custom else lo < 0, True if custom else up > 0, c))
+    return "{" + ", ".join(parts) + "}"

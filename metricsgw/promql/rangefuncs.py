@@ -11,7 +11,8 @@ import numpy as np
 
 from .. import npsort
 from .value import Ranges, Series, drop_name
-from .window_loops import avg_windows, holt_winters_values, kahan_sum_windows, linear_regression, var_windows
+from .window_loops import (avg_windows, avg_windows3, holt_winters_values, kahan_sum_windows, linear_regression,
+                           ts_of_extreme_windows, var_windows)
 
 
 def _prefix(x: np.ndarray) -> np.ndarray:
@@ -197,7 +198,7 @@ def _minmax(r: Ranges, ufunc) -> np.ndarray:
     return _reduce_windows(r, r.v, ufunc)
 
 
-def over_time(name: str, r: Ranges) -> Series:
+def over_time(name: str, r: Ranges, prometheus_3: bool = True) -> Series:
     n = (r.hi - r.lo).astype(np.float64)
     has = n > 0
     if name == "count_over_time":
@@ -210,7 +211,7 @@ def over_time(name: str, r: Ranges) -> Series:
             return _series(r, c[r.hi] - c[r.lo], has)
         return _series(r, kahan_sum_windows(r), has)
     if name == "avg_over_time":
-        return _series(r, avg_windows(r), has)
+        return _series(r, avg_windows3(r) if prometheus_3 else avg_windows(r), has)
     if name == "min_over_time":
         return _series(r, _minmax(r, np.fmin), has)  # NaN only when all are NaN
     if name == "max_over_time":
@@ -218,6 +219,19 @@ def over_time(name: str, r: Ranges) -> Series:
     if name == "last_over_time":
         _, _, v1, _, _ = _first_last(r)
         return _series(r, v1, has, keep_name=True)
+    if name == "first_over_time":
+        _, v0, _, _, _ = _first_last(r)
+        return _series(r, v0, has, keep_name=True)
+    if name == "ts_of_first_over_time":
+        _, _, _, t0, _ = _first_last(r)
+        return _series(r, t0 / 1000.0, has)
+    if name == "ts_of_last_over_time":
+        _, _, _, _, t1 = _first_last(r)
+        return _series(r, t1 / 1000.0, has)
+    if name in ("ts_of_max_over_time", "ts_of_min_over_time"):
+        return _series(r, ts_of_extreme_windows(r, name == "ts_of_max_over_time"), has)
+    if name == "mad_over_time":
+        return _series(r, _median_deviations(r), has)
     if name in ("stddev_over_time", "stdvar_over_time"):
         var = var_windows(r)
         return _series(r, np.sqrt(var) if name == "stddev_over_time" else var, has)
@@ -231,25 +245,46 @@ def quantile_over_time(q: np.ndarray, r: Ranges) -> Series:
     first, value) in one lexsort, in chunks of about _CHUNK gathered samples."""
     has = r.hi > r.lo
     out = np.zeros(r.lo.shape)
-    wi = np.flatnonzero(has.ravel())
-    if len(wi) == 0:
-        return _series(r, out, has)
+    flat = out.ravel()
     steps = r.lo.shape[1]
-    lo_all = r.lo.ravel()[wi]
-    len_all = (r.hi - r.lo).ravel()[wi]
-    qk_all = np.asarray(q, np.float64)[wi % steps]
-    res = np.empty(len(wi))
-    ends = np.cumsum(len_all)
-    a = 0
-    while a < len(wi):
-        b = max(a + 1, int(np.searchsorted(ends, (ends[a - 1] if a else 0) + _CHUNK, "right")))
-        res[a:b] = _window_quantiles(r.v, lo_all[a:b], len_all[a:b], qk_all[a:b])
-        a = b
-    out.ravel()[wi] = res
+    q = np.asarray(q, np.float64)
+    for wi, lo, lens in _chunks(r):
+        flat[wi] = _window_quantiles(r.v, lo, lens, q[wi % steps])
     return _series(r, out, has)
 
 
 _CHUNK = 1 << 22
+
+
+def _chunks(r: Ranges):
+    """The non-empty windows of ``r`` (flat indexes), in runs of about _CHUNK gathered samples: yields
+    (window indexes, their first samples, their lengths)."""
+    wi = np.flatnonzero((r.hi > r.lo).ravel())
+    lo_all = r.lo.ravel()[wi]
+    len_all = (r.hi - r.lo).ravel()[wi]
+    ends = np.cumsum(len_all)
+    a = 0
+    while a < len(wi):
+        b = max(a + 1, int(np.searchsorted(ends, (ends[a - 1] if a else 0) + _CHUNK, "right")))
+        yield wi[a:b], lo_all[a:b], len_all[a:b]
+        a = b
+
+
+def _median_deviations(r: Ranges) -> np.ndarray:
+    """Prometheus 3's mad_over_time: the median of each window's absolute deviations from its median (both
+    medians as quantile(0.5) takes them); NaN for a window holding a NaN."""
+    out = np.zeros(r.lo.shape)
+    flat = out.ravel()
+    for wi, lo, lens in _chunks(r):
+        half = np.full(len(wi), 0.5)
+        base = np.cumsum(lens) - lens  # where each window starts among the gathered samples
+        median = _window_quantiles(r.v, lo, lens, half)
+        gathered = r.v[np.repeat(lo - base, lens) + np.arange(int(lens.sum()))]
+        deviations = np.abs(gathered - np.repeat(median, lens))
+        mad = _window_quantiles(deviations, base, lens, half)
+        any_nan = np.add.reduceat(np.isnan(gathered), base) > 0
+        flat[wi] = np.where(any_nan, np.nan, mad)
+    return out
 
 
 def _window_quantiles(v: np.ndarray, lo: np.ndarray, lens: np.ndarray, qk: np.ndarray) -> np.ndarray:

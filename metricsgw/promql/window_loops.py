@@ -70,6 +70,43 @@ def avg_windows(r: Ranges) -> np.ndarray:
         return scatter(np.where(np.isinf(mean), mean, mean + c))
 
 
+def _kahan_inc3(inc, total, c):
+    """Prometheus 3's kahansum.Inc: as _kahan_inc, but the compensation restarts at 0 once the sum is infinite."""
+    t = total + inc
+    c = np.where(np.isinf(t), 0.0, c + np.where(np.abs(total) >= np.abs(inc), (total - t) + inc, (inc - t) + total))
+    return t, c
+
+
+def avg_windows3(r: Ranges) -> np.ndarray:
+    """Prometheus 3's avg_over_time: a Kahan sum divided by the count, until the sum would overflow; from then on
+    an incremental mean (so values near the float limits average to a finite number)."""
+    m, lens, steps, scatter = _positions(r)
+    total, c, mean = np.zeros(m), np.zeros(m), np.zeros(m)
+    incremental = np.zeros(m, bool)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        for j, k, x in steps():
+            if j == 0:
+                total[:k] = x
+                continue
+            cnt = float(j + 1)
+            inc = incremental[:k]
+            t2, c2 = _kahan_inc3(x, total[:k], c[:k])
+            summing = ~inc & ~np.isinf(t2)
+            total[:k] = np.where(summing, t2, total[:k])
+            c_now = np.where(summing, c2, c[:k])
+            starts = ~inc & ~summing  # the sum overflows here: on with the mean of the samples so far
+            mean_now = np.where(starts, total[:k] / (cnt - 1), mean[:k])
+            c_now = np.where(starts, c_now / (cnt - 1), c_now)
+            going = inc | starts
+            q = (cnt - 1) / cnt
+            m2, c3 = _kahan_inc3(x / cnt, q * mean_now, q * c_now)
+            mean[:k] = np.where(going, m2, mean_now)
+            c[:k] = np.where(going, c3, c_now)
+            incremental[:k] = going
+        n = lens.astype(np.float64)
+        return scatter(np.where(incremental, mean + c, total / n + c / n))
+
+
 def var_windows(r: Ranges) -> np.ndarray:
     m, lens, steps, scatter = _positions(r)
     mean, c_mean, aux, c_aux = np.zeros(m), np.zeros(m), np.zeros(m), np.zeros(m)
@@ -143,3 +180,22 @@ def linear_regression(r: Ranges, intercept_ms: np.ndarray | None):
     slope = np.where(const, np.where(inf, np.nan, 0.0), slope)
     icpt = np.where(const, np.where(inf, np.nan, first), icpt)
     return scatter(slope), scatter(icpt), ok
+
+
+def ts_of_extreme_windows(r: Ranges, largest: bool) -> np.ndarray:
+    """Prometheus 3's ts_of_max_over_time / ts_of_min_over_time: the time (in seconds) of each window's largest
+    (smallest) sample, as compareOverTime walks the window: a sample replaces the one held when it is at least as
+    large (small), so the last of equal extremes wins, or when the one held is NaN."""
+    m, _, steps, scatter = _positions(r)
+    lo = scatter.lo
+    best, at = np.zeros(m), np.zeros(m, np.int64)
+    with np.errstate(invalid="ignore"):
+        for j, k, x in steps():
+            cur = best[:k]
+            take = (x >= cur) if largest else (x <= cur)
+            take |= np.isnan(cur)
+            if j == 0:
+                take[:] = True
+            best[:k] = np.where(take, x, cur)
+            at[:k] = np.where(take, lo[:k] + j, at[:k])
+    return scatter(r.t[at] / 1000.0 if m else np.zeros(0))

@@ -11,6 +11,7 @@ the order of an ``expect ordered`` result is not checked.
 
 from __future__ import annotations
 
+import copy
 import re
 from dataclasses import dataclass, field
 
@@ -83,8 +84,8 @@ def _expect(case: Case, body: str) -> None:
 
 
 def parse(path: str) -> list[tuple[MemSource, list[Case]]]:
-    """The script's phases: the source its loads built (a later load adds to it, ``clear`` starts anew)
-    and the evals that read it."""
+    """The script's phases: the source its loads built (a later load adds to a copy of it, ``clear`` starts
+    anew) and the evals that read it."""
     lines = open(path, encoding="utf-8").read().split("\n")
     phases: list[tuple[MemSource, list[Case]]] = [(MemSource(), [])]
     i = 0
@@ -102,7 +103,8 @@ def parse(path: str) -> list[tuple[MemSource, list[Case]]]:
         if line == "clear":
             phases.append((MemSource(), []))
         elif _LOAD.match(line):
-            phases.append((phases[-1][0], []))  # the evals after this load see it; the source is shared
+            # The evals after this load see it, those before it do not: they read the source as it was.
+            phases.append((copy.deepcopy(phases[-1][0]), []))
             with_nhcb, interval = _LOAD.match(line).groups()
             _load(phases[-1][0], body, parse_duration_ms(interval), bool(with_nhcb))
         elif line.startswith("eval"):
