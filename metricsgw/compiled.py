@@ -27,10 +27,11 @@ def start_loading() -> None:
 
 def _load() -> None:
     from .ingest import known_series
-    from .remote import scrape_scan
+    from .remote import native_scan, scrape_scan
 
     try:
         scrape_scan.load()
+        native_scan.load()
         known_series.warm()
     except Exception as err:  # the scan falls back to numpy; the table loads (and says why not) at first use
         log.warning("compiled write-path kernels not loaded, the scan takes the numpy path: %s", err)

@@ -5,7 +5,9 @@ The protobuf it reads (remote.proto): WriteRequest { repeated TimeSeries timeser
 repeated MetricMetadata metadata = 3; } and TimeSeries { repeated Label labels = 1; repeated Sample samples
 = 2; ... }, Sample { double value = 1; int64 timestamp = 2; }. A series is taken in the layout every sender
 we know writes: its label fields (tag 0x0A) first and contiguous, then one sample field (0x12) ending it,
-the Sample as [0x09 f64]? [0x10 varint]?, zero values omitted. Anything else is NOT_THE_SHAPE.
+the Sample as [0x09 f64]? [0x10 varint]?, zero values omitted; or, for a native histogram's series, one
+histogram field (``repeated Histogram histograms = 4``, 0x22) ending it, whose bytes native_scan.py checks.
+Anything else is NOT_THE_SHAPE.
 """
 
 from __future__ import annotations
@@ -74,7 +76,8 @@ def _count_fields(buf):
 
 @njit(cache=True, nogil=True, boundscheck=True)
 def scan(buf, seed):
-    """(status, series, starts, label_ends, hash high halves, low halves, t, v, has_metadata)."""
+    """(status, series, starts, label_ends, hash high halves, low halves, t, v, has_metadata, histogram starts,
+    histogram ends): a series holding a histogram has its message at [histogram start, end), else -1."""
     n = len(buf)
     fields = _count_fields(buf)
     cap = max(fields, 0)
@@ -85,12 +88,14 @@ def scan(buf, seed):
     t = np.zeros(cap, np.int64)
     v = np.zeros(cap, np.float64)
     v_bits = v.view(np.uint64)  # a value is stored as its 8 bytes: NaN payloads (stale markers) kept
+    h_start = np.full(cap, -1, np.int64)
+    h_end = np.full(cap, -1, np.int64)
     base = buf.ctypes.data
     has_metadata = False
     k = 0
     p = 0
     if fields < 0:
-        return 0, 0, starts, label_ends, hi, lo, t, v, has_metadata
+        return 0, 0, starts, label_ends, hi, lo, t, v, has_metadata, h_start, h_end
     while p < n:
         tag = buf[p]
         length, p = _varint(buf, p + 1, n)
@@ -100,22 +105,30 @@ def scan(buf, seed):
             p = end
             continue
         if tag != 0x0A:
-            return 0, k, starts, label_ends, hi, lo, t, v, has_metadata
+            return 0, k, starts, label_ends, hi, lo, t, v, has_metadata, h_start, h_end
         start = p
         while p < end and buf[p] == 0x0A:  # the label fields
             length, p = _varint(buf, p + 1, end)
             if p < 0 or length > np.uint64(end - p):
-                return 0, k, starts, label_ends, hi, lo, t, v, has_metadata
+                return 0, k, starts, label_ends, hi, lo, t, v, has_metadata, h_start, h_end
             p += np.int64(length)
         label_end = p
-        if p >= end or buf[p] != 0x12:  # then exactly one sample field, ending the series
-            return 0, k, starts, label_ends, hi, lo, t, v, has_metadata
-        length, p = _varint(buf, p + 1, end)
-        if p < 0 or np.uint64(end - p) != length:
-            return 0, k, starts, label_ends, hi, lo, t, v, has_metadata
+        if p < end and buf[p] == 0x22:  # or exactly one histogram field, ending the series
+            length, p = _varint(buf, p + 1, end)
+            if p < 0 or np.uint64(end - p) != length:
+                return 0, k, starts, label_ends, hi, lo, t, v, has_metadata, h_start, h_end
+            h_start[k] = p
+            h_end[k] = end
+            p = end
+        elif p >= end or buf[p] != 0x12:  # then exactly one sample field, ending the series
+            return 0, k, starts, label_ends, hi, lo, t, v, has_metadata, h_start, h_end
+        else:
+            length, p = _varint(buf, p + 1, end)
+            if p < 0 or np.uint64(end - p) != length:
+                return 0, k, starts, label_ends, hi, lo, t, v, has_metadata, h_start, h_end
         if p < end and buf[p] == 0x09:
             if end - p < 9:
-                return 0, k, starts, label_ends, hi, lo, t, v, has_metadata
+                return 0, k, starts, label_ends, hi, lo, t, v, has_metadata, h_start, h_end
             bits = np.uint64(0)
             for j in range(8):
                 bits |= np.uint64(buf[p + 1 + j]) << np.uint64(8 * j)
@@ -123,16 +136,16 @@ def scan(buf, seed):
             p += 9
         if p < end:
             if buf[p] != 0x10:
-                return 0, k, starts, label_ends, hi, lo, t, v, has_metadata
+                return 0, k, starts, label_ends, hi, lo, t, v, has_metadata, h_start, h_end
             stamp, p = _varint(buf, p + 1, end)
             if p != end:
-                return 0, k, starts, label_ends, hi, lo, t, v, has_metadata
+                return 0, k, starts, label_ends, hi, lo, t, v, has_metadata, h_start, h_end
             t[k] = np.int64(stamp)  # two's complement: a negative timestamp is a 10-byte varint
         starts[k] = start
         label_ends[k] = label_end
         lo[k], hi[k] = _xxh3_128(np.uintp(base + start), np.uintp(label_end - start), seed)
         k += 1
-    return 1, k, starts, label_ends, hi, lo, t, v, has_metadata
+    return 1, k, starts, label_ends, hi, lo, t, v, has_metadata, h_start, h_end
 
 
 def compiled_scan():

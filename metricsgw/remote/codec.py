@@ -17,7 +17,7 @@ from google.protobuf.message import DecodeError
 
 from ..errors import BadData, PayloadTooLarge, UnsupportedMediaType
 from ..model import MetricMetadata
-from . import native, scrape_scan
+from . import native, native_scan, scrape_scan
 from .decoded import DecodedWrite, RawPairs
 from .fastscan import Flat, decode_sample_blobs, flatten, guess_label_ends, last_samples, scan_flat
 from .proto import remote_v1_pb2 as v1pb
@@ -234,9 +234,31 @@ def _decode_v1_known(raw: bytes, blobs, scraped: scrape_scan.ScrapeScan,
         return None
     sids, dropped = resolved
     keys = _LabelSlices(raw, scraped.starts, scraped.label_ends)
-    return DecodedWrite(1, keys, np.ones(len(keys), np.int64), scraped.t, scraped.v,
+    counts, t, v, parts = np.ones(len(keys), np.int64), scraped.t, scraped.v, None
+    is_hist = scraped.hist_start >= 0
+    if is_hist.any():  # a native histogram's series: its one histogram, checked in the compiled pass
+        parts = _known_histograms(raw, scraped, is_hist)
+        if parts is None:
+            return None
+        floats = ~is_hist
+        counts, t, v = floats.astype(np.int64), t[floats], v[floats]
+    return DecodedWrite(1, keys, counts, t, v, histograms=parts.histograms if parts else 0,
                         metadata=_v1_metadata(blobs.metadata) if scraped.has_metadata else None,
-                        pairs=_KeyPairs(keys), sids=sids, dropped=dropped)
+                        pairs=_KeyPairs(keys), native=parts, sids=sids, dropped=dropped)
+
+
+def _known_histograms(raw: bytes, scraped: scrape_scan.ScrapeScan, is_hist: np.ndarray) -> native.NativeParts | None:
+    """The histograms of a scrape-shaped request, one per series that has one; None unless the compiled check
+    takes every one (the walk then parses them and words what is wrong)."""
+    at = np.flatnonzero(is_hist)
+    starts, ends = scraped.hist_start[at], scraped.hist_end[at]
+    checked = native_scan.check_in(raw, starts, ends)
+    if checked is None or not checked[0].all():
+        return None
+    n = len(is_hist)
+    return native.NativeParts(is_hist.astype(np.int64), checked[1], list(map(raw.__getitem__, map(
+        slice, starts.tolist(), ends.tolist()))), np.zeros(n, np.int64), np.zeros(0, np.int64),
+        np.zeros(0, np.float64), [])
 
 
 def _guess_known(series: Flat, known: KnownSids, metadata) -> DecodedWrite | None:

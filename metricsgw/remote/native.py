@@ -10,8 +10,9 @@ Only the timestamp is read here (storage orders by it); PromQL decodes the rest 
 Exemplars are decoded to (t, value, labels) with the labels as a ``model.series_key`` of their
 sorted pairs (2.0's symbol references resolved), so both protocols store the same thing.
 
-Per-histogram and per-exemplar protobuf parsing is a Python loop; it runs only for requests that
-carry them (a float-only request costs one ``if``), and a histogram is one sample of many buckets.
+Integer histograms are checked and their timestamps read in one compiled pass (native_scan.py); the others
+(float histograms, and any the pass does not take) are parsed with protobuf and judged here, one by one, as
+are exemplars. All of it runs only for requests that carry them (a float-only request costs one ``if``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from google.protobuf.message import DecodeError
 
 from ..errors import BadData
 from ..model import canonical, series_key
+from . import native_scan
 from .proto import remote_v1_pb2 as v1pb
 from .proto import remote_v2_pb2 as v2pb
 
@@ -113,23 +115,7 @@ def collect(per_series_histograms, per_series_exemplars, exemplar_labels) -> Nat
 
     ``exemplar_labels(i, raw) -> (t, value, label pairs)`` decodes one exemplar of series i (the
     protocols differ only there). Raises BadData for bytes that are not a message at all."""
-    hist_counts, hist_t, blobs, invalid = [], [], [], {}
-    for i, raws in enumerate(per_series_histograms):
-        kept = 0
-        for raw in raws:
-            try:
-                h = v1pb.Histogram.FromString(raw)
-            except DecodeError as err:
-                raise BadData(f"series #{i}: cannot decode a native histogram: {err}") from None
-            problem = histogram_problem(h)
-            if problem is not None:
-                refused, _ = invalid.get(i, (0, problem))
-                invalid[i] = (refused + 1, problem)
-                continue
-            hist_t.append(h.timestamp)
-            blobs.append(raw)
-            kept += 1
-        hist_counts.append(kept)
+    hist_counts, hist_t, blobs, invalid = _histograms(per_series_histograms)
     ex_counts, ex_t, ex_v, ex_labels = [], [], [], []
     for i, raws in enumerate(per_series_exemplars):
         kept = 0
@@ -142,9 +128,43 @@ def collect(per_series_histograms, per_series_exemplars, exemplar_labels) -> Nat
             ex_labels.append(series_key(canonical(pairs)))
             kept += 1
         ex_counts.append(kept)
-    return NativeParts(np.array(hist_counts, np.int64), np.array(hist_t, np.int64), blobs,
+    return NativeParts(hist_counts, hist_t, blobs,
                        np.array(ex_counts, np.int64), np.array(ex_t, np.int64), np.array(ex_v, np.float64),
                        ex_labels, invalid)
+
+
+def _histograms(per_series) -> tuple[np.ndarray, np.ndarray, list[bytes], dict[int, tuple[int, str]]]:
+    """Each series' valid histograms: their count per series, timestamps and bytes, and the refused ones per
+    series. The compiled pass (native_scan.py) takes the integer histograms it finds valid; every other one is
+    parsed and judged here (histogram_problem), in order."""
+    per_series = [list(raws) for raws in per_series]
+    counts = np.fromiter(map(len, per_series), np.int64, len(per_series))
+    raws = [raw for series in per_series for raw in series]
+    checked = native_scan.check(raws) if raws else None
+    if checked is None:
+        keep, t = np.zeros(len(raws), bool), np.zeros(len(raws), np.int64)
+    else:
+        keep, t = checked
+    invalid: dict[int, tuple[int, str]] = {}
+    if not keep.all():
+        series_of = np.repeat(np.arange(len(per_series)), counts)
+        for j in np.flatnonzero(~keep).tolist():
+            i = int(series_of[j])
+            try:
+                h = v1pb.Histogram.FromString(raws[j])
+            except DecodeError as err:
+                raise BadData(f"series #{i}: cannot decode a native histogram: {err}") from None
+            problem = histogram_problem(h)
+            if problem is not None:
+                refused, _ = invalid.get(i, (0, problem))
+                invalid[i] = (refused + 1, problem)
+                continue
+            keep[j], t[j] = True, h.timestamp
+        if not keep.all():
+            counts = np.bincount(series_of[keep], minlength=len(per_series)).astype(np.int64)
+            raws = [raw for raw, k in zip(raws, keep.tolist()) if k]
+            t = t[keep]
+    return counts, t, raws, invalid
 
 
 def v1_exemplar(i: int, raw: bytes):

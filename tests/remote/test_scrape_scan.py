@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import xxhash
 
-from metricsgw.remote import codec, scrape_scan
+from metricsgw.remote import codec, native_scan, scrape_scan
 from metricsgw.remote.proto import remote_v1_pb2 as v1pb
 from metricsgw.remote.series_keys import SEED, cache_keys, halves
 
@@ -20,6 +20,7 @@ T0 = 1_760_000_000_000
 @pytest.fixture(scope="module", autouse=True)
 def kernel():
     assert scrape_scan.load(), "the compiled scan must load where the tests run"
+    assert native_scan.load()
 
 
 def series(n, t=T0):
@@ -106,7 +107,7 @@ def test_no_byte_string_reads_outside_the_request_or_differs_from_the_walk():
             body[at:at] = bytes(rng.integers(0, 256, int(rng.integers(1, 4))).astype(np.uint8))
         body = bytes(body)
         scanned = scrape_scan.scan(body, SEED)
-        if scanned is None:
+        if scanned is None or (scanned.hist_start >= 0).any():  # (a histogram's bytes: native_scan's tests)
             continue
         taken += 1
         walked = codec._decode_v1_generic(body)  # the generated code; BadData if not a WriteRequest
@@ -124,3 +125,41 @@ def test_its_arrays_carry_numpys_own_dtypes():
     for column, dtype in ((scanned.t, np.int64), (scanned.v, np.float64), (scanned.starts, np.int64),
                           (scanned.label_ends, np.int64), (scanned.hi, np.uint64), (scanned.lo, np.uint64)):
         assert column.dtype is np.dtype(dtype)
+
+
+def _histogram_request(n: int, bad: int | None = None) -> bytes:
+    req = v1pb.WriteRequest()
+    for i in range(n):
+        ts = req.timeseries.add(labels=[v1pb.Label(name="__name__", value="nh"), v1pb.Label(name="i", value=str(i))])
+        h = ts.histograms.add(schema=3, timestamp=T0 + i, count_int=3 if i != bad else 1, sum=1.0)
+        h.positive_spans.add(offset=0, length=2)
+        h.positive_deltas.extend([1, 1])
+    ts = req.timeseries.add(labels=[v1pb.Label(name="__name__", value="floats")])
+    ts.samples.add(timestamp=T0, value=2.5)
+    return req.SerializeToString()
+
+
+def _all_known(hi, lo):
+    return np.arange(len(hi), dtype=np.int64), None
+
+
+def test_a_request_of_one_histogram_a_series_is_read_as_the_walk_reads_it():
+    body = _histogram_request(50)
+    scanned = scrape_scan.scan(body, SEED)
+    assert (scanned.hist_start >= 0).tolist() == [True] * 50 + [False]
+    fast = codec.decode_v1(body, _all_known)
+    walked = codec._decode_v1_generic(body)
+    assert fast.sids is not None  # the known path took it
+    assert list(fast.keys) == walked.keys and fast.counts.tolist() == walked.counts.tolist() == [0] * 50 + [1]
+    assert fast.t.tolist() == walked.t.tolist() and fast.v.tolist() == walked.v.tolist()
+    assert fast.histograms == walked.histograms == 50
+    assert fast.native.hist_blobs == walked.native.hist_blobs
+    assert fast.native.hist_t.tolist() == walked.native.hist_t.tolist() == [T0 + i for i in range(50)]
+    assert fast.native.hist_counts.tolist() == walked.native.hist_counts.tolist()
+
+
+def test_a_histogram_prometheus_would_refuse_sends_the_request_down_the_walk_which_names_it():
+    body = _histogram_request(5, bad=3)
+    decoded = codec.decode_v1(body, _all_known)
+    assert decoded.sids is None and decoded.native.invalid[3][0] == 1
+    assert "observations found in buckets" in decoded.native.invalid[3][1]
