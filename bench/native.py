@@ -69,8 +69,16 @@ def _query(base: str, query: str, start_s: float, end_s: float) -> tuple[float, 
 
 
 def _cpu_s(proc) -> float:
-    t = psutil.Process(proc.pid).cpu_times()
-    return t.user + t.system
+    """CPU seconds of the server and its children so far (metricsgw writes in a shard process)."""
+    root = psutil.Process(proc.pid)
+    total = 0.0
+    for p in [root] + root.children(recursive=True):
+        try:
+            t = p.cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        total += t.user + t.system
+    return total
 
 
 def _du(path: Path) -> int:
@@ -98,6 +106,7 @@ def run_one(kind: str, series: int, scrapes: int, end_ms: int, work: Path, repea
     finally:
         server.stop()  # a clean stop: metricsgw writes its head to Parquet
     out["disk_bytes_per_histogram"] = _du(server.data_dir) / out["histograms"]
+    out["disk_by_dir"] = {p.name: _du(p) if p.is_dir() else p.stat().st_size for p in server.data_dir.iterdir()}
     native = server.data_dir / "table" / "histograms"
     if native.exists():
         out["parquet_bytes_per_histogram"] = _du(native) / out["histograms"]
@@ -134,6 +143,7 @@ def main() -> None:
     for key in ("load_s", "load_cpu_s", "disk_bytes_per_histogram"):
         print(f"{key:44} {gw[key]:12.2f} {prom[key]:12.2f}")
     print(f"{'histograms/s (load)':44} {gw['histograms'] / gw['load_s']:12.0f} {prom['histograms'] / prom['load_s']:12.0f}")
+    print(f"{'data dir bytes, by top folder (metricsgw)':44} {gw['disk_by_dir']}")
     if "parquet_bytes_per_histogram" in gw:
         print(f"{'parquet bytes per histogram (metricsgw)':44} {gw['parquet_bytes_per_histogram']:12.2f}")
     for q in QUERIES:

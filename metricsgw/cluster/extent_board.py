@@ -70,6 +70,15 @@ def path_for(socket_path: str) -> str:
     return base + ".extent"
 
 
+def remove(path: str) -> None:
+    """Delete a board once no process maps it (the gateway stopped): a stopped gateway's data directory holds
+    its data and nothing of its processes."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
 def _pack(extent: Extent) -> bytes:
     body = _BODY.pack(_MAGIC, extent.min_t, extent.max_t, extent.version)
     return body + _CRC.pack(zlib.crc32(body))

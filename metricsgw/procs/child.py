@@ -115,7 +115,9 @@ async def _serve(cfg, child: Child, layout: Layout) -> None:
         unlink_socket(layout.handoff_socket(child))
     await runner.cleanup()
     if board is not None:
-        board.close()  # the file stays: a query process's map of it must stay the next shard's file
+        # The file stays: a query process maps it, and a next shard takes it over; the front deletes it once
+        # every process has stopped.
+        board.close()
     unlink_socket(child.socket)  # a copy of a stopped gateway's directory (a backup, tests) must not meet a socket
 
 

@@ -33,7 +33,7 @@ from prometheus_client import (CONTENT_TYPE_LATEST, CollectorRegistry, Counter, 
 from ..api import query_status
 from ..api.middleware import prometheus_errors
 from ..appkeys import QUERY_LOG
-from ..cluster import gateway_head
+from ..cluster import extent_board, gateway_head
 from ..config import Config, ConfigError
 from ..querylog.channel import serve_records
 from ..querylog.owner import QueryLog
@@ -269,6 +269,8 @@ async def serve(cfg: Config, serve_args: list[str]) -> None:
         await runner.cleanup()  # stops accepting, waits for the requests in flight
         unlink_socket(layout.front_socket)  # a copy of a stopped gateway's directory must not meet a socket
         await supervisor.stop()
+        for shard in layout.shard_children:  # the shards' extent boards: nobody maps them any more
+            extent_board.remove(extent_board.path_for(shard.socket))
         records.close()  # the query processes have stopped
         unlink_socket(layout.records_socket)
         await asyncio.to_thread(front.query_log.close)
