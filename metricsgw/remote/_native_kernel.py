@@ -62,11 +62,10 @@ def _one(buf, p, end):
     schema = np.int64(0)
     zero_count = np.int64(0)
     t = np.int64(0)
-    span_total = np.zeros(2, np.int64)  # negative, positive: buckets the spans need
-    spans_seen = np.zeros(2, np.int64)
-    deltas = np.zeros(2, np.int64)  # buckets given
-    running = np.zeros(2, np.int64)  # the current absolute count while the deltas are added up
-    totals = np.zeros(2, np.int64)  # per side, the sum of the absolute counts (wrapping as numpy's does)
+    # per side (negative, positive): buckets the spans need, spans seen, buckets given, the current absolute
+    # count while the deltas are added up, and the sum of the absolute counts (wrapping as numpy's does)
+    need_n = need_p = seen_n = seen_p = given_n = given_p = 0
+    run_n = run_p = tot_n = tot_p = np.int64(0)
     while p < end:
         key, p = _varint(buf, p, end)
         if p < 0:
@@ -130,10 +129,16 @@ def _one(buf, p, end):
                         span_length = np.int64(v2)
                     else:
                         return LOOK_CLOSER, t
-                if spans_seen[side] > 0 and offset < 0:
-                    return LOOK_CLOSER, t
-                spans_seen[side] += 1
-                span_total[side] += span_length
+                if side == 1:
+                    if seen_p > 0 and offset < 0:
+                        return LOOK_CLOSER, t
+                    seen_p += 1
+                    need_p += span_length
+                else:
+                    if seen_n > 0 and offset < 0:
+                        return LOOK_CLOSER, t
+                    seen_n += 1
+                    need_n += span_length
             elif field == 9 or field == 12:
                 side = 1 if field == 12 else 0
                 q = p
@@ -141,11 +146,18 @@ def _one(buf, p, end):
                     v2, q = _varint(buf, q, stop)
                     if q < 0:
                         return LOOK_CLOSER, t
-                    running[side] += _zigzag(v2)
-                    if running[side] < 0:
-                        return LOOK_CLOSER, t
-                    totals[side] += running[side]
-                    deltas[side] += 1
+                    if side == 1:
+                        run_p += _zigzag(v2)
+                        if run_p < 0:
+                            return LOOK_CLOSER, t
+                        tot_p += run_p
+                        given_p += 1
+                    else:
+                        run_n += _zigzag(v2)
+                        if run_n < 0:
+                            return LOOK_CLOSER, t
+                        tot_n += run_n
+                        given_n += 1
             elif field == 16:
                 if length % np.uint64(8) != 0:
                     return LOOK_CLOSER, t
@@ -156,13 +168,12 @@ def _one(buf, p, end):
             return LOOK_CLOSER, t
     if p != end:
         return LOOK_CLOSER, t
-    for side in range(2):
-        if span_total[side] != deltas[side]:
-            return LOOK_CLOSER, t
-    if np.float64(totals[1]) + np.float64(totals[0]) > count:  # as histogram_problem adds them
+    if need_p != given_p or need_n != given_n:
+        return LOOK_CLOSER, t
+    if np.float64(tot_p) + np.float64(tot_n) > count:  # as histogram_problem adds them
         return LOOK_CLOSER, t
     if schema == -53:
-        if spans_seen[0] > 0 or zero_count != 0:
+        if seen_n > 0 or zero_count != 0:
             return LOOK_CLOSER, t
     elif schema < -4 or schema > 8:
         return LOOK_CLOSER, t

@@ -258,8 +258,10 @@ class Storage:
         with self.files.atomically():
             self.undurable.carry(batch)
             self._apply(batch)
-            self.wal.submit(batch, done)
-        err = await fut
+            written = self.wal.write_here(batch)  # on this thread when the WAL is idle and quick (wal.py)
+            if written is None:
+                self.wal.submit(batch, done)
+        err = written[0] if written is not None else await fut
         if err is not None:
             raise Unavailable(f"WAL write failed: {err}")
         self.undurable.written(batch)

@@ -28,6 +28,10 @@ _HEADER = struct.Struct("<II")
 _SEGMENT_SUFFIX = ".wal"
 _PROBE_NAME = "probe.tmp"
 _PROBE_BYTES = 64 * 1024
+# write_here writes on the caller's thread while a write (fsync included) takes less than this: a local SSD's
+# fsync (~0.2 ms) costs about what the hand-offs to the writer thread and back cost; a slower disk is better
+# served by the writer's group commit.
+INLINE_WRITE_S = 0.001
 
 
 def segment_name(seq: int) -> str:
@@ -85,6 +89,11 @@ class WAL:
     they are on disk (fsync'd) or failed. ``new_encoder()`` gives the encoder of a new segment
     (its ``encode(record) -> bytes`` runs on the writer thread, in write order).
 
+    ``write_here`` writes a record on the caller's thread instead, when the writer is idle and fsync is quick:
+    the two thread hand-offs of ``submit`` (to the writer and back to the caller's event loop) cost about as much
+    as an fsync of a local disk. The segment has one writer at a time either way (``_writing``), and records
+    stay in submission order (a record is written here only when none is pending).
+
     Failures have one defined state, never a dead thread: a write, fsync or segment open that
     fails answers its records with the error, abandons the segment (truncated back to its last
     good record where possible; nothing is appended after a record that may be torn), and marks
@@ -118,6 +127,8 @@ class WAL:
         self._encoder = None
         self._cut_requested = False
         self._cut_done = threading.Event()
+        self._writing = False  # the segment is being written (by the writer thread or by write_here)
+        self._write_s = 0.0  # how long the last write took, fsync included: write_here only while it is quick
         self._probe()  # know at once (for /-/ready) whether a restart found the disk full
         self._thread = threading.Thread(target=self._run, name="wal-writer", daemon=True)
         self._thread.start()
@@ -137,6 +148,27 @@ class WAL:
                 raise OSError("WAL is closed")
             self._pending.append(_Pending(record, done))
             self._cond.notify()
+
+    def write_here(self, record) -> tuple[BaseException | None] | None:
+        """Write and fsync ``record`` now, on this thread: ``(error or None,)``; or None, not written, when the
+        writer thread has work or the last write was slow (then ``submit`` it: the writer groups the records
+        that come during a slow fsync into one)."""
+        with self._cond:
+            if (self._writing or self._pending or self._closed or self._cut_requested or self.error is not None
+                    or self._write_s > INLINE_WRITE_S):
+                return None
+            self._writing = True
+        result: list[BaseException | None] = []
+        try:
+            self._write([_Pending(record, result.append)])
+            if self._fh is not None and self._fh.tell() >= self.segment_size:
+                self._close_segment()
+                self._seq += 1
+        finally:
+            with self._cond:
+                self._writing = False
+                self._cond.notify_all()
+        return (result[0],)
 
     def cut(self) -> int:
         """Start a new segment; returns the number of the last closed one. Records appended before
@@ -163,14 +195,15 @@ class WAL:
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._pending and not self._cut_requested and not self._closed:
-                    if self.error is None:
+                while self._writing or (not self._pending and not self._cut_requested and not self._closed):
+                    if self._writing or self.error is None:
                         self._cond.wait()
                     elif not self._cond.wait(self._probe_interval_s):
                         break  # idle while unwritable: probe
                 batch, self._pending = self._pending, []
                 cut, self._cut_requested = self._cut_requested, False
                 closing = self._closed
+                self._writing = True
             try:
                 if batch:
                     self._write(batch)
@@ -188,6 +221,8 @@ class WAL:
                 self._close_segment()
                 self._cut_done.set()  # wake a cut() that raced with close()
                 return
+            with self._cond:
+                self._writing = False
 
     def _write(self, batch: list[_Pending]) -> None:
         t0 = time.perf_counter()
@@ -208,8 +243,9 @@ class WAL:
             err = e
             self._abandon_segment(start)
         self._set_health(err, write=True)
+        self._write_s = time.perf_counter() - t0
         if self._on_fsync and err is None:
-            self._on_fsync(time.perf_counter() - t0, len(batch))
+            self._on_fsync(self._write_s, len(batch))
         for p in batch:
             p.done(err)
 
