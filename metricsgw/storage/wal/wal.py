@@ -170,7 +170,8 @@ class WAL:
         finally:
             with self._cond:
                 self._writing = False
-                self._cond.notify_all()
+                if self._pending or self._cut_requested or self._closed:  # the writer waits for the segment
+                    self._cond.notify_all()  # (else it sleeps on: waking it for nothing costs a GIL hand-off)
         return (result[0],)
 
     def cut(self) -> int:
