@@ -170,8 +170,10 @@ class WAL:
         finally:
             with self._cond:
                 self._writing = False
-                if self._pending or self._cut_requested or self._closed:  # the writer waits for the segment
-                    self._cond.notify_all()  # (else it sleeps on: waking it for nothing costs a GIL hand-off)
+                # The writer waits for the segment, or must start probing the disk this write found failing;
+                # else it sleeps on (waking it for nothing costs a GIL hand-off a request).
+                if self._pending or self._cut_requested or self._closed or self.error is not None:
+                    self._cond.notify_all()
         return (result[0],)
 
     def cut(self) -> int:
