@@ -37,7 +37,8 @@ from .binary import dedupe
 from . import rangefuncs as R
 from .aggregations import group_ids, group_sum
 from .native_values import HistRanges, HistSeries
-from .value import Ranges, ScalarSteps, Series, drop_name
+from . import functions as F
+from .value import Ranges, ScalarSteps, Series, StringValue, drop_name
 
 # Functions whose float evaluation (calls.py) reads their last argument's histogram part itself:
 # the histogram_* functions, and those that count or time samples of any kind; histogram_quantiles reads
@@ -266,6 +267,25 @@ def instant_rate(engine, node: "pp.Call", env) -> HistSeries | None:
     return HistSeries(series, out) if len(series) else None
 
 
+def relabeled(engine, node: "pp.Call", env) -> HistSeries | None:
+    """label_replace / label_join of histogram samples (Prometheus 3 relabels every sample): their label sets
+    changed as calls.py changes the float samples'."""
+    hist = evaluate(engine, node.args[0], env)
+    if not isinstance(hist, HistSeries):
+        return None
+    texts = []
+    for arg in list(node.args)[1:]:
+        v = engine.eval(arg, env)
+        if not isinstance(v, StringValue):
+            return None  # the float evaluation refuses the call, naming the argument
+        texts.append(v.value)
+    if node.func.name == "label_replace":
+        series = F.label_replace(hist.series, *texts, compat.dot_matches_newline(engine.promql_compat))
+    else:
+        series = F.label_join(hist.series, texts[0], texts[1], texts[2:])
+    return HistSeries(series, hist.hists)
+
+
 def _settled(engine, node: "pp.Call", env) -> HistSeries | HistRanges | None:
     """The histogram part of a range function's argument, without the windows Prometheus 3 answers from the
     float part or not at all (mixed_windows; the float side, calls.py, warns)."""
@@ -302,6 +322,8 @@ def evaluate(engine, node, env) -> HistSeries | HistRanges | None:
                 for arg in node.args:
                     evaluate(engine, arg, env)  # what the argument cannot evaluate over histograms is still refused
                 return None
+        if name in ("label_replace", "label_join"):  # the histograms' series relabeled as the floats' are
+            return relabeled(engine, node, env)
         # A histogram_* function's other arguments are scalars: a histogram there is refused.
         args = list(node.args)[:-1] if name in CONSUMERS else list(node.args)[1:] if name == "histogram_quantiles" \
             else node.args
