@@ -9,6 +9,7 @@ call; the swap and the epoch move together inside the file set's ``atomically()`
 from __future__ import annotations
 
 import logging
+import os
 import time
 
 import numpy as np
@@ -70,6 +71,24 @@ class CatalogBook:
         loaded = catalog_checkpoint.load(self._writer_dir)
         if loaded is None:
             return 0
+        self.catalog, covered, self.forgotten_until = loaded
+        self._checkpointed = len(self.catalog)
+        return covered
+
+    def checkpoint_size(self, writer_id: str) -> int:
+        """Bytes of another writer's checkpoint in this directory (0: none here, as for a writer on another host)."""
+        try:
+            return os.path.getsize(os.path.join(os.path.dirname(self._writer_dir), writer_id, catalog_checkpoint.NAME))
+        except OSError:
+            return 0
+
+    def adopt_checkpoint(self, writer_id: str) -> int | None:
+        """(At start-up, while this catalog is empty.) Another writer's checkpoint as this catalog: a query process
+        starting beside its ingest shard loads the shard's arrays instead of splitting every key of its series
+        files. Returns the last side file sequence of that writer it covers (None: none usable, nothing changed)."""
+        loaded = catalog_checkpoint.load(os.path.join(os.path.dirname(self._writer_dir), writer_id))
+        if loaded is None or len(self.catalog):
+            return None
         self.catalog, covered, self.forgotten_until = loaded
         self._checkpointed = len(self.catalog)
         return covered

@@ -13,6 +13,7 @@ import numpy as np
 from metricsgw.model import Matcher
 from metricsgw.storage.catalog import catalog_checkpoint
 from metricsgw.storage.catalog.catalog import Catalog
+from metricsgw.storage.files import parquet_io
 from metricsgw.storage.store import Storage
 from tests.ingest.test_bulk_new_series import _mixed_series
 from tests.storage.test_storage import NOW, batch, read_all
@@ -168,3 +169,35 @@ def test_a_growing_table_is_checkpointed_between_flushes(tmp_path):
         assert sorted(int(i) for i, _, _ in read_all(st)) == list(range(40))
     finally:
         st.close(flush=False)
+
+
+def test_a_query_process_starts_from_its_shards_checkpoint_then_its_newer_files(tmp_path, monkeypatch):
+    """A process following the writer (a query process beside its ingest shard) loads the writer's checkpoint
+    instead of splitting every key of its series files; the writer's files after the checkpoint join on top, and
+    what it reads is what it would have read from the files alone."""
+    st = Storage(str(tmp_path))
+    st.open()
+    try:
+        asyncio.run(st.append(batch(range(50), [NOW] * 50, [1.0] * 50)))
+        st.flush()  # the checkpoint of 50
+        asyncio.run(st.append(batch(range(50, 53), [NOW + 1000] * 3, [2.0] * 3)))
+        st.flush()  # a series file after it
+    finally:
+        st.close(flush=False)
+    answers, read = [], []
+    real = parquet_io.read_series
+    monkeypatch.setattr(parquet_io, "read_series", lambda paths: (read.append(len(paths)), real(paths))[1])
+    for checkpoint in (True, False):
+        if not checkpoint:
+            os.remove(tmp_path / "wal" / "gw0" / catalog_checkpoint.NAME)
+        read.clear()
+        reader = Storage(str(tmp_path), writer_id="gw0-q0")
+        reader.open()
+        try:
+            assert [n for n in read if n] == ([1] if checkpoint else [2])  # the newer series file only / both
+            assert len(reader.catalog) == 53
+            sel = reader.select_series([Matcher("i", "=~", ".+")], NOW - 5000, NOW + 5000, None)
+            answers.append((sorted(sel.labels), sorted(int(i) for i, _, _ in read_all(reader))))
+        finally:
+            reader.close(flush=False)
+    assert answers[0] == answers[1] and len(answers[0][0]) == 53 and answers[0][1] == list(range(53))
