@@ -76,7 +76,7 @@ def add_keys(cat: Catalog, sids: np.ndarray, keys: list[bytes]) -> np.ndarray:
     cat.sids.extend(fresh_sids)
     cat.first_ms.extend(np.full(n, np.iinfo(np.int64).max, np.int64))
     cat.last_ms.extend(np.full(n, np.iinfo(np.int64).min, np.int64))
-    cat.by_sid.update(zip(fresh_sids.tolist(), range(g0, g0 + n)))
+    cat.note_added(fresh_sids, g0)
     for m, table in enumerate(tables):
         table.gidx.extend(by_metric[group_start[m]:group_start[m] + counts[m]] + g0)
     cat.metric_idx.extend(np.array([t.index for t in tables], np.int32)[metric_of])

@@ -123,7 +123,7 @@ def _build(arrays: dict, meta: dict) -> Catalog:
     cat.first_ms.extend(arrays["first_ms"])
     cat.last_ms.extend(arrays["last_ms"])
     cat.metric_idx.extend(arrays["metric_idx"])
-    cat.by_sid = dict(zip(sids.tolist(), range(len(sids))))
+    cat.index_later()
     gidx_ends = np.cumsum(arrays["gidx_len"])
     for i, name in enumerate(meta["tables"]):
         table = MetricTable(name, i)
