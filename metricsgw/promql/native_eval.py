@@ -268,8 +268,8 @@ def instant_rate(engine, node: "pp.Call", env) -> HistSeries | None:
 
 
 def relabeled(engine, node: "pp.Call", env) -> HistSeries | None:
-    """label_replace / label_join of histogram samples (Prometheus 3 relabels every sample): their label sets
-    changed as calls.py changes the float samples'."""
+    """label_replace / label_join of histogram samples (Prometheus 3 relabels every sample; 2.42 turned each into
+    the float 0): their label sets changed as calls.py changes the float samples'."""
     hist = evaluate(engine, node.args[0], env)
     if not isinstance(hist, HistSeries):
         return None
@@ -322,8 +322,8 @@ def evaluate(engine, node, env) -> HistSeries | HistRanges | None:
                 for arg in node.args:
                     evaluate(engine, arg, env)  # what the argument cannot evaluate over histograms is still refused
                 return None
-        if name in ("label_replace", "label_join"):  # the histograms' series relabeled as the floats' are
-            return relabeled(engine, node, env)
+        if name in ("label_replace", "label_join") and compat.prometheus_3(engine.promql_compat):
+            return relabeled(engine, node, env)  # (2.42 answers the float 0 for a histogram: refused under 2.x)
         # A histogram_* function's other arguments are scalars: a histogram there is refused.
         args = list(node.args)[:-1] if name in CONSUMERS else list(node.args)[1:] if name == "histogram_quantiles" \
             else node.args
