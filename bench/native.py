@@ -23,7 +23,6 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-import psutil
 import snappy
 
 from metricsgw.remote.proto import remote_v1_pb2 as v1pb
@@ -83,19 +82,6 @@ def _query(base: str, query: str, start_s: float, end_s: float) -> tuple[float, 
     return time.perf_counter() - t0, body
 
 
-def _cpu_s(proc) -> float:
-    """CPU seconds of the server and its children so far (metricsgw writes in a shard process)."""
-    root = psutil.Process(proc.pid)
-    total = 0.0
-    for p in [root] + root.children(recursive=True):
-        try:
-            t = p.cpu_times()
-        except psutil.NoSuchProcess:
-            continue
-        total += t.user + t.system
-    return total
-
-
 def _du(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
@@ -114,12 +100,12 @@ def run_one(kind: str, series: int, scrapes: int, end_ms: int, work: Path, repea
         server.wait_ready()
         bodies = [request(series, k, end_ms - (scrapes - 1 - k) * INTERVAL_MS) for k in range(scrapes)]
         sender = _Sender(server.write_url)
-        cpu0, t0 = _cpu_s(server.proc), time.perf_counter()
+        cpu0, t0 = procs.tree_cpu_s(server.pid), time.perf_counter()
         for body in bodies:
             sender.post(body)
         out["load_s"] = time.perf_counter() - t0
         sender.close()
-        out["load_cpu_s"] = _cpu_s(server.proc) - cpu0
+        out["load_cpu_s"] = procs.tree_cpu_s(server.pid) - cpu0
     finally:
         server.stop()  # a clean stop: metricsgw writes its head to Parquet
     out["disk_bytes_per_histogram"] = _du(server.data_dir) / out["histograms"]

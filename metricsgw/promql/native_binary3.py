@@ -64,7 +64,9 @@ def compare(node, op: str, hl: HistSeries | None, hr: HistSeries | None, lf, rf,
     return None
 
 
-def _equality(node, op: str, hl: HistSeries, hr: HistSeries) -> HistSeries | None:
+def _compared(node, op: str, hl: HistSeries, hr: HistSeries, return_bool: bool):
+    """The pairs of histograms the operator's matching makes: (their labels as the comparison gives them, the
+    result's shape, rows, steps, the left histogram of each pair, whether the pair passes ``op``)."""
     on, names, card, include = parser.matching(node)
     n = len(hr.hists)
     pairs = binary.vector_vector("+", Series(hl.series.labels, hl.series.values * n, hl.series.mask), hr.series,
@@ -72,31 +74,26 @@ def _equality(node, op: str, hl: HistSeries, hr: HistSeries) -> HistSeries | Non
     # The labels a comparison gives the pairs (the same pairs: every value equal, so none filtered out).
     labels = binary.vector_vector("==", Series(hl.series.labels, np.zeros_like(hl.series.values), hl.series.mask),
                                   Series(hr.series.labels, np.zeros_like(hr.series.values), hr.series.mask),
-                                  on, names, card, include, False).labels
+                                  on, names, card, include, return_bool).labels
     rows, cols = np.nonzero(pairs.mask)
     code = pairs.values[rows, cols].astype(np.int64)
     same = np.array([_equal(hl.hists[c // n], hr.hists[c % n]) for c in code.tolist()], bool)
-    keep = same if op == "==" else ~same
+    return labels, pairs.mask.shape, rows, cols, code // n, same if op == "==" else ~same
+
+
+def _equality(node, op: str, hl: HistSeries, hr: HistSeries) -> HistSeries | None:
+    labels, shape, rows, cols, left, keep = _compared(node, op, hl, hr, False)
     if not keep.any():
         return None
-    return build((rows[keep], cols[keep], code[keep] // n), labels, pairs.mask.shape, lambda j, *_: hl.hists[j])
+    return build((rows[keep], cols[keep], left[keep]), labels, shape, lambda j, *_: hl.hists[j])
 
 
 def bool_equality(node, op: str, hl: HistSeries, hr: HistSeries) -> Series:
     """``hl == bool hr`` / ``!= bool``: 1 or 0 for each matching pair of histograms (without the metric name)."""
-    on, names, card, include = parser.matching(node)
-    n = len(hr.hists)
-    pairs = binary.vector_vector("+", Series(hl.series.labels, hl.series.values * n, hl.series.mask), hr.series,
-                                 on, names, card, include, False)
-    labels = binary.vector_vector("==", Series(hl.series.labels, np.zeros_like(hl.series.values), hl.series.mask),
-                                  Series(hr.series.labels, np.zeros_like(hr.series.values), hr.series.mask),
-                                  on, names, card, include, True).labels
-    values = np.zeros(pairs.mask.shape)
-    rows, cols = np.nonzero(pairs.mask)
-    code = pairs.values[rows, cols].astype(np.int64)
-    same = np.array([_equal(hl.hists[c // n], hr.hists[c % n]) for c in code.tolist()], bool)
-    values[rows, cols] = same if op == "==" else ~same
-    return Series(labels, values, pairs.mask).compact()
+    labels, shape, rows, cols, _, passes = _compared(node, op, hl, hr, True)
+    values, mask = np.zeros(shape), np.zeros(shape, bool)
+    values[rows, cols], mask[rows, cols] = passes, True
+    return Series(labels, values, mask).compact()
 
 
 def _equal(a: "native.FloatHistogram", b: "native.FloatHistogram") -> bool:

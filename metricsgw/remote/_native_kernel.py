@@ -24,25 +24,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ._protowire import varint
+
 LOOK_CLOSER = 0
 ACCEPTED = 1
-
-
-@njit(cache=True, nogil=True, boundscheck=True)
-def _varint(buf, p, end):
-    """(value, position after it); position -1 if it runs past ``end`` or over 10 bytes."""
-    value = np.uint64(0)
-    shift = 0
-    while p < end and shift < 70:
-        b = buf[p]
-        p += 1
-        if shift == 63 and b > 1:
-            return value, -1
-        value |= np.uint64(b & 0x7F) << np.uint64(shift)
-        if b < 0x80:
-            return value, p
-        shift += 7
-    return value, -1
 
 
 @njit(cache=True, nogil=True, boundscheck=True)
@@ -67,13 +52,13 @@ def _one(buf, p, end):
     need_n = need_p = seen_n = seen_p = given_n = given_p = 0
     run_n = run_p = tot_n = tot_p = np.int64(0)
     while p < end:
-        key, p = _varint(buf, p, end)
+        key, p = varint(buf, p, end)
         if p < 0:
             return LOOK_CLOSER, t
         field = key >> np.uint64(3)
         wire = key & np.uint64(7)
         if wire == 0:
-            value, p = _varint(buf, p, end)
+            value, p = varint(buf, p, end)
             if p < 0:
                 return LOOK_CLOSER, t
             if field == 1:
@@ -102,7 +87,7 @@ def _one(buf, p, end):
             if p < 0:
                 return LOOK_CLOSER, t
         elif wire == 2:
-            length, p = _varint(buf, p, end)
+            length, p = varint(buf, p, end)
             if p < 0 or length > np.uint64(end - p):
                 return LOOK_CLOSER, t
             stop = p + np.int64(length)
@@ -112,10 +97,10 @@ def _one(buf, p, end):
                 span_length = np.int64(0)
                 q = p
                 while q < stop:
-                    k2, q = _varint(buf, q, stop)
+                    k2, q = varint(buf, q, stop)
                     if q < 0 or (k2 & np.uint64(7)) != 0:
                         return LOOK_CLOSER, t
-                    v2, q = _varint(buf, q, stop)
+                    v2, q = varint(buf, q, stop)
                     if q < 0:
                         return LOOK_CLOSER, t
                     f2 = k2 >> np.uint64(3)
@@ -143,7 +128,7 @@ def _one(buf, p, end):
                 side = 1 if field == 12 else 0
                 q = p
                 while q < stop:
-                    v2, q = _varint(buf, q, stop)
+                    v2, q = varint(buf, q, stop)
                     if q < 0:
                         return LOOK_CLOSER, t
                     if side == 1:

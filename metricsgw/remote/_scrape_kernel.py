@@ -20,6 +20,8 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from ._protowire import varint
+
 # python-xxhash's extension module exports libxxhash's symbols: the kernel calls the very XXH3 that
 # xxhash.xxh3_128_digest runs (tests compare them byte for byte).
 llvm_binding.load_library_permanently(_xxhash_extension.__file__)
@@ -43,30 +45,13 @@ def _xxh3_128(typingctx, address, length, seed):
 
 
 @njit(cache=True, nogil=True, boundscheck=True)
-def _varint(buf, p, end):
-    """(value, position after it); position -1 if it runs past ``end`` or over 10 bytes."""
-    value = np.uint64(0)
-    shift = 0
-    while p < end and shift < 70:
-        b = buf[p]
-        p += 1
-        if shift == 63 and b > 1:  # past 64 bits: a malformed varint, as the generated code says
-            return value, -1
-        value |= np.uint64(b & 0x7F) << np.uint64(shift)
-        if b < 0x80:
-            return value, p
-        shift += 7
-    return value, -1
-
-
-@njit(cache=True, nogil=True, boundscheck=True)
 def _count_fields(buf):
     """Top-level fields of the request, or -1 if its framing is broken."""
     n = len(buf)
     p = 0
     count = 0
     while p < n:
-        length, p = _varint(buf, p + 1, n)
+        length, p = varint(buf, p + 1, n)
         if p < 0 or length > np.uint64(n - p):
             return -1
         p += np.int64(length)
@@ -98,7 +83,7 @@ def scan(buf, seed):
         return 0, 0, starts, label_ends, hi, lo, t, v, has_metadata, h_start, h_end
     while p < n:
         tag = buf[p]
-        length, p = _varint(buf, p + 1, n)
+        length, p = varint(buf, p + 1, n)
         end = p + np.int64(length)  # framing checked by _count_fields
         if tag == 0x1A:
             has_metadata = True
@@ -108,13 +93,13 @@ def scan(buf, seed):
             return 0, k, starts, label_ends, hi, lo, t, v, has_metadata, h_start, h_end
         start = p
         while p < end and buf[p] == 0x0A:  # the label fields
-            length, p = _varint(buf, p + 1, end)
+            length, p = varint(buf, p + 1, end)
             if p < 0 or length > np.uint64(end - p):
                 return 0, k, starts, label_ends, hi, lo, t, v, has_metadata, h_start, h_end
             p += np.int64(length)
         label_end = p
         if p < end and buf[p] == 0x22:  # or exactly one histogram field, ending the series
-            length, p = _varint(buf, p + 1, end)
+            length, p = varint(buf, p + 1, end)
             if p < 0 or np.uint64(end - p) != length:
                 return 0, k, starts, label_ends, hi, lo, t, v, has_metadata, h_start, h_end
             h_start[k] = p
@@ -123,7 +108,7 @@ def scan(buf, seed):
         elif p >= end or buf[p] != 0x12:  # then exactly one sample field, ending the series
             return 0, k, starts, label_ends, hi, lo, t, v, has_metadata, h_start, h_end
         else:
-            length, p = _varint(buf, p + 1, end)
+            length, p = varint(buf, p + 1, end)
             if p < 0 or np.uint64(end - p) != length:
                 return 0, k, starts, label_ends, hi, lo, t, v, has_metadata, h_start, h_end
         if p < end and buf[p] == 0x09:
@@ -137,7 +122,7 @@ def scan(buf, seed):
         if p < end:
             if buf[p] != 0x10:
                 return 0, k, starts, label_ends, hi, lo, t, v, has_metadata, h_start, h_end
-            stamp, p = _varint(buf, p + 1, end)
+            stamp, p = varint(buf, p + 1, end)
             if p != end:
                 return 0, k, starts, label_ends, hi, lo, t, v, has_metadata, h_start, h_end
             t[k] = np.int64(stamp)  # two's complement: a negative timestamp is a 10-byte varint

@@ -36,10 +36,6 @@ def check_in(raw: bytes, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarr
     return status.view(np.uint8) == 1, t.view(np.int64)
 
 
-def loaded() -> bool:
-    return _kernel is not None
-
-
 def load() -> bool:
     global _kernel
     with _loading:

@@ -1,0 +1,25 @@
+"""Protobuf wire reading shared by the compiled kernels (_scrape_kernel.py, _native_kernel.py); imported only by
+them. numba's on-disk cache keys a kernel on its own file: after changing this one, clear the kernels' cache
+(``__pycache__/*.nbi``/``*.nbc``) on a machine that ran them (a fresh checkout compiles anew)."""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+
+@njit(cache=True, nogil=True, boundscheck=True)
+def varint(buf, p, end):
+    """(value, position after it); position -1 if it runs past ``end`` or over 10 bytes."""
+    value = np.uint64(0)
+    shift = 0
+    while p < end and shift < 70:
+        b = buf[p]
+        p += 1
+        if shift == 63 and b > 1:  # past 64 bits: a malformed varint, as the generated code says
+            return value, -1
+        value |= np.uint64(b & 0x7F) << np.uint64(shift)
+        if b < 0x80:
+            return value, p
+        shift += 7
+    return value, -1
