@@ -45,6 +45,7 @@ class _Kind:
     bytes_each: int
 
 
+_NO_ROWS = np.empty(0, np.int64)  # (a write without exemplars, the usual one, skips their catalog lookup)
 _HISTOGRAMS = _Kind("histograms", native_files.read_histograms, merge_histograms, HISTOGRAM_BYTES)
 _EXEMPLARS = _Kind("exemplars", native_files.read_exemplars, merge_exemplars, EXEMPLAR_BYTES)
 
@@ -71,8 +72,8 @@ class NativeStore:
         if not nat:
             return
         cat = self.book.catalog
-        g = cat.lookup(nat.hist_sid)
-        ge = cat.lookup(nat.ex_sid)
+        g = cat.lookup(nat.hist_sid) if nat.histograms else _NO_ROWS
+        ge = cat.lookup(nat.ex_sid) if nat.exemplars else _NO_ROWS
         if (len(g) and g.min() < 0) or (len(ge) and ge.min() < 0):
             raise Unavailable("a series of this write was dropped by retention (or forgotten by the head window) "
                               "while the write was on its way; retry", retry_after_s=1)

@@ -41,7 +41,14 @@ def first_written(order_key: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
 
 
 def _concat(parts: list):
-    return pa.concat_arrays(parts) if isinstance(parts[0], pa.Array) else np.concatenate(parts)
+    if isinstance(parts[0], np.ndarray):
+        return np.concatenate(parts)
+    # Blobs: the merged block's Arrow array, then the lists appends kept (converted here, all at once)
+    arrays = [p for p in parts if isinstance(p, pa.Array)]
+    lists = [p for p in parts if not isinstance(p, pa.Array)]
+    if lists:
+        arrays.append(pa.array([b for part in lists for b in part], pa.binary()))
+    return pa.concat_arrays(arrays) if len(arrays) > 1 else arrays[0]
 
 
 def take(block, rows: np.ndarray):
@@ -90,13 +97,15 @@ class NativeHead:
     def append(self, nat: NativeSamples) -> None:
         with self._lock:
             if nat.histograms:
+                # The blobs stay the request's bytes until a read or the flush merges the head: an Arrow array
+                # per write cost ~10x more (fresh pool memory for every small array) than one per merge.
                 self._hist.append(HistogramBlock(np.asarray(nat.hist_sid, np.int64), np.asarray(nat.hist_t, np.int64),
-                                                 pa.array(nat.hist_blob, pa.binary())))
+                                                 list(nat.hist_blob)))
                 self.min_t = min(self.min_t, int(nat.hist_t.min()))
                 self.max_t = max(self.max_t, int(nat.hist_t.max()))
             if nat.exemplars:
                 self._ex.append(ExemplarBlock(np.asarray(nat.ex_sid, np.int64), np.asarray(nat.ex_t, np.int64),
-                                              np.asarray(nat.ex_v, np.float64), pa.array(nat.ex_labels, pa.binary())))
+                                              np.asarray(nat.ex_v, np.float64), list(nat.ex_labels)))
                 self.min_t = min(self.min_t, int(nat.ex_t.min()))
                 self.max_t = max(self.max_t, int(nat.ex_t.max()))
             self.count += nat.histograms + nat.exemplars

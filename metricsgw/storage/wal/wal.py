@@ -10,7 +10,6 @@ replays on its own; a write that fails abandons its segment (see ``WAL``).
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
 import struct
@@ -21,6 +20,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from ..files.fsync import fsync_dir
+from .segment_file import SegmentFile, pwrite_all
 
 log = logging.getLogger(__name__)
 
@@ -47,38 +47,27 @@ def list_segments(wal_dir: str) -> list[int]:
 
 
 def read_segment(path: str) -> Iterator[bytes]:
-    """Yield intact records; truncate the file at the first torn or corrupt one."""
+    """Yield intact records; truncate the file at the first torn or corrupt one, or at the zeros a writer
+    that died left after its records (segment_file.py; no record has length 0)."""
     with open(path, "rb") as fh:
         data = fh.read()
     pos, end = 0, len(data)
     while pos + _HEADER.size <= end:
         length, crc = _HEADER.unpack_from(data, pos)
         start = pos + _HEADER.size
-        if start + length > end or zlib.crc32(data[start:start + length]) != crc:
+        if length == 0 or start + length > end or zlib.crc32(data[start:start + length]) != crc:
             break
         yield data[start:start + length]
         pos = start + length
-    if pos != end:
+    if pos != end and data.count(0, pos) == end - pos:
+        with open(path, "r+b") as fh:  # the zero-filled rest: the records ended cleanly
+            fh.truncate(pos)
+    elif pos != end:
         log.warning("WAL segment %s: torn record at byte %d of %d, truncating (it was never acknowledged)",
                     path, pos, end)
         with open(path, "r+b") as fh:
             fh.truncate(pos)
             os.fsync(fh.fileno())
-
-
-_sync_data = getattr(os, "fdatasync", os.fsync)  # (macOS has no fdatasync)
-
-
-def _write_all(fh, buf: bytes | bytearray) -> None:
-    """An unbuffered write may write only part of ``buf`` (a disk with less space left than
-    ``buf`` takes what fits and returns the count; the next call raises ENOSPC): loop until all
-    of it is written or an error says why not. Acknowledging after a short write would ack a torn record."""
-    view = memoryview(buf)
-    while len(view):
-        n = fh.write(view)
-        if not n:
-            raise OSError(errno.EIO, "write wrote nothing")
-        view = view[n:]
 
 
 @dataclass
@@ -126,7 +115,7 @@ class WAL:
         self.error: BaseException | None = None  # why the WAL cannot be written now; None = writable
         segs = list_segments(wal_dir)
         self._seq = max(segs[-1] if segs else 0, after_segment) + 1  # the segment the next record goes to
-        self._fh = None  # opened at the first write
+        self._seg: SegmentFile | None = None  # opened at the first write
         self._encoder = None
         self._cut_requested = False
         self._cut_done = threading.Event()
@@ -141,7 +130,7 @@ class WAL:
         return self._seq
 
     def _open_segment(self) -> None:
-        self._fh = open(os.path.join(self.dir, segment_name(self._seq)), "ab", buffering=0)
+        self._seg = SegmentFile(os.path.join(self.dir, segment_name(self._seq)), self.segment_size)
         self._encoder = self._new_encoder()
         fsync_dir(self.dir)
 
@@ -164,7 +153,7 @@ class WAL:
         result: list[BaseException | None] = []
         try:
             self._write([_Pending(record, result.append)])
-            if self._fh is not None and self._fh.tell() >= self.segment_size:
+            if self._seg is not None and self._seg.size >= self.segment_size:
                 self._close_segment()
                 self._seq += 1
         finally:
@@ -215,7 +204,7 @@ class WAL:
                     self._write(batch)
                 elif self.error is not None and not closing:
                     self._probe()
-                if cut or (self._fh is not None and self._fh.tell() >= self.segment_size and not closing):
+                if cut or (self._seg is not None and self._seg.size >= self.segment_size and not closing):
                     self._close_segment()
                     self._seq += 1
             except Exception:  # a bug, not I/O (handled in _write/_probe): log it, keep the writer alive
@@ -235,18 +224,19 @@ class WAL:
         err: BaseException | None = None
         start = None
         try:
-            if self._fh is None:
+            if self._seg is None:
                 self._open_segment()
-            start = self._fh.tell()
+            start = self._seg.size
             buf = bytearray()
             for p in batch:
                 payload = self._encoder.encode(p.record)
                 buf += _HEADER.pack(len(payload), zlib.crc32(payload))
                 buf += payload
-            _write_all(self._fh, buf)
-            # fdatasync: the records and the file's new length, without its times (a third less than fsync
-            # here); the segment's directory entry was made durable when it was opened (PostgreSQL's WAL default)
-            _sync_data(self._fh.fileno())
+            self._seg.append(buf)
+            # fdatasync: the records (and the file's new length when they lengthen it), without its times (a third
+            # less than fsync here); the segment's directory entry was made durable when it was opened (PostgreSQL's
+            # WAL default)
+            self._seg.sync()
         except Exception as e:  # disk full, I/O error: the senders get a 5xx and retry
             err = e
             self._abandon_segment(start)
@@ -261,21 +251,21 @@ class WAL:
         """After a failed write: cut the segment back to its last good record if we can, and
         never append to it again (its tail may be torn; the encoder state counted the failed
         records). The next write opens a new segment."""
-        if self._fh is None:
+        if self._seg is None:
             return
         if good_size is not None:
             try:
-                self._fh.truncate(good_size)
+                self._seg.truncate(good_size)
             except OSError:
                 pass  # replay stops at the torn record, the end of this segment: nothing follows it
         self._close_segment()
         self._seq += 1
 
     def _close_segment(self) -> None:
-        fh, self._fh, self._encoder = self._fh, None, None
-        if fh is not None:
+        seg, self._seg, self._encoder = self._seg, None, None
+        if seg is not None:
             try:
-                fh.close()
+                seg.close()
             except OSError:
                 pass
 
@@ -284,11 +274,14 @@ class WAL:
         err: BaseException | None = None
         probe = os.path.join(self.dir, _PROBE_NAME)
         try:
-            if self._fh is None:
+            if self._seg is None:
                 self._open_segment()
-            with open(probe, "wb", buffering=0) as fh:
-                _write_all(fh, bytes(_PROBE_BYTES))
-                os.fsync(fh.fileno())
+            fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                pwrite_all(fd, bytes(_PROBE_BYTES), 0)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
         except OSError as e:
             err = e
         finally:

@@ -19,6 +19,7 @@ Records of older versions (A1, A2) carry no state and still replay.
 
 from __future__ import annotations
 
+import functools
 import json
 import struct
 
@@ -170,6 +171,11 @@ class SegmentEncoder:
     def encode(self, batch: AppendBatch) -> bytes:
         sid = np.ascontiguousarray(batch.sid, np.int64)
         n = len(sid)
+        if not n and not batch.new_series and not batch.metadata:
+            return _empty_record()  # a write of histograms only: its float part leaves the segment's state alone
+        return self._encode(batch, sid, n)
+
+    def _encode(self, batch: AppendBatch, sid: np.ndarray, n: int) -> bytes:
         if batch.rows is not None and len(batch.rows) == n:
             refs, added = self._refs.refs_of_rows(sid, batch.rows, batch.rows_epoch)
         else:
@@ -200,6 +206,14 @@ class SegmentEncoder:
                          *series, meta, _shuffle(_deltas(refs)), _shuffle(_deltas(t)),
                          _shuffle(values)])
         return MAGIC + self._zstd.compress(body)
+
+
+@functools.cache
+def _empty_record() -> bytes:
+    """The record of a write without float samples, series or metadata, as ``encode`` writes it (the same for
+    every segment: such a record reads and changes none of the segment's state)."""
+    batch = AppendBatch()
+    return SegmentEncoder()._encode(batch, batch.sid, 0)
 
 
 class SegmentDecoder:

@@ -113,3 +113,14 @@ def test_records_encoded_by_catalog_row_are_the_bytes_encoded_by_sid():
     again = batches[6]
     refs, added = by_row._refs.refs_of_rows(again.sid, again.rows, 1)
     assert len(added) == 0 and refs.tolist() == by_sid._refs.refs_of(again.sid)[0].tolist()
+
+
+def test_records_without_float_samples_between_others_keep_the_segments_state():
+    # A write of histograms only has an empty float part, written as one constant record (walcodec._empty_record):
+    # the records around it must decode as if it were encoded in full.
+    batches = _scrapes(40, 3, 40)
+    enc, dec, full = SegmentEncoder(), SegmentDecoder(), SegmentEncoder()
+    for b in (batches[0], AppendBatch(), batches[1], AppendBatch(), AppendBatch(), batches[2]):
+        record = enc.encode(b)
+        assert record == full._encode(b, np.ascontiguousarray(b.sid, np.int64), len(b.sid))
+        assert _same(dec.decode(record), b)

@@ -12,6 +12,7 @@ import pytest
 
 from metricsgw.errors import Unavailable
 from metricsgw.storage.store import Storage
+from metricsgw.storage.wal import segment_file
 from metricsgw.telemetry import Telemetry
 from tests.storage.test_storage import NOW, batch, read_all
 from tests.storage.tmpfs import fill, small_tmpfs
@@ -42,10 +43,19 @@ def test_full_disk_refuses_writes_says_why_and_recovers(disk):
     loop = asyncio.new_event_loop()
     try:
         loop.run_until_complete(st.append(batch(range(10), [NOW] * 10, [1.0] * 10)))
+        acked = {(str(i), dt, v) for i in range(10) for dt, v in ((0, 1.0), (3000, 4.0))}  # the 4.0s come later
         filler = disk / "filler"
         fill(filler)
-        with pytest.raises(Unavailable):  # the write that finds the disk full (too big for the last page left)
-            loop.run_until_complete(st.append(batch(range(100, 5000), [NOW + 1000] * 4900, [2.0] * 4900)))
+        # The segment's zero-filled room (segment_file.py) takes the first writes after the disk is full; a write
+        # past that room finds the disk full.
+        for k in range(1, 400):
+            try:
+                loop.run_until_complete(st.append(batch(range(100, 5000), [NOW + k] * 4900, [2.0] * 4900)))
+            except Unavailable:
+                break
+            acked |= {(str(i), k, 2.0) for i in range(100, 5000)}
+        else:
+            raise AssertionError("no write found the disk full")
         reason = st.not_ready_reason()
         assert reason and "No space left" in reason, reason
         with pytest.raises(Unavailable, match="WAL cannot be written"):  # refused at once now
@@ -63,7 +73,6 @@ def test_full_disk_refuses_writes_says_why_and_recovers(disk):
     assert not _leftovers(disk)
     got = sorted(_reopened_samples(disk))
     # the refused writes may be stored or not (they were answered 503); the acknowledged ones exactly once
-    acked = {(str(i), dt, v) for i in range(10) for dt, v in ((0, 1.0), (3000, 4.0))}
     assert acked <= set(got) and len(got) == len(set(got))
 
 
@@ -77,7 +86,14 @@ def _reopened_samples(disk) -> list:
         st.close(flush=False)
 
 
-def test_failed_flush_leaves_no_partial_file_and_retries_whole(disk):
+@pytest.fixture
+def no_zero_fill(monkeypatch):
+    """Segments written without zeros ahead (segment_file.py), so the disk is full at once: the room a segment
+    keeps would take the next writes, and cutting it off at a flush would give the flush room."""
+    monkeypatch.setattr(segment_file, "FILL_BYTES", 0)
+
+
+def test_failed_flush_leaves_no_partial_file_and_retries_whole(disk, no_zero_fill):
     st = Storage(str(disk / "data"))
     st.open()
     loop = asyncio.new_event_loop()
@@ -108,7 +124,7 @@ def test_failed_flush_leaves_no_partial_file_and_retries_whole(disk):
         st.close(flush=False)
 
 
-def test_new_series_of_a_failed_write_are_defined_by_its_retry(disk):
+def test_new_series_of_a_failed_write_are_defined_by_its_retry(disk, no_zero_fill):
     # The first write of these series fails (disk full: 503), but storage has registered them by then, so
     # the sender's retry carries no series key (the pipeline finds them known). The retry is acknowledged:
     # after a restart with nothing flushed, its samples must be there (replay used to meet samples of
