@@ -18,6 +18,7 @@ import json
 import math
 import statistics
 import tempfile
+import threading
 import time
 import urllib.parse
 import urllib.request
@@ -33,10 +34,10 @@ QUERIES = ["histogram_quantile(0.99, sum(rate(nh_bench[5m])))", "sum by (pod) (r
            "histogram_count(nh_bench)", "histogram_quantile(0.5, nh_bench)"]
 
 
-def request(series: int, k: int, t: int) -> bytes:
-    """Scrape k of every series: counts grow by a seeded, bucket-dependent amount."""
+def request(series: int, k: int, t: int, part: int = 0, parts: int = 1) -> bytes:
+    """Scrape k of every series (of those ``s % parts == part``): counts grow by a seeded, bucket-dependent amount."""
     req = v1pb.WriteRequest()
-    for s in range(series):
+    for s in range(part, series, parts):
         ts = req.timeseries.add()
         for name, value in (("__name__", "nh_bench"), ("instance", f"i{s}"), ("pod", f"p{s % 10}")):
             ts.labels.add(name=name, value=value)
@@ -92,35 +93,52 @@ def _start(kind: str, work: Path, port: int) -> procs.Server:
     return procs.start_metricsgw(work, port=port, extra=["--query.promql-compat=2"])  # its answers meet 2.42's
 
 
-def _load(server: procs.Server, bodies: list[bytes]) -> dict:
-    sender = _Sender(server.write_url)
+def _send_all(url: str, bodies: list[bytes], errors: list) -> None:
+    sender = _Sender(url)
+    try:
+        for body in bodies:
+            sender.post(body)
+    except Exception as err:  # noqa: BLE001 - reported by the caller
+        errors.append(err)
+    finally:
+        sender.close()
+
+
+def _load(server: procs.Server, streams: list[list[bytes]]) -> dict:
+    """Each stream over its own kept-alive connection, all at once (as Prometheus' remote-write shards: a series
+    always in the same shard, so in time order)."""
+    errors: list = []
+    threads = [threading.Thread(target=_send_all, args=(server.write_url, bodies, errors)) for bodies in streams]
     cpu0, t0 = procs.tree_cpu_s(server.pid), time.perf_counter()
-    for body in bodies:
-        sender.post(body)
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
     out = {"load_s": time.perf_counter() - t0}
-    sender.close()
+    if errors:
+        raise errors[0]
     out["load_cpu_s"] = procs.tree_cpu_s(server.pid) - cpu0
     return out
 
 
-def load_round(kind: str, bodies: list[bytes], work: Path) -> dict:
+def load_round(kind: str, streams: list[list[bytes]], work: Path) -> dict:
     """One load into a fresh server, nothing else measured (the rounds that give the load's median)."""
     server = _start(kind, work, procs.free_port())
     try:
         server.wait_ready()
-        return _load(server, bodies)
+        return _load(server, streams)
     finally:
         server.stop()
 
 
-def run_one(kind: str, bodies: list[bytes], histograms: int, start_s: float, end_s: float, work: Path,
+def run_one(kind: str, streams: list[list[bytes]], histograms: int, start_s: float, end_s: float, work: Path,
             repeat: int) -> dict:
     port = procs.free_port()
     server = _start(kind, work, port)
     out: dict = {"histograms": histograms}
     try:
         server.wait_ready()
-        out.update(_load(server, bodies))
+        out.update(_load(server, streams))
     finally:
         server.stop()  # a clean stop: metricsgw writes its head to Parquet
     out["disk_bytes_per_histogram"] = _du(server.data_dir) / out["histograms"]
@@ -148,12 +166,15 @@ def main() -> None:
     ap.add_argument("--series", type=int, default=200)
     ap.add_argument("--scrapes", type=int, default=120)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--connections", type=int, default=1,
+                    help="remote-write connections at once, each with its share of the series (Prometheus' shards)")
     ap.add_argument("--rounds", type=int, default=5,
                     help="loads into fresh servers, the two taking turns; the histograms/s reported is their median "
                          "(a load takes well under a second: one alone moves by a third with the machine)")
     args = ap.parse_args()
     end_ms = int(time.time() * 1000) // INTERVAL_MS * INTERVAL_MS
-    bodies = [request(args.series, k, end_ms - (args.scrapes - 1 - k) * INTERVAL_MS) for k in range(args.scrapes)]
+    streams = [[request(args.series, k, end_ms - (args.scrapes - 1 - k) * INTERVAL_MS, part, args.connections)
+                for k in range(args.scrapes)] for part in range(args.connections)]
     histograms = args.series * args.scrapes
     start_s, end_s = (end_ms - (args.scrapes - 1) * INTERVAL_MS) / 1000, end_ms / 1000
     kinds = ("metricsgw", "prometheus")
@@ -162,12 +183,13 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-native-") as tmp:
         for r in range(args.rounds - 1):
             for kind in kinds:
-                rates[kind].append(histograms / load_round(kind, bodies, Path(tmp) / f"{kind}-{r}")["load_s"])
+                rates[kind].append(histograms / load_round(kind, streams, Path(tmp) / f"{kind}-{r}")["load_s"])
         for kind in kinds:  # the last round also measures the disk and the queries
-            results[kind] = run_one(kind, bodies, histograms, start_s, end_s, Path(tmp) / kind, args.repeat)
+            results[kind] = run_one(kind, streams, histograms, start_s, end_s, Path(tmp) / kind, args.repeat)
             rates[kind].append(histograms / results[kind]["load_s"])
     gw, prom = results["metricsgw"], results["prometheus"]
-    print(f"{args.series} series x {args.scrapes} scrapes = {histograms} histograms of 40 buckets, {args.rounds} rounds")
+    print(f"{args.series} series x {args.scrapes} scrapes = {histograms} histograms of 40 buckets, "
+          f"{args.connections} connection(s), {args.rounds} rounds")
     print(f"{'':44} {'metricsgw':>12} {'prometheus':>12}")
     for key in ("load_s", "load_cpu_s", "disk_bytes_per_histogram"):
         print(f"{key + ' (last round)' if key != 'disk_bytes_per_histogram' else key:44} {gw[key]:12.2f} {prom[key]:12.2f}")

@@ -12,6 +12,7 @@ the order of an ``expect ordered`` result is not checked.
 from __future__ import annotations
 
 import copy
+import json
 import re
 from dataclasses import dataclass, field
 
@@ -62,6 +63,14 @@ def _load(source: MemSource, lines: list[str], interval: int, with_nhcb: bool) -
         source.add_histograms(labels, [t for t, _ in points], [hn.blob(h, t) for t, h in points])
 
 
+def _go_unquote(literal: str) -> str:
+    """Go's strconv.Unquote, as Prometheus' runner reads ``expect string``: a raw `...` string as written, a
+    "..." string with its escapes."""
+    if len(literal) >= 2 and literal[0] == literal[-1] == "`":
+        return literal[1:-1]
+    return json.loads(literal)
+
+
 def _expect(case: Case, body: str) -> None:
     ev = case.ev
     if body.startswith("expect fail"):
@@ -74,7 +83,7 @@ def _expect(case: Case, body: str) -> None:
     elif _RANGE_VECTOR.match(body):
         case.range_vector = tuple(parse_duration_ms(x) for x in _RANGE_VECTOR.match(body).groups())
     elif body.startswith("expect string"):
-        case.string = body[len("expect string"):].strip().strip('"')
+        case.string = _go_unquote(body[len("expect string"):].strip())
     elif _ANNOTATION.match(body):
         no, kind, how, text = _ANNOTATION.match(body).groups()
         got = case.annotations.setdefault(kind, [])
