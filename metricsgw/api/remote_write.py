@@ -80,10 +80,13 @@ async def handle_write(request: web.Request) -> web.Response:
 
 
 async def _append(storage, batch) -> None:
-    # Shielded: a sender that disconnects mid-request must not cancel a half-done WAL
-    # append; the append finishes (or fails) on its own and the next request sees it.
+    # Usually written and synced before append_nowait returns (no task, no trip round the loop). Else the wait is
+    # shielded: a sender that disconnects meanwhile must not cancel a half-done WAL append; the append finishes
+    # (or fails) on its own and the next request sees it.
     try:
-        await asyncio.shield(storage.append(batch))
+        waiting = storage.append_nowait(batch)
+        if waiting is not None:
+            await asyncio.shield(waiting)
     except GatewayError:
         raise
     except asyncio.CancelledError:

@@ -240,28 +240,53 @@ class Storage:
 
     async def append(self, batch: AppendBatch) -> None:
         """Durable when it returns: the WAL record is fsync'd."""
+        waiting = self.append_nowait(batch)
+        if waiting is not None:
+            await waiting
+
+    def append_nowait(self, batch: AppendBatch) -> asyncio.Future | None:
+        """``append`` without a coroutine when it can: None once the record is written and synced here (the WAL
+        idle and quick, the usual case), else the future of the WAL writer's group commit, raising Unavailable if
+        it fails. What follows the write is done when the record is synced, whether anyone awaits it or not (a
+        sender that hangs up must not leave a half-done append: the next request sees it done)."""
         if self.wal is None or not self.ready:
             raise Unavailable("storage is not ready (WAL replay in progress)")
         if self.wal.error is not None:  # refuse before touching the head; the WAL probes the disk meanwhile
             raise Unavailable(f"the WAL cannot be written: {self.wal.error}", retry_after_s=5)
         if self.files.held() > 4 * self.flusher.max_samples:
             raise Unavailable("head is full: flushing to Parquet is behind; retry later", retry_after_s=5)
-        loop = asyncio.get_running_loop()
-        fut = loop.create_future()
-
-        def done(err: BaseException | None) -> None:
-            def settle() -> None:
-                if not fut.done():
-                    fut.set_result(err)
-            loop.call_soon_threadsafe(settle)
-
         with self.files.atomically():
             self.undurable.carry(batch)
             self._apply(batch)
             written = self.wal.write_here(batch)  # on this thread when the WAL is idle and quick (wal.py)
             if written is None:
-                self.wal.submit(batch, done)
-        err = written[0] if written is not None else await fut
+                return self._submit(batch)
+        self._written(batch, written[0])
+        return None
+
+    def _submit(self, batch: AppendBatch) -> asyncio.Future:
+        loop = asyncio.get_running_loop()
+        synced = loop.create_future()  # the WAL thread's verdict, in the loop
+        settled = loop.create_future()  # what the caller awaits
+
+        def done(err: BaseException | None) -> None:
+            loop.call_soon_threadsafe(synced.set_result, err)
+
+        def settle(_: asyncio.Future) -> None:
+            try:
+                self._written(batch, synced.result())
+            except Unavailable as err:
+                if not settled.cancelled():
+                    settled.set_exception(err)
+            else:
+                if not settled.cancelled():
+                    settled.set_result(None)
+
+        synced.add_done_callback(settle)
+        self.wal.submit(batch, done)
+        return settled
+
+    def _written(self, batch: AppendBatch, err: BaseException | None) -> None:
         if err is not None:
             raise Unavailable(f"WAL write failed: {err}")
         self.undurable.written(batch)
