@@ -20,7 +20,7 @@ import pytest
 
 from testkit.procs import free_port, http_get, start_metricsgw
 from testkit.s3 import ACCESS_KEY, SECRET_KEY, MotoServer, StoreProxy
-from tests.e2e.acked import AckedLoad, assert_exactly_once
+from tests.e2e.acked import AckedLoad, assert_exactly_once, stored_samples
 from tests.e2e.client import api
 from tests.e2e.test_cluster_prometheus import _wait
 
@@ -184,3 +184,66 @@ def _all_there(url: str, load: AckedLoad) -> bool:
 def _refused(url: str):
     status, body = api(url, "/api/v1/query", {"query": "count(acked_test)", "time": time.time()})
     return (status, body) if status != 200 else None
+
+
+def test_compaction_and_retention_on_one_gateway_lose_nothing_acknowledged(moto, tmp_path):
+    """gw0 compacts its files of a closed hour while gw1 and gw2 write and read the same table; killed (SIGKILL) and
+    restarted with a 2 h retention, it retires its partition of 4 h ago and deletes its files from the store 5 s
+    later (--storage.vacuum-delay) while gw1 writes on. Every sample acknowledged within the retention is read back
+    exactly from every gateway; what gw0 held past it is gone from all three and from the bucket."""
+    bucket = moto.bucket("compacted-and-retired")
+    ports = [free_port() for _ in range(3)]
+    urls = [f"http://127.0.0.1:{p}" for p in ports]
+
+    def start(i: int, extra=()):
+        peers = [f"--cluster.peers={u}" for u in urls if u != urls[i]]
+        return start_metricsgw(tmp_path / f"gw{i}", port=ports[i], env=moto.env(),
+                               extra=[f"--storage.writer-id=gw{i}", "--server.single-process", *FAST, *peers, *extra,
+                                      *_store_flags(moto.endpoint, bucket)])
+
+    def load_at(url: str, base_ms: int, first_series: int) -> AckedLoad:
+        load = AckedLoad(url, base_ms, writers=1, series=10, step_ms=1000, max_requests=10,
+                         first_series=first_series).start()
+        load.wait(lambda: load.next_i[0] >= 10, "the load's requests")
+        load.stop()
+        assert dict(load.statuses) == {204: 10}, load.statuses
+        return load
+
+    now_ms = int(time.time() * 1000)
+    old_hour = (now_ms - 4 * 3600_000) // 3600_000 * 3600_000
+    gws = [start(i) for i in range(3)]
+    try:
+        for gw in gws:
+            gw.wait_ready(120)
+        old = load_at(urls[0], old_hour + 60_000, first_series=0)  # within the default retention for now
+        kept = []
+        for burst in range(3):  # three flushes into one closed hour: three files for compaction to merge
+            kept.append(load_at(urls[0], now_ms - 90 * 60_000 + burst * 60_000, first_series=0))
+            time.sleep(2.5)
+        kept += [_load(urls[1], first_series=100), _load(urls[2], first_series=200), _load(urls[0], first_series=300)]
+        _wait("gw0 to compact its files of the closed hour", lambda: "compacted" in gws[0].log_tail(100_000), 60)
+        for url in urls:  # the hour of 4 h ago is in the table, and read, before the retention shortens
+            assert_exactly_once(url, old)
+        assert [k for k in _keys(moto, bucket) if f"/samples/hour={old_hour}/part-gw0" in k]
+
+        gws[0].kill()
+        gws[0] = start(0, ["--storage.retention.time=2h", "--storage.vacuum-delay=5s"])
+        during = AckedLoad(urls[1], int(time.time() * 1000) - 60_000, writers=1, series=10, step_ms=1000,
+                           max_requests=40, first_series=400).start()  # gw1 writes on through gw0's restart
+        gws[0].wait_ready(120)
+        _wait("gw0's retention pass", lambda: "retention:" in gws[0].log_tail(100_000), 60)
+        during.wait(lambda: during.next_i[0] >= 40, "gw1's load")
+        during.stop()
+        assert dict(during.statuses) == {204: 40}, during.statuses
+        kept.append(during)
+        _wait("gw0's files of 4 h ago deleted from the store",
+              lambda: not [k for k in _keys(moto, bucket) if f"/samples/hour={old_hour}/" in k], 60)
+
+        for url in urls:
+            for load in kept:
+                assert_exactly_once(url, load)
+            assert not stored_samples(url, old_hour, old_hour + 3600_000), url  # past gw0's retention: gone
+        assert "Traceback" not in gws[0].log_tail(100_000)
+    finally:
+        for gw in gws:
+            gw.stop()
