@@ -10,6 +10,8 @@ testkit/s3.py; docs/object-storage.md).
 - The store goes away under a gateway: its writes are still acknowledged (the WAL), its recent samples answered;
   a query that needs a newer table than it has fails with a plain 503; killed with SIGKILL meanwhile and
   restarted once the store is back, it catches up and the other gateway reads everything from the table.
+- One of three gateways compacts and, restarted with a shorter retention, retires and deletes its old files while
+  the others write: every sample acknowledged within retention is read exactly from every gateway.
 """
 
 from __future__ import annotations
