@@ -93,6 +93,13 @@ def _start(kind: str, work: Path, port: int) -> procs.Server:
     return procs.start_metricsgw(work, port=port, extra=["--query.promql-compat=2"])  # its answers meet 2.42's
 
 
+def plan(series: int, scrapes: int, connections: int, end_ms: int) -> tuple[list[list[bytes]], int, float, float]:
+    """The requests of each connection in send order, the histograms in all, and the window they span (s)."""
+    streams = [[request(series, k, end_ms - (scrapes - 1 - k) * INTERVAL_MS, part, connections)
+                for k in range(scrapes)] for part in range(connections)]
+    return streams, series * scrapes, (end_ms - (scrapes - 1) * INTERVAL_MS) / 1000, end_ms / 1000
+
+
 def _send_all(url: str, bodies: list[bytes], errors: list) -> None:
     sender = _Sender(url)
     try:
@@ -173,10 +180,7 @@ def main() -> None:
                          "(a load takes well under a second: one alone moves by a third with the machine)")
     args = ap.parse_args()
     end_ms = int(time.time() * 1000) // INTERVAL_MS * INTERVAL_MS
-    streams = [[request(args.series, k, end_ms - (args.scrapes - 1 - k) * INTERVAL_MS, part, args.connections)
-                for k in range(args.scrapes)] for part in range(args.connections)]
-    histograms = args.series * args.scrapes
-    start_s, end_s = (end_ms - (args.scrapes - 1) * INTERVAL_MS) / 1000, end_ms / 1000
+    streams, histograms, start_s, end_s = plan(args.series, args.scrapes, args.connections, end_ms)
     kinds = ("metricsgw", "prometheus")
     rates: dict[str, list[float]] = {kind: [] for kind in kinds}
     results = {}
