@@ -266,24 +266,19 @@ class Storage:
 
     def _submit(self, batch: AppendBatch) -> asyncio.Future:
         loop = asyncio.get_running_loop()
-        synced = loop.create_future()  # the WAL thread's verdict, in the loop
         settled = loop.create_future()  # what the caller awaits
 
-        def done(err: BaseException | None) -> None:
-            loop.call_soon_threadsafe(synced.set_result, err)
-
-        def settle(_: asyncio.Future) -> None:
+        def settle(err: BaseException | None) -> None:  # in the loop, once the WAL thread's verdict is in
             try:
-                self._written(batch, synced.result())
-            except Unavailable as err:
+                self._written(batch, err)
+            except Unavailable as refused:
                 if not settled.cancelled():
-                    settled.set_exception(err)
+                    settled.set_exception(refused)
             else:
                 if not settled.cancelled():
                     settled.set_result(None)
 
-        synced.add_done_callback(settle)
-        self.wal.submit(batch, done)
+        self.wal.submit(batch, lambda err: loop.call_soon_threadsafe(settle, err))
         return settled
 
     def _written(self, batch: AppendBatch, err: BaseException | None) -> None:

@@ -20,6 +20,7 @@ import os
 # MiB here) instead of a journal commit at every record.
 FILL_BYTES = 1 << 20
 _ZEROS = bytes(FILL_BYTES)
+_sync_data = getattr(os, "fdatasync", os.fsync)  # (macOS has no fdatasync)
 
 
 def pwrite_all(fd: int, buf, offset: int) -> None:
@@ -58,7 +59,7 @@ class SegmentFile:
         self.size = end
 
     def sync(self) -> None:
-        os.fdatasync(self.fd) if hasattr(os, "fdatasync") else os.fsync(self.fd)  # (macOS has no fdatasync)
+        _sync_data(self.fd)
 
     def truncate(self, size: int) -> None:
         os.ftruncate(self.fd, size)
