@@ -133,6 +133,9 @@ class _Complete:
     def read_samples(self, *args, **kwargs):
         return self.source.read_samples(*args, **kwargs)
 
+    def read_histograms(self, *args, **kwargs):
+        return self.source.read_histograms(*args, **kwargs)
+
 
 # ---------------------------------------------------------------- selection
 
@@ -171,20 +174,20 @@ def _sampled(storage, q: ReadQuery, ctx: QueryContext, sample_limit: int, series
     if q.series_only:
         return read_codec.encode_series_only(ss.labels[:series_limit])
     _refuse_estimate(storage, ss, q, ctx)
-    block = _read_bounded(storage, ss, q, ctx, sample_limit)
-    # ?scope=head carries the native histograms held in memory too (a querier reads the table's itself);
-    # a remote read of the whole storage answers float samples, as before.
-    hists = storage.read_histograms(ss.ids, q.start_ms, q.end_ms, ctx) if isinstance(storage, RecentView) else None
+    block, hists = _read_bounded(storage, ss.ids, q, ctx, sample_limit)
     ctx.check("remote read encoding")
     return read_codec.encode_query_result(ss.labels, block, ss.ids, hists)
 
 
-def _read_bounded(storage, ss: SeriesSet, q: ReadQuery, ctx: QueryContext, sample_limit: int):
-    block = storage.read_samples(ss.ids, q.start_ms, q.end_ms, ctx)
-    if sample_limit and len(block) > sample_limit:
+def _read_bounded(storage, ids: np.ndarray, q: ReadQuery, ctx: QueryContext, sample_limit: int):
+    """(float samples, native histograms) of ``ids`` in the window; a histogram counts as a sample against
+    --storage.remote.read-sample-limit, as in Prometheus 3."""
+    block = storage.read_samples(ids, q.start_ms, q.end_ms, ctx)
+    hists = storage.read_histograms(ids, q.start_ms, q.end_ms, ctx)
+    if sample_limit and len(block) + len(hists) > sample_limit:
         raise LimitExceeded(f"exceeded sample limit ({sample_limit}); "
                             "raise --storage.remote.read-sample-limit or narrow the query")
-    return block
+    return block, hists
 
 
 # ---------------------------------------------------------------- ?scope=head&format=columns
@@ -230,8 +233,7 @@ def _columns(view: RecentView, q: ReadQuery, ctx: QueryContext, ids: np.ndarray 
         ids = _head_ids(view, q, ctx)
     ss = SeriesSet(ids, [])
     _refuse_estimate(view, ss, q, ctx)
-    block = _read_bounded(view, ss, q, ctx, 0)
-    hists = view.read_histograms(ids, q.start_ms, q.end_ms, ctx)
+    block, hists = _read_bounded(view, ids, q, ctx, 0)
     ctx.check("remote read encoding")
     labelled = np.flatnonzero(npsort.members(ids, view.uncommitted))
     labels = view.labels_of_ids(ids[labelled])
@@ -292,11 +294,11 @@ async def _streamed(request: web.Request, storage, headers: dict[str, str], run,
 
 def _batch_frames(storage, batch: SeriesSet, index: int, q: ReadQuery, ctx: QueryContext,
                   max_bytes_in_frame: int) -> tuple[list[bytes], int]:
-    block = storage.read_samples(batch.ids, q.start_ms, q.end_ms, ctx)
+    block, hists = _read_bounded(storage, batch.ids, q, ctx, 0)
     ctx.check("remote read encoding")
-    chunks = read_codec.block_chunks(block)
+    chunks = read_codec.series_chunks(block, hists)
     frames: list[bytes] = []
     for sid, labels in zip(batch.ids.tolist(), batch.labels):
         if sid in chunks:  # a series without samples in the window is left out, as Prometheus does
             frames.extend(read_codec.series_frames(index, labels, chunks[sid], max_bytes_in_frame))
-    return frames, len(block)
+    return frames, len(block) + len(hists)

@@ -4,14 +4,17 @@ As Prometheus 2.42's storage/remote/codec.go, read_handler.go and chunked.go:
 - the request is a snappy-compressed ``prometheus.ReadRequest``; its declared decoded size is
   checked before anything is decompressed;
 - the response type is the first of ``accepted_response_types`` we implement (none = SAMPLES);
-- SAMPLES answers one snappy-compressed ``ReadResponse``; STREAMED_XOR_CHUNKS answers frames of
-  one ``ChunkedReadResponse`` each (one series, or part of one), every frame a uvarint size,
+- SAMPLES answers one snappy-compressed ``ReadResponse``, native histograms in each series'
+  ``histograms`` (as Prometheus 3 answers; 2.42 left them out); STREAMED_XOR_CHUNKS answers frames of
+  one ``ChunkedReadResponse`` each, native histograms as HISTOGRAM and FLOAT_HISTOGRAM chunks
+  (histogram_chunks.py) (one series, or part of one), every frame a uvarint size,
   a big-endian CRC32C of the message and the message, cut as ``StreamChunkedReadResponses`` cuts
   them by --storage.remote.read-max-bytes-in-frame.
 """
 
 from __future__ import annotations
 
+import bisect
 import struct
 from dataclasses import dataclass
 
@@ -22,12 +25,13 @@ from google.protobuf.message import DecodeError
 
 from ..errors import BadData
 from ..model import Labels, Matcher, SampleBlock
-from . import xor
+from . import histogram_chunks, xor
 from .codec import decompress, uvarint
 from .proto import remote_read_pb2 as pb
 
 SAMPLES = pb.ReadRequest.SAMPLES
 STREAMED_XOR_CHUNKS = pb.ReadRequest.STREAMED_XOR_CHUNKS
+XOR = pb.Chunk.XOR
 SUPPORTED = (SAMPLES, STREAMED_XOR_CHUNKS)
 
 SAMPLES_CONTENT_TYPE = "application/x-protobuf"
@@ -198,9 +202,12 @@ def frame(message: bytes) -> bytes:
     return uvarint(len(message)) + struct.pack(">I", crc32c.crc32c(message)) + message
 
 
-def block_chunks(block: SampleBlock, per_chunk: int = xor.SAMPLES_PER_CHUNK) -> dict[int, list[tuple[int, int, bytes]]]:
-    """The XOR chunks of every series in a sample block, encoded in one go: sid -> [(min_time_ms,
-    max_time_ms, bytes)], each series cut every ``per_chunk`` samples (Prometheus's head cuts at 120)."""
+Chunk = tuple[int, int, bytes, int]  # (min_time_ms, max_time_ms, data, prompb.Chunk.Encoding)
+
+
+def block_chunks(block: SampleBlock, per_chunk: int = xor.SAMPLES_PER_CHUNK) -> dict[int, list[Chunk]]:
+    """The XOR chunks of every series in a sample block, encoded in one go: sid -> [chunk], each
+    series cut every ``per_chunk`` samples (Prometheus's head cuts at 120)."""
     if not len(block):
         return {}
     run_starts = np.flatnonzero(np.r_[True, block.sid[1:] != block.sid[:-1]])
@@ -211,15 +218,55 @@ def block_chunks(block: SampleBlock, per_chunk: int = xor.SAMPLES_PER_CHUNK) -> 
     starts = first_chunk + k * per_chunk
     ends = np.minimum(starts + per_chunk, np.repeat(run_ends, per_run)) - 1
     data = xor.encode_chunks(block.t, block.v, starts)
-    out: dict[int, list[tuple[int, int, bytes]]] = {}
+    out: dict[int, list[Chunk]] = {}
     sids, mins, maxs = block.sid[starts].tolist(), block.t[starts].tolist(), block.t[ends].tolist()
     for sid, lo, hi, chunk in zip(sids, mins, maxs, data):
-        out.setdefault(sid, []).append((lo, hi, chunk))
+        out.setdefault(sid, []).append((lo, hi, chunk, XOR))
     return out
 
 
-def series_frames(query_index: int, labels: Labels, chunks: list[tuple[int, int, bytes]],
-                  max_bytes_in_frame: int) -> list[bytes]:
+def series_chunks(block: SampleBlock, hists) -> dict[int, list[Chunk]]:
+    """Every series' chunks in time order: XOR chunks of its float samples, histogram chunks of its native
+    histograms (``hists``: a HistogramBlock sorted by (sid, t), or None). A series holding both is cut where
+    the kind of sample changes, as Prometheus's head cuts it, so no two of its chunks overlap in time."""
+    out = block_chunks(block)
+    if hists is None or not len(hists):
+        return out
+    blobs = hists.blob.to_pylist() if hasattr(hists.blob, "to_pylist") else list(hists.blob)
+    starts = np.flatnonzero(np.r_[True, hists.sid[1:] != hists.sid[:-1]]).tolist()
+    for a, b in zip(starts, starts[1:] + [len(hists)]):
+        sid = int(hists.sid[a])
+        ht = hists.t[a:b].tolist()
+        if out.pop(sid, None) is None:
+            out[sid] = _histogram_chunks(ht, blobs[a:b])
+            continue
+        lo, hi = np.searchsorted(block.sid, [sid, sid + 1]).tolist()
+        out[sid] = _interleaved(block.t[lo:hi], block.v[lo:hi], ht, blobs[a:b])
+    return out
+
+
+def _histogram_chunks(t: list[int], blobs: list[bytes]) -> list[Chunk]:
+    return [(lo, hi, data, enc) for lo, hi, enc, data in histogram_chunks.chunks(t, blobs)]
+
+
+def _interleaved(t: np.ndarray, v: np.ndarray, ht: list[int], blobs: list[bytes]) -> list[Chunk]:
+    """The chunks of a series with float samples at ``t`` and histograms at ``ht``: one run of chunks per stretch
+    of one kind (rare: a series changes kind when its exporter changes how it exposes a histogram)."""
+    out: list[Chunk] = []
+    f, h = 0, 0
+    while f < len(t) or h < len(ht):
+        if h == len(ht) or (f < len(t) and t[f] < ht[h]):  # floats up to the next histogram
+            end = len(t) if h == len(ht) else int(np.searchsorted(t, ht[h], "left"))
+            out += [(lo, hi, data, XOR) for lo, hi, data in xor.chunks(t[f:end], v[f:end])]
+            f = end
+        else:  # histograms up to the next float sample
+            end = len(ht) if f == len(t) else bisect.bisect_right(ht, int(t[f]))
+            out += _histogram_chunks(ht[h:end], blobs[h:end])
+            h = end
+    return out
+
+
+def series_frames(query_index: int, labels: Labels, chunks: list[Chunk], max_bytes_in_frame: int) -> list[bytes]:
     """The frames of one series' chunks: a frame is cut once the labels and its chunks reach
     ``max_bytes_in_frame`` (it may overshoot by up to one chunk, as in Prometheus)."""
     label_msgs = [pb.ReadLabel(name=n, value=val) for n, val in labels]
@@ -227,8 +274,8 @@ def series_frames(query_index: int, labels: Labels, chunks: list[tuple[int, int,
     frames: list[bytes] = []
     pending: list = []
     left = budget
-    for k, (mint, maxt, data) in enumerate(chunks):
-        chunk = pb.Chunk(min_time_ms=mint, max_time_ms=maxt, type=pb.Chunk.XOR, data=data)
+    for k, (mint, maxt, data, encoding) in enumerate(chunks):
+        chunk = pb.Chunk(min_time_ms=mint, max_time_ms=maxt, type=encoding, data=data)
         pending.append(chunk)
         left -= chunk.ByteSize()
         if left > 0 and k + 1 < len(chunks):

@@ -131,7 +131,7 @@ def test_streamed_chunks_hold_at_most_120_samples_and_frames_split_by_size(tmp_p
     # 600 bytes hold one ~150-byte chunk of rr_size's slowly changing values at most 4 times
     for f in frames:
         label_bytes = sum(pb.ReadLabel(name=n, value=v).ByteSize() for n, v in f["labels"])
-        chunk_bytes = [pb.Chunk(min_time_ms=a, max_time_ms=b, type=1, data=d).ByteSize() for a, b, d in f["chunks"]]
+        chunk_bytes = [pb.Chunk(min_time_ms=a, max_time_ms=b, type=1, data=d).ByteSize() for a, b, d, _ in f["chunks"]]
         assert label_bytes + sum(chunk_bytes[:-1]) < 600  # cut right after the chunk that reached the limit
     assert len([f for f in frames if dict(f["labels"])["job"] == "s1000"]) > 1
     assert series[0] == want(lambda l: l["__name__"] == "rr_size")

@@ -18,19 +18,26 @@ refused with 400 bad_data (REFUSED), never answered empty.
 from __future__ import annotations
 
 import math
+import struct
 import time
 import urllib.error
 import urllib.request
 
 import pytest
 
-from metricsgw.model import STALE_NAN
+from metricsgw.model import STALE_NAN, STALE_NAN_BITS
+from metricsgw.remote import histogram_chunks
+from metricsgw.remote.proto import remote_read_pb2 as rpb
+from metricsgw.remote.proto import remote_v1_pb2 as v1pb
 from testkit.procs import start_metricsgw, start_prometheus
 from tests.conformance.layouts import FLAGS
 from tests.dashboards.loading import INTERVAL_MS, aligned_now_ms
 from tests.e2e.client import api, remote_write
 from tests.e2e.compare import diff
 from tests.native_requests import v1_request, v2_request
+from tests.remote import histogram_chunk_reference
+from tests.remote.read_client import (build_request, decode_samples_histograms, decode_streamed,
+                                      decode_streamed_histograms, post)
 
 SCRAPES = 161
 INSTANTS = [0, -7.5, -600, -1234.567, -2400 + 50, 100, 400]
@@ -354,3 +361,118 @@ def test_exemplars_reach_the_oracle(pair):
     _, body = api(prom_url, "/api/v1/query_exemplars", {"query": "ex_requests_total", "start": start_s, "end": end_s})
     assert [len(s["exemplars"]) for s in body["data"]] == [107, 107]  # every k not divisible by 3, per proto
     assert math.isclose(float(body["data"][0]["exemplars"][0]["value"]), 1.5)
+
+
+# ---------------------------------------------------------------- remote read
+
+
+def _remote_read(url: str, rtype: int, start_s: float, end_s: float) -> bytes:
+    query = {"matchers": [("__name__", "=~", "nh.*")], "start": int(start_s * 1000) - 1, "end": int(end_s * 1000) + 1}
+    status, _, raw = post(url + "/api/v1/read", build_request([query], [rtype]))
+    assert status == 200, raw[:300]
+    return raw
+
+
+def _buckets(spans, values, deltas: bool) -> dict[int, float]:
+    """Bucket index -> absolute count, empty buckets left out (Prometheus re-encodes a chunk to take in a new
+    bucket, with zeros in the samples before it; metricsgw starts a new chunk: the same histograms)."""
+    out, idx, k, running = {}, 0, 0, 0
+    for offset, length in spans:
+        idx += offset
+        for _ in range(length):
+            running = running + values[k] if deltas else values[k]
+            if running:
+                out[idx] = float(running)
+            idx, k = idx + 1, k + 1
+    return out
+
+
+def _from_chunk(s: dict, is_float: bool) -> tuple:
+    f = (lambda b: struct.unpack("<d", struct.pack("<Q", b))[0]) if is_float else float
+    if s["sum_bits"] == STALE_NAN_BITS:
+        return s["t"], s["sum_bits"]
+    return (s["t"], s["sum_bits"], s["schema"], s["zero_threshold"], f(s["count"]), f(s["zero_count"]),
+            _buckets(s["pos_spans"], s["pos"], not is_float), _buckets(s["neg_spans"], s["neg"], not is_float),
+            s["custom_values"])
+
+
+def _from_message(h) -> tuple:
+    sum_bits = struct.unpack("<Q", struct.pack("<d", h.sum))[0]
+    if sum_bits == STALE_NAN_BITS:
+        return h.timestamp, sum_bits
+    is_float = h.WhichOneof("count") == "count_float"
+    spans = [[(s.offset, s.length) for s in ss] for ss in (h.positive_spans, h.negative_spans)]
+    pos, neg = (h.positive_counts, h.negative_counts) if is_float else (h.positive_deltas, h.negative_deltas)
+    return (h.timestamp, sum_bits, h.schema, h.zero_threshold,
+            float(h.count_float if is_float else h.count_int), float(h.zero_count_float if is_float else h.zero_count_int),
+            _buckets(spans[0], pos, not is_float), _buckets(spans[1], neg, not is_float), tuple(h.custom_values))
+
+
+def _streamed_histograms(url: str, start_s: float, end_s: float) -> tuple[dict, dict, dict]:
+    """(labels -> histograms, (labels, t) -> counter reset header of each chunk but a series' last,
+    [(encoding, bytes)] of every histogram chunk) of a streamed read of the nh* series. A series' last chunk is
+    left out of the headers: Prometheus 2.42 streams its head's open chunk re-encoded, with the header
+    "unknown" whatever the chunk's own header says."""
+    raw = _remote_read(url, rpb.ReadRequest.STREAMED_XOR_CHUNKS, start_s, end_s)
+    series, headers, chunks = {}, {}, []
+    for labels, samples in decode_streamed_histograms(raw, 1)[0].items():
+        series[labels] = [_from_chunk(s, dict(labels)["__name__"] == "nh_float") for _, s in samples]
+        starts = [(labels, s["t"], header) for header, s in samples if header is not None]
+        headers.update({(labels, t): header for labels, t, header in starts[:-1]})
+    for f in decode_streamed(raw, 1)[1]:
+        chunks += [(enc, data) for _, _, data, enc in f["chunks"] if enc != rpb.Chunk.XOR]
+    return series, headers, chunks
+
+
+def _as_sent(s: dict, is_float: bool, header: int) -> bytes:
+    """A decoded chunk sample as the remote-write histogram that would make it (the chunk's first sample
+    carries the reset hint that makes its header, where a hint can)."""
+    h = v1pb.Histogram(sum=struct.unpack("<d", struct.pack("<Q", s["sum_bits"]))[0], schema=s["schema"],
+                       zero_threshold=s["zero_threshold"], timestamp=s["t"], custom_values=s["custom_values"],
+                       reset_hint={histogram_chunk_reference.COUNTER_RESET: 1,
+                                   histogram_chunk_reference.GAUGE_TYPE: 3}.get(header, 0))
+    for field, spans in (("positive_spans", s["pos_spans"]), ("negative_spans", s["neg_spans"])):
+        getattr(h, field).extend(v1pb.BucketSpan(offset=o, length=n) for o, n in spans)
+    if is_float:
+        f = lambda b: struct.unpack("<d", struct.pack("<Q", b))[0]  # noqa: E731
+        h.count_float, h.zero_count_float = f(s["count"]), f(s["zero_count"])
+        h.positive_counts.extend(s["pos"])
+        h.negative_counts.extend(s["neg"])
+    else:
+        h.count_int, h.zero_count_int = s["count"], s["zero_count"]
+        h.positive_deltas.extend(s["pos"])
+        h.negative_deltas.extend(s["neg"])
+    return h.SerializeToString()
+
+
+def test_remote_read_streams_the_histogram_chunks_prometheus_streams(pair):
+    """STREAMED_XOR_CHUNKS carries native histograms as Prometheus 2.42 streams them: the same histograms
+    (every layout change, counter resets, the stale marker, the float histogram), chunks cut where Prometheus
+    cuts them for a counter reset with the same header, and every chunk Prometheus sends re-encoded byte for
+    byte by metricsgw/remote/histogram_chunks.py (given its samples: Prometheus's head cuts chunks by time)."""
+    gw_url, prom_url, start_s, end_s = pair
+    want, their_headers, their_chunks = _streamed_histograms(prom_url, start_s, end_s)
+    got, our_headers, our_chunks = _streamed_histograms(gw_url, start_s, end_s)
+    assert len(want) == 16 and sum(map(len, want.values())) > 16 * 140  # every nh* series, whole
+    assert got == want
+    resets = {key for key, header in their_headers.items() if header == histogram_chunk_reference.COUNTER_RESET}
+    assert len(resets) > 8 * 15  # every 7 scrapes a bucket of the 8 nh series goes down: a counter reset
+    assert {key: our_headers.get(key) for key in resets} == {key: their_headers[key] for key in resets}
+    assert {enc for enc, _ in their_chunks} == {rpb.Chunk.HISTOGRAM, rpb.Chunk.FLOAT_HISTOGRAM}
+    for enc, data in their_chunks:
+        header, samples = histogram_chunk_reference.decode(data, enc)
+        is_float = enc == rpb.Chunk.FLOAT_HISTOGRAM
+        ours = histogram_chunks.chunks([s["t"] for s in samples], [_as_sent(s, is_float, header if k == 0 else 0)
+                                                                   for k, s in enumerate(samples)], per_chunk=1000)
+        assert len(ours) == 1, f"one chunk of Prometheus's became {len(ours)}"
+        assert (ours[0][2], ours[0][3][:2] + ours[0][3][3:]) == (enc, data[:2] + data[3:])
+
+
+def test_remote_read_samples_carry_the_histograms(pair):
+    """SAMPLES answers native histograms in each series' ``histograms``, as Prometheus 3 does (2.42 leaves
+    them out): the same histograms Prometheus streams."""
+    gw_url, prom_url, start_s, end_s = pair
+    want = _streamed_histograms(prom_url, start_s, end_s)[0]
+    raw = _remote_read(gw_url, rpb.ReadRequest.SAMPLES, start_s, end_s)
+    got = {labels: [_from_message(h) for h in hs] for labels, hs in decode_samples_histograms(raw)[0].items()}
+    assert got == want

@@ -223,14 +223,14 @@ def test_every_chunk_prometheus_sends_is_reencoded_byte_for_byte(servers):
     _, frames = decode_streamed(raw, len(queries))
     chunks = [c for f in frames for c in f["chunks"]]
     sizes = set()
-    for mint, maxt, data in chunks:
+    for mint, maxt, data, _ in chunks:
         samples = decode_xor(data)
         t = np.array([s[0] for s in samples], np.int64)
         v = np.array([s[1] for s in samples], np.uint64).view(np.float64)
         assert encode_chunk(t, v) == data, f"chunk {mint}..{maxt} of {len(samples)} samples"
         sizes.add(len(samples))
     assert len(chunks) > 20 and max(sizes) >= 100 and 1 in sizes  # full, trimmed and one-sample chunks
-    assert any(len(data) == 2 + 6 + 8 + 1 for _, _, data in chunks)  # header, varint t, value, the empty byte
+    assert any(len(data) == 2 + 6 + 8 + 1 for _, _, data, _ in chunks)  # header, varint t, value, the empty byte
 
 
 def test_frames_cut_and_serialised_as_prometheus_does(servers):

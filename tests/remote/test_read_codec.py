@@ -71,3 +71,24 @@ def test_negotiation_refuses_only_unknown_types():
 def test_label_bytes_are_what_the_generated_code_writes(labels):
     want = pb.QueryResult(timeseries=[pb.ReadTimeSeries(labels=[pb.ReadLabel(name=n, value=v) for n, v in labels])])
     assert read_codec.encode_series_only([labels]) == want.SerializeToString()
+
+
+def test_a_series_of_floats_and_histograms_is_cut_where_its_kind_changes():
+    """No two chunks of a series overlap in time: a reader iterates them one after the other."""
+    from metricsgw.storage.batch import HistogramBlock
+    from tests.remote.histogram_chunk_reference import decode
+    from tests.remote.test_histogram_chunks import histogram
+    from tests.remote.xor_reference import decode_xor
+
+    ft = np.array([0, 1, 2, 6, 7, 300, 301], np.int64) * 1000  # floats, histograms at 3..5 and 8..9 and 400
+    block = SampleBlock(np.array([7] * len(ft) + [8], np.int64), np.r_[ft, 0], np.arange(len(ft) + 1, dtype=float))
+    ht = [3000, 4000, 5000, 8000, 9000, 400_000]
+    hists = HistogramBlock(np.array([7] * len(ht) + [9], np.int64), np.array(ht + [1000], np.int64),
+                           [histogram({0: k}) for k in range(len(ht) + 1)])
+    chunks = read_codec.series_chunks(block, hists)
+    kinds = [(enc, lo // 1000, hi // 1000) for lo, hi, _, enc in chunks[7]]
+    assert kinds == [(1, 0, 2), (2, 3, 5), (1, 6, 7), (2, 8, 9), (1, 300, 301), (2, 400, 400)]
+    times = [t for _, _, data, enc in chunks[7]
+             for t in ([t for t, _ in decode_xor(data)] if enc == 1 else [s["t"] for s in decode(data, enc)[1]])]
+    assert times == sorted(ft.tolist() + ht)
+    assert [enc for *_, enc in chunks[8]] == [1] and [enc for *_, enc in chunks[9]] == [2]

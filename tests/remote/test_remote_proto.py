@@ -57,9 +57,15 @@ def test_read_messages_match_prometheus():
     assert numbers(rr.Chunk) == {"min_time_ms": 1, "max_time_ms": 2, "type": 3, "data": 4}
     assert dict(rr.ReadRequest.ResponseType.items()) == {"SAMPLES": 0, "STREAMED_XOR_CHUNKS": 1}
     assert dict(rr.LabelMatcher.Type.items()) == {"EQ": 0, "NEQ": 1, "RE": 2, "NRE": 3}
-    assert dict(rr.Chunk.Encoding.items()) == {"UNKNOWN": 0, "XOR": 1, "HISTOGRAM": 2}
+    assert dict(rr.Chunk.Encoding.items()) == {"UNKNOWN": 0, "XOR": 1, "HISTOGRAM": 2, "FLOAT_HISTOGRAM": 3}
     ts = rr.ReadTimeSeries(labels=[rr.ReadLabel(name="a", value="b")],
                            samples=[rr.ReadSample(value=-0.5, timestamp=-3)])
     same = v1.TimeSeries.FromString(ts.SerializeToString())
     assert same.SerializeToString() == ts.SerializeToString()
     assert (same.labels[0].name, same.samples[0].value, same.samples[0].timestamp) == ("a", -0.5, -3)
+    # histograms are passed on as stored: bytes here, prometheus.Histogram messages on the wire
+    assert numbers(rr.ReadTimeSeries) == {"labels": 1, "samples": 2, "histograms": 4}
+    h = v1.Histogram(count_int=3, sum=1.5, schema=2, positive_spans=[v1.BucketSpan(offset=-1, length=2)],
+                     positive_deltas=[1, 1], timestamp=7)
+    ts = rr.ReadTimeSeries(labels=[rr.ReadLabel(name="a", value="b")], histograms=[h.SerializeToString()])
+    assert v1.TimeSeries.FromString(ts.SerializeToString()).histograms[0] == h
