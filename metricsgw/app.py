@@ -50,7 +50,7 @@ def storage_for(cfg: Config, memory: MemoryShares, telemetry: Telemetry | None =
     return Storage(
         cfg.storage_path, flush_interval_s=cfg.storage_flush_interval, flush_max_samples=cfg.storage_flush_max_samples,
         partition_ms=int(cfg.storage_partition_duration * 1000), retention_ms=int(cfg.storage_retention_time * 1000),
-        wal_segment_size=cfg.storage_wal_segment_size, duckdb_memory_limit=memory.duckdb,
+        wal_segment_size=cfg.storage_wal_segment_size, wal_fsync=cfg.storage_wal_fsync, duckdb_memory_limit=memory.duckdb,
         sample_cache_bytes=memory.cache, duckdb_threads=cfg.storage_duckdb_threads, telemetry=telemetry,
         writer_id=writer_id or cfg.storage_writer_id, vacuum_delay_s=cfg.storage_vacuum_delay,
         follow_others=cfg.storage_follow_others, follow_interval_s=cfg.storage_follow_interval,

@@ -210,6 +210,10 @@ SETTINGS: tuple[Setting, ...] = (
             "series written within it, as Prometheus' head does. Its samples stay on disk and queries over its old "
             "range still find it (docs/storage.md, the head window)."),
     Setting("storage.wal-segment-size", Z, 64 * 1024**2, "WAL segment size before a new segment is started."),
+    Setting("storage.wal-fsync", B, True, "Acknowledge a remote write only once its WAL record is fdatasync'd: it "
+            "survives a crash of the machine. false: once the record is written to the operating system, as "
+            "Prometheus' WAL does; it survives kill -9 of metricsgw but not a power loss, and a sender over one "
+            "connection no longer waits for the disk's flush on each request (docs/internals.md, durability)."),
     Setting("storage.duckdb-threads", P, 2, "DuckDB worker threads."),
     Setting("storage.writer-id", _writer_id, "gw0", "This process's name among the writers of the table under "
             "--storage.path (letters, digits, '_', '-'): unique per table, so each gateway sharing a directory needs "

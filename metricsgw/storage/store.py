@@ -72,7 +72,7 @@ class Storage:
 
     def __init__(self, path: str, *, flush_interval_s: float = 120.0, flush_max_samples: int = 5_000_000,
                  partition_ms: int = 3600_000, retention_ms: int = 15 * 86400_000, table_store=None,
-                 wal_segment_size: int = 64 << 20, duckdb_memory_limit: int = 256 << 20, duckdb_threads: int = 2,
+                 wal_segment_size: int = 64 << 20, wal_fsync: bool = True, duckdb_memory_limit: int = 256 << 20, duckdb_threads: int = 2,
                  sample_cache_bytes: int = 128 << 20, telemetry=None, clock=time.time, writer_id: str = "gw0",
                  vacuum_delay_s: float = 0.0, follow_others: bool = True, follow_interval_s: float = 5.0,
                  late_after_ms: int = 300_000, head_window_ms: int = 3600_000, archive_bytes: int = 32 << 20) -> None:
@@ -82,6 +82,7 @@ class Storage:
         self.partition_ms = partition_ms
         self.retention_ms = retention_ms
         self.wal_segment_size = wal_segment_size
+        self.wal_fsync = wal_fsync
         self.telemetry = telemetry
         self.clock = clock  # seconds since the epoch: retention and "active" follow it (tests move it)
         self.table = Table(self.path, writer_id, vacuum_delay_s, store=table_store)  # None: on local disk only
@@ -133,7 +134,7 @@ class Storage:
         replayed = startup.replay_wal(self, wal_dir, committed)
         if self.telemetry:
             self.telemetry.head_samples.set(self.files.head_samples())
-        self.wal = WAL(wal_dir, self.wal_segment_size, NativeSegmentEncoder, on_fsync=self._observe_fsync,
+        self.wal = WAL(wal_dir, self.wal_segment_size, NativeSegmentEncoder, fsync=self.wal_fsync, on_fsync=self._observe_fsync,
                        on_health=self._observe_wal_health, after_segment=committed)
         self._observe_wal_health(self.wal.error, write=False)
         elapsed = time.perf_counter() - t0

@@ -7,6 +7,8 @@ import subprocess
 import threading
 import time
 
+import pytest
+
 from metricsgw.remote.codec import encode_v1
 from metricsgw.storage import crashpoints
 from testkit.procs import free_port, start_metricsgw
@@ -36,12 +38,14 @@ def _load(base_url: str, base_ms: int, acked: list, stop: threading.Event) -> No
         i += 1
 
 
-def test_kill_9_during_load_loses_no_acknowledged_sample(tmp_path):
+@pytest.mark.parametrize("fsync", ["true", "false"])
+def test_kill_9_during_load_loses_no_acknowledged_sample(tmp_path, fsync):
+    """Also with --storage.wal-fsync=false: a record written to the operating system outlives the process."""
     # 10 h back: the second thread starts 6.9 h later, and all stays in the past (samples more than
     # --ingest.creation-grace-period ahead of the clock are refused).
     base_ms = (int(time.time()) - 36_000) * 1000
     # Flush often so the kill lands around flushes as well as WAL appends.
-    server = start_metricsgw(tmp_path, extra=["--storage.flush-interval=1s"])
+    server = start_metricsgw(tmp_path, extra=["--storage.flush-interval=1s", f"--storage.wal-fsync={fsync}"])
     server.wait_ready()
     acked: list[tuple[str, int]] = []
     stop = threading.Event()

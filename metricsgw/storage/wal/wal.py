@@ -95,16 +95,20 @@ class WAL:
     cut never does I/O that could fail and never leaves its caller waiting.
     """
 
-    def __init__(self, wal_dir: str, segment_size: int, new_encoder: Callable[[], object],
+    def __init__(self, wal_dir: str, segment_size: int, new_encoder: Callable[[], object], fsync: bool = True,
                  on_fsync: Callable[[float, int], None] | None = None,
                  on_health: Callable[[BaseException | None, bool], None] | None = None,
                  probe_interval_s: float = 1.0, after_segment: int = 0):
         """``after_segment``: the highest segment number ever cut (the table's committed cut): new segments
         are numbered above it even when a clean shutdown left the directory empty, or a commit covering
-        that number would also cover them and a restart after kill -9 would delete them unreplayed."""
+        that number would also cover them and a restart after kill -9 would delete them unreplayed.
+
+        ``fsync``: False writes records to the operating system only (--storage.wal-fsync=false): a record is then
+        safe from the death of this process, not from the machine's; segments are still synced when closed."""
         self.dir = wal_dir
         os.makedirs(wal_dir, exist_ok=True)
         self.segment_size = segment_size
+        self._fsync = fsync
         self._on_fsync = on_fsync
         self._on_health = on_health
         self._new_encoder = new_encoder
@@ -236,7 +240,8 @@ class WAL:
             # fdatasync: the records (and the file's new length when they lengthen it), without its times (a third
             # less than fsync here); the segment's directory entry was made durable when it was opened (PostgreSQL's
             # WAL default)
-            self._seg.sync()
+            if self._fsync:
+                self._seg.sync()
         except Exception as e:  # disk full, I/O error: the senders get a 5xx and retry
             err = e
             self._abandon_segment(start)
@@ -265,6 +270,8 @@ class WAL:
         seg, self._seg, self._encoder = self._seg, None, None
         if seg is not None:
             try:
+                if not self._fsync:  # its records, written unsynced, reach the disk at the latest here
+                    seg.sync()
                 seg.close()
             except OSError:
                 pass

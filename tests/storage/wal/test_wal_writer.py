@@ -84,3 +84,23 @@ def test_a_full_segment_is_closed_by_whoever_wrote_last(tmp_path, quick):
         wal.close()
     assert len(list_segments(str(tmp_path))) == 5
     assert [r[:3] for r in _records(str(tmp_path))] == [b"r%02d" % i for i in range(5)]
+
+
+@pytest.mark.parametrize("fsync", [True, False])
+def test_without_fsync_records_are_written_and_synced_when_their_segment_closes(tmp_path, quick, monkeypatch, fsync):
+    """--storage.wal-fsync=false: a record is acknowledged once written (readable by the next process, as after
+    kill -9), with no fdatasync of its own; its segment is synced when it is closed."""
+    from metricsgw.storage.wal import segment_file
+
+    syncs = []
+    monkeypatch.setattr(segment_file, "_sync_data", lambda fd: syncs.append(fd))
+    wal = WAL(str(tmp_path), 64, _Bytes, fsync=fsync)
+    try:
+        for i in range(3):
+            assert wal.write_here(b"r%02d" % i) == (None,)
+        assert [r[:3] for r in _records(str(tmp_path))] == [b"r00", b"r01", b"r02"]  # written before any close
+        assert len(syncs) == (3 if fsync else 0)
+        assert wal.write_here(b"r03" + bytes(60)) == (None,)  # fills the segment: it is closed
+        assert len(syncs) == (4 if fsync else 1)
+    finally:
+        wal.close()
