@@ -87,10 +87,10 @@ def _du(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def _start(kind: str, work: Path, port: int) -> procs.Server:
+def _start(kind: str, work: Path, port: int, gw_flags: list[str]) -> procs.Server:
     if kind == "prometheus":
         return procs.start_prometheus(work, port=port, extra=["--enable-feature=native-histograms"])
-    return procs.start_metricsgw(work, port=port, extra=["--query.promql-compat=2"])  # its answers meet 2.42's
+    return procs.start_metricsgw(work, port=port, extra=["--query.promql-compat=2", *gw_flags])  # answers meet 2.42's
 
 
 def plan(series: int, scrapes: int, connections: int, end_ms: int) -> tuple[list[list[bytes]], int, float, float]:
@@ -128,9 +128,9 @@ def _load(server: procs.Server, streams: list[list[bytes]]) -> dict:
     return out
 
 
-def load_round(kind: str, streams: list[list[bytes]], work: Path) -> dict:
+def load_round(kind: str, streams: list[list[bytes]], work: Path, gw_flags: list[str]) -> dict:
     """One load into a fresh server, nothing else measured (the rounds that give the load's median)."""
-    server = _start(kind, work, procs.free_port())
+    server = _start(kind, work, procs.free_port(), gw_flags)
     try:
         server.wait_ready()
         return _load(server, streams)
@@ -139,9 +139,9 @@ def load_round(kind: str, streams: list[list[bytes]], work: Path) -> dict:
 
 
 def run_one(kind: str, streams: list[list[bytes]], histograms: int, start_s: float, end_s: float, work: Path,
-            repeat: int) -> dict:
+            repeat: int, gw_flags: list[str]) -> dict:
     port = procs.free_port()
-    server = _start(kind, work, port)
+    server = _start(kind, work, port, gw_flags)
     out: dict = {"histograms": histograms}
     try:
         server.wait_ready()
@@ -153,7 +153,7 @@ def run_one(kind: str, streams: list[list[bytes]], histograms: int, start_s: flo
     native = server.data_dir / "table" / "histograms"
     if native.exists():
         out["parquet_bytes_per_histogram"] = _du(native) / out["histograms"]
-    server = _start(kind, work, port)
+    server = _start(kind, work, port, gw_flags)
     try:
         server.wait_ready()
         out["queries"] = {}
@@ -178,6 +178,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5,
                     help="loads into fresh servers, the two taking turns; the histograms/s reported is their median "
                          "(a load takes well under a second: one alone moves by a third with the machine)")
+    ap.add_argument("--metricsgw-flag", action="append", default=[],
+                    help="extra flag for metricsgw (e.g. --metricsgw-flag=--storage.wal-fsync=false)")
     args = ap.parse_args()
     end_ms = int(time.time() * 1000) // INTERVAL_MS * INTERVAL_MS
     streams, histograms, start_s, end_s = plan(args.series, args.scrapes, args.connections, end_ms)
@@ -187,13 +189,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-native-") as tmp:
         for r in range(args.rounds - 1):
             for kind in kinds:
-                rates[kind].append(histograms / load_round(kind, streams, Path(tmp) / f"{kind}-{r}")["load_s"])
+                rates[kind].append(histograms / load_round(kind, streams, Path(tmp) / f"{kind}-{r}",
+                                                                   args.metricsgw_flag)["load_s"])
         for kind in kinds:  # the last round also measures the disk and the queries
-            results[kind] = run_one(kind, streams, histograms, start_s, end_s, Path(tmp) / kind, args.repeat)
+            results[kind] = run_one(kind, streams, histograms, start_s, end_s, Path(tmp) / kind, args.repeat,
+                                    args.metricsgw_flag)
             rates[kind].append(histograms / results[kind]["load_s"])
     gw, prom = results["metricsgw"], results["prometheus"]
     print(f"{args.series} series x {args.scrapes} scrapes = {histograms} histograms of 40 buckets, "
-          f"{args.connections} connection(s), {args.rounds} rounds")
+          f"{args.connections} connection(s), {args.rounds} rounds, metricsgw flags {args.metricsgw_flag}")
     print(f"{'':44} {'metricsgw':>12} {'prometheus':>12}")
     for key in ("load_s", "load_cpu_s", "disk_bytes_per_histogram"):
         print(f"{key + ' (last round)' if key != 'disk_bytes_per_histogram' else key:44} {gw[key]:12.2f} {prom[key]:12.2f}")
