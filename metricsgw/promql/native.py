@@ -102,7 +102,7 @@ def from_message(h: "v1pb.Histogram") -> FloatHistogram:
     def absolute(deltas, counts) -> list[float]:
         if len(counts):
             return list(counts)
-        return [float(c) for c in itertools.accumulate(deltas)]  # int64 -> float64, as Go's ToFloat
+        return list(map(float, itertools.accumulate(deltas)))  # int64 -> float64, as Go's ToFloat
 
     return FloatHistogram(h.schema, h.zero_threshold, zero, h.count_float if is_float else float(h.count_int),
                           h.sum, [(s.offset, s.length) for s in h.positive_spans],
@@ -129,15 +129,21 @@ def bound(idx: int, schema: int) -> float:
         return math.inf
 
 
-def bucket_indexes(spans: list[tuple[int, int]]) -> list[int]:
+def bucket_indexes(spans: list[tuple[int, int]]) -> tuple[int, ...]:
     """The bucket index of each bucket the spans describe (offsets are gaps after the previous span)."""
+    return _bucket_indexes(tuple(spans))
+
+
+@functools.lru_cache(maxsize=4096)
+def _bucket_indexes(spans: tuple[tuple[int, int], ...]) -> tuple[int, ...]:
+    # cached: a series' histograms, and a metric's, mostly share one layout, so a query decoding thousands of
+    # them works each layout out once
     out, idx = [], 0
     for offset, length in spans:
         idx += offset
-        for _ in range(length):
-            out.append(idx)
-            idx += 1
-    return out
+        out.extend(range(idx, idx + length))
+        idx += length
+    return tuple(out)
 
 
 def _custom_bound(idx: int, values: tuple[float, ...]) -> float:
