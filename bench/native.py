@@ -22,6 +22,7 @@ import threading
 import time
 import urllib.parse
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 
 import snappy
@@ -87,7 +88,7 @@ def _du(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
-def _start(kind: str, work: Path, port: int, gw_flags: list[str]) -> procs.Server:
+def _start(kind: str, work: Path, port: int, gw_flags: Sequence[str] = ()) -> procs.Server:
     if kind == "prometheus":
         return procs.start_prometheus(work, port=port, extra=["--enable-feature=native-histograms"])
     return procs.start_metricsgw(work, port=port, extra=["--query.promql-compat=2", *gw_flags])  # answers meet 2.42's
@@ -128,7 +129,7 @@ def _load(server: procs.Server, streams: list[list[bytes]]) -> dict:
     return out
 
 
-def load_round(kind: str, streams: list[list[bytes]], work: Path, gw_flags: list[str]) -> dict:
+def load_round(kind: str, streams: list[list[bytes]], work: Path, gw_flags: Sequence[str] = ()) -> dict:
     """One load into a fresh server, nothing else measured (the rounds that give the load's median)."""
     server = _start(kind, work, procs.free_port(), gw_flags)
     try:
@@ -139,7 +140,7 @@ def load_round(kind: str, streams: list[list[bytes]], work: Path, gw_flags: list
 
 
 def run_one(kind: str, streams: list[list[bytes]], histograms: int, start_s: float, end_s: float, work: Path,
-            repeat: int, gw_flags: list[str]) -> dict:
+            repeat: int, gw_flags: Sequence[str] = ()) -> dict:
     port = procs.free_port()
     server = _start(kind, work, port, gw_flags)
     out: dict = {"histograms": histograms}
