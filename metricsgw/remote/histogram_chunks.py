@@ -129,23 +129,18 @@ class _Bits:
         return bytes(self.out)
 
     def varbit_int(self, val: int) -> None:
-        if val == 0:
-            self.write(0, 1)
-            return
-        for prefix, plen, size in _VARBIT:
-            if -((1 << (size - 1)) - 1) <= val <= 1 << (size - 1):
-                self.write(prefix, plen)
-                self.write(val, size)
-                return
-        self.write(0xFF, 8)
-        self.write(val, 64)
+        self._varbit(val, lambda size: -((1 << (size - 1)) - 1) <= val <= 1 << (size - 1))
 
     def varbit_uint(self, val: int) -> None:
+        self._varbit(val, lambda size: val < 1 << size)
+
+    def _varbit(self, val: int, fits) -> None:
+        """putVarbitInt/putVarbitUint: 0 in one bit, else the first bucket whose ``size`` bits ``fits`` it."""
         if val == 0:
             self.write(0, 1)
             return
         for prefix, plen, size in _VARBIT:
-            if val < 1 << size:
+            if fits(size):
                 self.write(prefix, plen)
                 self.write(val, size)
                 return
@@ -222,7 +217,7 @@ def _zero_threshold(b: _Bits, threshold: float) -> None:
 
 def _custom_bound(b: _Bits, f: float) -> None:
     tf = f * 1000
-    whole = not (math.isnan(f) or math.isinf(f)) and round(tf) / 1000 == f
+    whole = not (math.isnan(f) or math.isinf(f)) and _go_round(tf) / 1000 == f  # isWholeWhenMultiplied
     if tf < 0 or tf > 33554430 or not whole:
         b.write(0, 1)
         b.float_bits(f)

@@ -6,8 +6,8 @@ As Prometheus 2.42's storage/remote/codec.go, read_handler.go and chunked.go:
 - the response type is the first of ``accepted_response_types`` we implement (none = SAMPLES);
 - SAMPLES answers one snappy-compressed ``ReadResponse``, native histograms in each series'
   ``histograms`` (as Prometheus 3 answers; 2.42 left them out); STREAMED_XOR_CHUNKS answers frames of
-  one ``ChunkedReadResponse`` each, native histograms as HISTOGRAM and FLOAT_HISTOGRAM chunks
-  (histogram_chunks.py) (one series, or part of one), every frame a uvarint size,
+  one ``ChunkedReadResponse`` each (one series, or part of one; native histograms as HISTOGRAM and
+  FLOAT_HISTOGRAM chunks, histogram_chunks.py), every frame a uvarint size,
   a big-endian CRC32C of the message and the message, cut as ``StreamChunkedReadResponses`` cuts
   them by --storage.remote.read-max-bytes-in-frame.
 """
@@ -171,7 +171,7 @@ def encode_query_result(labels: list[Labels], block: SampleBlock, ids: np.ndarra
     if hists is not None and len(hists):
         h_lo = np.searchsorted(hists.sid, ids, "left").tolist()
         h_hi = np.searchsorted(hists.sid, ids, "right").tolist()
-        blobs = hists.blob.to_pylist() if hasattr(hists.blob, "to_pylist") else list(hists.blob)
+        blobs = _blobs(hists)
     else:
         h_lo = h_hi = [0] * len(ids)
         blobs = []
@@ -182,6 +182,11 @@ def encode_query_result(labels: list[Labels], block: SampleBlock, ids: np.ndarra
         histograms = b"".join(_len_field(HISTOGRAMS_FIELD, blob) for blob in blobs[ha:hb])
         parts.append(_len_field(1, _label_records(lbls) + histograms + data[offsets[a]:offsets[b]]))
     return b"".join(parts)
+
+
+def _blobs(hists) -> list[bytes]:
+    """A HistogramBlock's stored histograms as a list (an Arrow array when read from files, a list from a head)."""
+    return hists.blob.to_pylist() if hasattr(hists.blob, "to_pylist") else list(hists.blob)
 
 
 def encode_series_only(labels: list[Labels]) -> bytes:
@@ -232,7 +237,7 @@ def series_chunks(block: SampleBlock, hists) -> dict[int, list[Chunk]]:
     out = block_chunks(block)
     if hists is None or not len(hists):
         return out
-    blobs = hists.blob.to_pylist() if hasattr(hists.blob, "to_pylist") else list(hists.blob)
+    blobs = _blobs(hists)
     starts = np.flatnonzero(np.r_[True, hists.sid[1:] != hists.sid[:-1]]).tolist()
     for a, b in zip(starts, starts[1:] + [len(hists)]):
         sid = int(hists.sid[a])
