@@ -36,6 +36,7 @@ from tests.e2e.client import api, remote_write
 from tests.e2e.compare import diff
 from tests.native_requests import v1_request, v2_request
 from tests.remote import histogram_chunk_reference
+from tests.remote.histogram_chunk_reference import absolute_buckets, from_bits
 from tests.remote.read_client import (build_request, decode_samples_histograms, decode_streamed,
                                       decode_streamed_histograms, post)
 
@@ -373,27 +374,13 @@ def _remote_read(url: str, rtype: int, start_s: float, end_s: float) -> bytes:
     return raw
 
 
-def _buckets(spans, values, deltas: bool) -> dict[int, float]:
-    """Bucket index -> absolute count, empty buckets left out (Prometheus re-encodes a chunk to take in a new
-    bucket, with zeros in the samples before it; metricsgw starts a new chunk: the same histograms)."""
-    out, idx, k, running = {}, 0, 0, 0
-    for offset, length in spans:
-        idx += offset
-        for _ in range(length):
-            running = running + values[k] if deltas else values[k]
-            if running:
-                out[idx] = float(running)
-            idx, k = idx + 1, k + 1
-    return out
-
-
 def _from_chunk(s: dict, is_float: bool) -> tuple:
-    f = (lambda b: struct.unpack("<d", struct.pack("<Q", b))[0]) if is_float else float
+    f = from_bits if is_float else float
     if s["sum_bits"] == STALE_NAN_BITS:
         return s["t"], s["sum_bits"]
     return (s["t"], s["sum_bits"], s["schema"], s["zero_threshold"], f(s["count"]), f(s["zero_count"]),
-            _buckets(s["pos_spans"], s["pos"], not is_float), _buckets(s["neg_spans"], s["neg"], not is_float),
-            s["custom_values"])
+            absolute_buckets(s["pos_spans"], s["pos"], not is_float),
+            absolute_buckets(s["neg_spans"], s["neg"], not is_float), s["custom_values"])
 
 
 def _from_message(h) -> tuple:
@@ -404,8 +391,10 @@ def _from_message(h) -> tuple:
     spans = [[(s.offset, s.length) for s in ss] for ss in (h.positive_spans, h.negative_spans)]
     pos, neg = (h.positive_counts, h.negative_counts) if is_float else (h.positive_deltas, h.negative_deltas)
     return (h.timestamp, sum_bits, h.schema, h.zero_threshold,
-            float(h.count_float if is_float else h.count_int), float(h.zero_count_float if is_float else h.zero_count_int),
-            _buckets(spans[0], pos, not is_float), _buckets(spans[1], neg, not is_float), tuple(h.custom_values))
+            float(h.count_float if is_float else h.count_int),
+            float(h.zero_count_float if is_float else h.zero_count_int),
+            absolute_buckets(spans[0], pos, not is_float), absolute_buckets(spans[1], neg, not is_float),
+            tuple(h.custom_values))
 
 
 def _streamed_histograms(url: str, start_s: float, end_s: float) -> tuple[dict, dict, dict]:
@@ -427,14 +416,14 @@ def _streamed_histograms(url: str, start_s: float, end_s: float) -> tuple[dict, 
 def _as_sent(s: dict, is_float: bool, header: int) -> bytes:
     """A decoded chunk sample as the remote-write histogram that would make it (the chunk's first sample
     carries the reset hint that makes its header, where a hint can)."""
-    h = v1pb.Histogram(sum=struct.unpack("<d", struct.pack("<Q", s["sum_bits"]))[0], schema=s["schema"],
+    h = v1pb.Histogram(sum=from_bits(s["sum_bits"]), schema=s["schema"],
                        zero_threshold=s["zero_threshold"], timestamp=s["t"], custom_values=s["custom_values"],
                        reset_hint={histogram_chunk_reference.COUNTER_RESET: 1,
                                    histogram_chunk_reference.GAUGE_TYPE: 3}.get(header, 0))
     for field, spans in (("positive_spans", s["pos_spans"]), ("negative_spans", s["neg_spans"])):
         getattr(h, field).extend(v1pb.BucketSpan(offset=o, length=n) for o, n in spans)
     if is_float:
-        f = lambda b: struct.unpack("<d", struct.pack("<Q", b))[0]  # noqa: E731
+        f = from_bits
         h.count_float, h.zero_count_float = f(s["count"]), f(s["zero_count"])
         h.positive_counts.extend(s["pos"])
         h.negative_counts.extend(s["neg"])

@@ -73,13 +73,28 @@ class XorState:
         return self.bits
 
 
-def _f(bits: int) -> float:
+def from_bits(bits: int) -> float:
     return struct.unpack("<d", struct.pack("<Q", bits))[0]
+
+
+def absolute_buckets(spans, values, deltas: bool) -> dict[int, float]:
+    """Bucket index -> absolute count of one side of a histogram (``values`` deltas or counts), empty buckets left
+    out: Prometheus re-encodes a chunk to take in a new bucket, with zeros in the samples before it, where
+    metricsgw starts a new chunk; both are the same histograms."""
+    out, idx, k, running = {}, 0, 0, 0
+    for offset, length in spans:
+        idx += offset
+        for _ in range(length):
+            running = running + values[k] if deltas else values[k]
+            if running:
+                out[idx] = float(running)
+            idx, k = idx + 1, k + 1
+    return out
 
 
 def _layout(r: BitReader) -> dict:
     b = r.bits(8)
-    zt = 0.0 if b == 0 else _f(r.bits(64)) if b == 255 else math.ldexp(0.5, b - 243)
+    zt = 0.0 if b == 0 else from_bits(r.bits(64)) if b == 255 else math.ldexp(0.5, b - 243)
     schema = r.varbit_int()
     spans = []
     for _ in range(2):
@@ -92,7 +107,7 @@ def _layout(r: BitReader) -> dict:
     if schema == -53:
         for _ in range(r.varbit_uint()):
             v = r.varbit_uint()
-            custom.append(_f(r.bits(64)) if v == 0 else (v - 1) / 1000)
+            custom.append(from_bits(r.bits(64)) if v == 0 else (v - 1) / 1000)
     return {"schema": schema, "zero_threshold": zt, "pos_spans": spans[0], "neg_spans": spans[1],
             "custom_values": tuple(custom)}
 
@@ -135,7 +150,7 @@ def decode(data: bytes, encoding: int) -> tuple[int, list[dict]]:
     states = [XorState(r.bits(64)) for _ in range(3 + npos + nneg)]  # count, zero count, sum, buckets
     t_delta = 0
     out.append(_sample(layout, t, states[0].bits, states[1].bits, states[2].bits,
-                       [_f(x.bits) for x in states[3:]], npos))
+                       [from_bits(x.bits) for x in states[3:]], npos))
     for _ in range(n - 1):
         t_delta += r.varbit_int()
         t += t_delta
@@ -145,7 +160,7 @@ def decode(data: bytes, encoding: int) -> tuple[int, list[dict]]:
             for x in states[3:]:
                 x.read(r)
         out.append(_sample(layout, t, states[0].bits, states[1].bits, states[2].bits,
-                           [_f(x.bits) for x in states[3:]], npos))
+                           [from_bits(x.bits) for x in states[3:]], npos))
     return header, out
 
 

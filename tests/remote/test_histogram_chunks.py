@@ -14,7 +14,7 @@ import pytest
 from metricsgw.model import STALE_NAN
 from metricsgw.remote import histogram_chunks as hc
 from metricsgw.remote.proto import remote_v1_pb2 as v1pb
-from tests.remote.histogram_chunk_reference import decode
+from tests.remote.histogram_chunk_reference import absolute_buckets, decode, from_bits
 
 T0 = 1_796_000_000_000
 
@@ -45,18 +45,10 @@ def histogram(counts: dict[int, float], *, is_float=False, schema=0, zt=0.001, z
 
 
 def absolute(s: dict, is_float: bool) -> tuple:
-    """(count, zero count, {bucket index: count}) of a decoded sample, empty buckets left out."""
-    out = {}
-    for sign, spans, values in ((1, s["pos_spans"], s["pos"]), (-1, s["neg_spans"], s["neg"])):
-        idx, k, running = 0, 0, 0
-        for offset, length in spans:
-            idx += offset
-            for _ in range(length):
-                running = values[k] if is_float else running + values[k]
-                if running:
-                    out[(sign, idx)] = float(running)
-                idx, k = idx + 1, k + 1
-    f = (lambda b: struct.unpack("<d", struct.pack("<Q", b))[0]) if is_float else float
+    """(count, zero count, {(sign, bucket index): count}) of a decoded sample, empty buckets left out."""
+    out = {(sign, idx): c for sign, spans, values in ((1, s["pos_spans"], s["pos"]), (-1, s["neg_spans"], s["neg"]))
+           for idx, c in absolute_buckets(spans, values, not is_float).items()}
+    f = from_bits if is_float else float
     return f(s["count"]), f(s["zero_count"]), out
 
 
