@@ -71,6 +71,17 @@ class Decoded:
                 h.reset_hint = self._hints[i]
         return h
 
+    @property
+    def messages(self) -> list:
+        """The parsed protobuf messages (native_columns reads them without decoding)."""
+        return self._messages
+
+    def hints(self, js: np.ndarray) -> np.ndarray:
+        """The counter reset hint of each histogram ``js`` names, those given instead of the stored ones
+        included, without decoding any."""
+        msgs, given = self._messages, self._hints
+        return np.fromiter((given.get(j, msgs[j].reset_hint) for j in js.tolist()), np.int64, len(js))
+
     def reset_hints(self, idx: list[int]) -> np.ndarray:
         """The stored counter reset hints (stats_decoding.py makes up others)."""
         msgs = self._messages

@@ -31,7 +31,8 @@ import promql_parser as pp
 
 from ..errors import BadData, ExecError, NotSupported
 from ..model import METRIC_NAME, STALE_NAN
-from . import (annotations, compat, limits, mixed_windows, native, native_binary3, native_math, native_ops, parser,
+from . import (annotations, compat, limits, mixed_windows, native, native_binary3, native_columns, native_math,
+               native_ops, parser,
                selectors, stats_decoding)
 from .binary import dedupe
 from . import rangefuncs as R
@@ -166,6 +167,47 @@ def rate(engine, node: "pp.Call", env) -> HistSeries | None:
     n = r.hi - r.lo
     ok = n >= 2
     last = max(len(r.t) - 1, 0)
+    first_count, result_count = np.zeros(n.shape), np.zeros(n.shape)  # Prometheus 3's stop at zero needs them
+    rows, cols = np.nonzero(ok)
+    lo_w, hi_w = r.lo[rows, cols], r.hi[rows, cols]
+    # windows of stored histograms of one layout as matrix rows; the others bucket dict by bucket dict
+    columns = native_columns.WindowRates(hists, r.v) if isinstance(hists, native.Decoded) and len(rows) else None
+    fast = columns.uniform(lo_w, hi_w) if columns is not None else np.zeros(len(rows), bool)
+    if three and columns is not None:
+        _warn_of_kinds(env, r, hists, lo_w[fast], hi_w[fast], rows[fast], is_counter)
+    increases = columns.increase(lo_w[fast], hi_w[fast], is_counter, three) if fast.any() else []
+    fast_at = np.flatnonzero(fast)
+    for _, which, result, first in increases:
+        at = fast_at[which]
+        first_count[rows[at], cols[at]], result_count[rows[at], cols[at]] = first, result[:, native_columns.COUNT]
+    raw = _dict_increases(env, r, hists, np.flatnonzero(~fast), rows, cols, ok, is_counter, three,
+                          (first_count, result_count))
+    factor = R.extrapolation_factor(r, n, r.t[np.minimum(r.lo, last)], r.t[np.clip(r.hi - 1, 0, last)], is_rate,
+                                    (first_count, result_count) if three and is_counter else None, three)
+    made: list[native.FloatHistogram | None] = [None] * len(rows)
+    for number, which, result, _ in increases:
+        at = fast_at[which]
+        for w, h in zip(at.tolist(), columns.histograms(number, result, factor[rows[at], cols[at]])):
+            made[w] = h
+    for w, h in raw.items():
+        made[w] = native_math.scale(h, float(factor[rows[w], cols[w]])).to_float_histogram()
+        made[w].reset_hint = native.GAUGE  # histogramRate makes its result a gauge
+    out = [h for h in made if h is not None]  # in (series, step) order, the dropped windows left out
+    values = np.zeros(n.shape)
+    kept = ok[rows, cols]
+    values[rows[kept], cols[kept]] = np.arange(len(out))
+    env.ctx.check("histogram rate")
+    series = Series([drop_name(lb) for lb in r.labels], values, ok).compact()
+    if len(set(series.labels)) != len(series.labels):
+        raise ExecError("vector cannot contain metrics with the same labelset")
+    return HistSeries(series, out) if len(series) else None
+
+
+def _dict_increases(env, r, hists, windows: np.ndarray, rows: np.ndarray, cols: np.ndarray, ok: np.ndarray,
+                    is_counter: bool, three: bool, counts: tuple[np.ndarray, np.ndarray]) -> dict:
+    """histogramRate of each window of ``windows`` (numbers into rows/cols) on native_math's bucket dicts: window
+    number -> its increase, not yet extrapolated; its first histogram's count and the increase's in ``counts``.
+    Prometheus 3 drops (``ok`` False) a window mixing exponential and custom buckets, with a warning."""
     arith: dict[int, native_math.Hist] = {}
 
     def hist(j: int) -> native_math.Hist:
@@ -185,11 +227,11 @@ def rate(engine, node: "pp.Call", env) -> HistSeries | None:
             out.append(got)
         return out
 
-    raw: list[native_math.Hist] = []
     # Prometheus 3 tells of custom bounds intersected to take one histogram from another (or add it back)
     reconciled = (lambda op: env.ctx.annotate(annotations.mismatched_custom_buckets(op))) if three else None
-    values, first_count, result_count = np.zeros(n.shape), np.zeros(n.shape), np.zeros(n.shape)
-    for i, k in zip(*np.nonzero(ok)):
+    raw: dict[int, native_math.Hist] = {}
+    for w in windows.tolist():
+        i, k = int(rows[w]), int(cols[w])
         lo, hi = int(r.lo[i, k]), int(r.hi[i, k])
         window = r.v[lo:hi].astype(np.int64).tolist()
         if three:
@@ -204,22 +246,25 @@ def rate(engine, node: "pp.Call", env) -> HistSeries | None:
             env.ctx.annotate(annotations.mixed_exponential_custom(dict(r.labels[i]).get("__name__", "")))
             ok[i, k] = False
             continue
-        values[i, k] = len(raw)
-        first_count[i, k], result_count[i, k] = hist(window[0]).count, h.count
-        raw.append(h)
-    factor = R.extrapolation_factor(r, n, r.t[np.minimum(r.lo, last)], r.t[np.clip(r.hi - 1, 0, last)], is_rate,
-                                    (first_count, result_count) if three and is_counter else None, three)
-    rows, cols = np.nonzero(ok)
-    out = [native_math.scale(raw[int(values[i, k])], float(factor[i, k])).to_float_histogram()
-           for i, k in zip(rows.tolist(), cols.tolist())]
-    for h in out:  # histogramRate makes its result a gauge
-        h.reset_hint = native.GAUGE
-    values[rows, cols] = np.arange(len(out))
-    env.ctx.check("histogram rate")
-    series = Series([drop_name(lb) for lb in r.labels], values, ok).compact()
-    if len(set(series.labels)) != len(series.labels):
-        raise ExecError("vector cannot contain metrics with the same labelset")
-    return HistSeries(series, out) if len(series) else None
+        counts[0][i, k], counts[1][i, k] = hist(window[0]).count, h.count
+        raw[w] = h
+    return raw
+
+
+def _warn_of_kinds(env, r, hists: native.Decoded, lo: np.ndarray, hi: np.ndarray, rows: np.ndarray,
+                   is_counter: bool) -> None:
+    """_warn_of_kind for many windows [lo, hi) of stored histograms at once, from their reset hints."""
+    if not len(lo):
+        return
+    gauge = hists.hints(r.v.astype(np.int64)) == native.GAUGE
+    if is_counter:
+        seen = np.concatenate([[0], np.cumsum(gauge)])
+        wrong = seen[hi] > seen[lo]
+    else:
+        wrong = ~gauge[lo] | ~gauge[hi - 1]
+    for i in np.unique(rows[wrong]).tolist():
+        name = dict(r.labels[i]).get("__name__", "")
+        env.ctx.annotate(annotations.not_counter(name) if is_counter else annotations.not_gauge(name))
 
 
 def _warn_of_kind(env, labels, window: list, is_counter: bool) -> None:
