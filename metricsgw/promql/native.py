@@ -157,6 +157,20 @@ def _bucket_indexes(spans: tuple[tuple[int, int], ...]) -> tuple[int, ...]:
     return tuple(out)
 
 
+def spans_of(indexes) -> list[tuple[int, int]]:
+    """The spans of ascending bucket indexes (an offset is the gap after the previous span): bucket_indexes'
+    inverse, as Go's span building cuts them."""
+    out: list[list[int]] = []
+    prev = None
+    for idx in indexes:
+        if prev is not None and idx == prev + 1:
+            out[-1][1] += 1
+        else:
+            out.append([idx - (prev + 1 if prev is not None else 0), 1])
+        prev = idx
+    return [(o, n) for o, n in out]
+
+
 def _custom_bound(idx: int, values: tuple[float, ...]) -> float:
     if idx < 0:
         return -math.inf

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .native import CUSTOM_BUCKETS_SCHEMA, GAUGE, Decoded, FloatHistogram, bound, bucket_indexes
+from .native import CUSTOM_BUCKETS_SCHEMA, GAUGE, Decoded, FloatHistogram, bound, bucket_indexes, spans_of
 
 ZERO, COUNT, SUM = 0, 1, 2  # the columns before the buckets
 BUCKETS = 3
@@ -104,8 +104,7 @@ class WindowRates:
         self.layout_of = np.full(len(hists), -1, np.int64)  # per histogram: its layout's number (-1: not plain)
         self.row_of = np.zeros(len(hists), np.int64)  # per histogram: its row in its layout's matrix
         self.layouts: list[_Rows] = []
-        numbers: dict[Layout, int] = {}
-        plain: dict[Layout, bool] = {}
+        numbers: dict[Layout, int] = {}  # -1: not plain
         messages = hists.messages
         for j in needed.tolist():
             m = messages[j]
@@ -113,10 +112,11 @@ class WindowRates:
                             tuple((s.offset, s.length) for s in m.negative_spans), tuple(m.custom_values))
             number = numbers.get(layout)
             if number is None:
-                if not plain.setdefault(layout, layout.plain()):
-                    continue
-                number = numbers[layout] = len(self.layouts)
-                self.layouts.append(_Rows(layout))
+                number = numbers[layout] = len(self.layouts) if layout.plain() else -1
+                if number >= 0:
+                    self.layouts.append(_Rows(layout))
+            if number < 0:
+                continue
             self.layout_of[j] = number
             self.row_of[j] = self.layouts[number].add(m)
         for rows in self.layouts:
@@ -201,25 +201,11 @@ class WindowRates:
             if shape is None:
                 cols = np.flatnonzero(keep)
                 pos, neg = cols[cols < n_pos], cols[cols >= n_pos]
-                shape = shapes[key] = (_spans(rows.pos_idx[pos]), (pos + BUCKETS).tolist(),
-                                       _spans(rows.neg_idx[neg - n_pos]), (neg + BUCKETS).tolist())
+                shape = shapes[key] = (spans_of(rows.pos_idx[pos].tolist()), (pos + BUCKETS).tolist(),
+                                       spans_of(rows.neg_idx[neg - n_pos].tolist()), (neg + BUCKETS).tolist())
             pos_spans, pos_cols, neg_spans, neg_cols = shape
             out.append(FloatHistogram(layout.schema, layout.zero_threshold, values[ZERO], values[COUNT], values[SUM],
                                       list(pos_spans), [values[c] for c in pos_cols], list(neg_spans),
                                       [values[c] for c in neg_cols], layout.custom_values, GAUGE))
         return out
-
-
-def _spans(indexes: np.ndarray) -> tuple[tuple[int, int], ...]:
-    """The spans of ascending bucket indexes (an offset is the gap after the previous span), as
-    native_math's to_float_histogram cuts them."""
-    out: list[list[int]] = []
-    prev = None
-    for idx in indexes.tolist():
-        if prev is not None and idx == prev + 1:
-            out[-1][1] += 1
-        else:
-            out.append([idx - (prev + 1 if prev is not None else 0), 1])
-        prev = idx
-    return tuple((o, n) for o, n in out)
 

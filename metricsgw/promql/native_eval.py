@@ -32,8 +32,7 @@ import promql_parser as pp
 from ..errors import BadData, ExecError, NotSupported
 from ..model import METRIC_NAME, STALE_NAN
 from . import (annotations, compat, limits, mixed_windows, native, native_binary3, native_columns, native_math,
-               native_ops, parser,
-               selectors, stats_decoding)
+               native_ops, parser, selectors, stats_decoding)
 from .binary import dedupe
 from . import rangefuncs as R
 from .aggregations import group_ids, group_sum

@@ -50,21 +50,9 @@ class Hist:
                     dict(self.neg), self.custom_values)
 
     def to_float_histogram(self) -> FloatHistogram:
-        def spans(d: dict[int, float]) -> tuple[list[tuple[int, int]], list[float]]:
-            out: list[list[int]] = []
-            prev = None
-            for idx in d:
-                if prev is not None and idx == prev + 1:
-                    out[-1][1] += 1
-                else:
-                    out.append([idx - (prev + 1 if prev is not None else 0), 1])
-                prev = idx
-            return [(o, n) for o, n in out], list(d.values())
-
-        ps, pb = spans(self.pos)
-        ns, nb = spans(self.neg)
-        return FloatHistogram(self.schema, self.zero_threshold, self.zero_count, self.count, self.sum, ps, pb, ns, nb,
-                              self.custom_values)
+        return FloatHistogram(self.schema, self.zero_threshold, self.zero_count, self.count, self.sum,
+                              native.spans_of(self.pos), list(self.pos.values()), native.spans_of(self.neg),
+                              list(self.neg.values()), self.custom_values)
 
 
 def _merged(h: Hist, positive: bool, absolute_start: float, target: int) -> list[tuple[int, float]]:
