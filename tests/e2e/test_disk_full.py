@@ -7,6 +7,7 @@ with every acknowledged sample, once."""
 
 from __future__ import annotations
 
+import os
 import time
 
 from testkit.procs import http_get, start_metricsgw
@@ -26,6 +27,18 @@ def _ready_body(server) -> bytes:
         return http_get(server.base_url + "/-/ready")[1]
     except OSError:  # not listening yet
         return b""
+
+
+def _wait_gone(pgid: int, timeout_s: float = 60.0) -> None:
+    """Until no process of the killed gateway's session is left (its children die after it)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        assert time.monotonic() < deadline, "the killed gateway's processes are still there"
+        time.sleep(0.05)
 
 
 def test_disk_full_under_load_then_freed(tmp_path):
@@ -62,6 +75,13 @@ def test_disk_full_under_load_then_freed(tmp_path):
             load.wait(lambda: not list(disk.rglob("*.tmp")), "no half-written file left by the failed flushes")
             server.kill()  # and killed while full
             load.stop()
+            # The crash itself frees space: files its processes had deleted but held open, a flush's or a disk probe's
+            # .tmp file that the restart removes first. Fill that back (once every process of the gateway is gone)
+            # so the restart finds the disk as full as the crash left it for writes.
+            _wait_gone(server.proc.pid)
+            for leftover in disk.rglob("*.tmp"):
+                leftover.unlink()
+            fill(filler)
 
             server = start_metricsgw(disk, port=port, extra=["--storage.flush-interval=1s"])
             # On the still-full disk: replayed, but not ready for writes, and says why.
