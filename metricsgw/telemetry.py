@@ -34,11 +34,11 @@ class Telemetry:
             "metricsgw_active_series", "Series that received samples within the active window.", registry=r)
         self.series_memory_entries = Gauge(
             "metricsgw_series_memory_entries", "Series held in memory, by holder: catalog (the series table: those "
-            "written within --storage.head-window), archive (series it forgot, kept for queries reaching back before "
-            "it), ingest_cache (the ingest pipeline's series cache).", ["holder"], registry=r)
+            "written within --storage.head-window), archive (the index of the series on disk, for queries reaching back before "
+            "it to the series it forgot), ingest_cache (the ingest pipeline's series cache).", ["holder"], registry=r)
         self.series_memory_bytes = Gauge(
             "metricsgw_series_memory_bytes", "About the bytes each holder of metricsgw_series_memory_entries holds "
-            "(the archive's bound: 1/32 of --query.max-memory).", ["holder"], registry=r)
+            "(the archive's bound: 1/8 of --query.max-memory).", ["holder"], registry=r)
         self.head_samples = Gauge(
             "metricsgw_head_samples", "Samples held in the in-memory head, not yet flushed.", registry=r)
         self.wal_fsync = Histogram(

@@ -2,7 +2,7 @@
 
 One number a user sets bounds everything queries hold at once: DuckDB gets a fixed share as
 its ``memory_limit``, the decoded-sample cache another, the range-query results cache (promql/results_cache.py)
-another, the series archive (storage/catalog/archive.py) a small one, and the rest is the pool that running
+another, the series archive's index (storage/catalog/archive.py) another, and the rest is the pool that running
 queries charge as they load samples, build result matrices and render JSON
 (``QueryContext.charge_bytes``). A query that would push the pool past its size fails with a
 503 naming the setting (retry later); the guard admits a queued query only while the pool has
@@ -20,7 +20,7 @@ SETTING = "--query.max-memory"
 DUCKDB_SHARE = 0.1875  # DuckDB's memory_limit: its hash tables, Parquet decoding buffers
 CACHE_SHARE = 0.0625  # decoded samples of recently read files (dashboards re-read them)
 RESULTS_SHARE = 0.125  # range-query answers, so a refresh evaluates only its new steps
-ARCHIVE_SHARE = 0.03125  # the series the head window forgot, for queries reaching back before it
+ARCHIVE_SHARE = 0.125  # the index of the series on disk, for queries reaching back before the head window (40 B a series)
 MIN_DUCKDB_BYTES = 64 << 20  # DuckDB refuses to work well below this
 
 

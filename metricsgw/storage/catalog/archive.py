@@ -1,16 +1,19 @@
-"""The archive: the series table as the table's series and spans files hold it, for the reads memory alone cannot
-answer once the head window forgot series (upkeep/idle_series.py).
+"""The archive: the series the head window forgot (upkeep/idle_series.py), as the table's series and spans files
+hold them, for the reads memory alone cannot answer.
 
 A read whose window starts after ``book.forgotten_until`` (the newest sample of any forgotten series) needs only
-the catalog. An older one (or one with no start) takes the archive too: a ``Catalog`` of every series on disk whose
-span starts by then, the spans as the files tell them. Readers take the series of both (series/querier.py), so a
-series forgotten and written again, whose span in memory starts at its return, is still found over its old range.
-Like the catalog after retention's drops, the archive leaves out the series with no sample left on disk and starts
-spans at the oldest sample kept (``floor``), so answers are those memory would have given had it forgotten nothing.
+the catalog. An older one (or one with no start) takes the archive too: a ``Catalog`` of the series on disk the read
+may select that memory does not hold from as early (a series forgotten and written again starts in memory at its
+return: over its old range it comes from here), with the spans the files tell. Readers take the series of both
+(read/series.py). Like the catalog after retention's drops, the archive leaves out the series with no sample left on
+disk and starts spans at the oldest sample kept (``floor``), so answers are those memory would have given had it
+forgotten nothing.
 
-The archive is a cache of what the files say: kept while the table's files and ``forgotten_until`` do not change,
-and only while it fits its byte bound (a share of ``--query.max-memory``, limits/memory.py). One that does not fit
-is built for the call that needs it and charged to that query.
+Each read gets a catalog of its own, of only what it may select: the series whose span meets its window, of the
+metric its matchers name; their label sets are read from the series files then, and charged to the query before
+they are. What is kept between reads is the side files' compact index (catalog/side_index.py: 40 bytes a series on
+disk) while it fits its share of ``--query.max-memory`` (limits/memory.py); one that does not fit is read again for
+each read that needs it and charged to that query.
 """
 
 from __future__ import annotations
@@ -23,13 +26,21 @@ import numpy as np
 
 from ... import npsort
 from ...limits.context import QueryContext
+from ...model import METRIC_NAME, Matcher
 from ..files import parquet_io
 from ..files.snapshot import Snapshot
 from ..fileset import FileSet
 from .book import NONE, CatalogBook
 from .catalog import Catalog
+from .side_index import SideIndex, read_keys, spans
+from .sorted_search import search_sorted
 
 log = logging.getLogger(__name__)
+
+
+# A catalog series costs about this much (its label values, indexes and the key read to make it): the charge made
+# before the label sets are read, so a read that cannot afford them is refused before it holds them.
+SERIES_BYTES = 512
 
 
 class Archive:
@@ -41,39 +52,76 @@ class Archive:
         self.follow_others = follow_others  # whose series files: every writer's, or this writer's (an ingest shard)
         self.floor = floor  # the oldest sample on disk: retention deleted what is older
         self.max_bytes = max_bytes
-        self._lock = threading.Lock()  # one build at a time: the reads that wait for it take the same one
-        self._kept: tuple[tuple, Catalog] | None = None
-        self._too_big = 0  # bytes of the last build that did not fit (logged once per size class)
+        self._lock = threading.Lock()  # one reader of the index at a time (it is updated as files come and go)
+        self._index = SideIndex()
+        self._too_big = 0  # bytes of the last index that did not fit (logged once per size class)
 
-    def catalog_for(self, start_ms: int | None, ctx: QueryContext | None = None) -> Catalog | None:
-        """The archive if a read starting at ``start_ms`` (None: the beginning) needs it, else None."""
+    def needed(self, start_ms: int | None) -> bool:
         until = self.book.forgotten_until
-        if until == NONE or (start_ms is not None and start_ms > until):
+        return until != NONE and (start_ms is None or start_ms <= until)
+
+    def catalog_for(self, start_ms: int | None, ctx: QueryContext | None = None, end_ms: int | None = None,
+                    matchers: list[Matcher] | None = None) -> Catalog | None:
+        """The forgotten series a read over [start_ms, end_ms] selecting with ``matchers`` may need, as a catalog;
+        None if the read needs none (it starts after every forgotten series' last sample)."""
+        if not self.needed(start_ms):
             return None
+        names = _metric_names(matchers or [])
         with self._lock, self.files.table.pin() as snap:  # compaction may retire the side files meanwhile
-            key = (snap.version, until)  # the version moves with every change of the files, and so of the floor
-            if self._kept is not None and self._kept[0] == key:
-                return self._kept[1]
-            cat = build(list(self._side_files(snap, "series")), list(self._side_files(snap, "spans")), until,
-                        self.floor())
-            size = cat.nbytes()
-            if size <= self.max_bytes:
-                self._kept = (key, cat)
-                return cat
-            self._kept = None
-        if size.bit_length() != self._too_big.bit_length():
-            log.warning("the series archive (%d bytes) is over its share of --query.max-memory (%d bytes): "
-                        "queries reaching back before the head window rebuild it; raise --query.max-memory",
-                        size, self.max_bytes)
-        self._too_big = size
-        if ctx is not None:
-            ctx.charge_bytes(size, "series archive")
-        return cat
+            index = self._held_index(snap, ctx)
+            sid, first, last = self._window(index, start_ms, end_ms)
+            if names is not None:
+                keep = np.isin(self._metric_codes(index, sid), index.codes_of(names))
+                sid, first, last = sid[keep], first[keep], last[keep]
+            return self._catalog(index, sid, first, last, ctx)
+
+    def catalog_of(self, ids: np.ndarray, start_ms: int, ctx: QueryContext | None = None) -> Catalog | None:
+        """The archive's catalog of these series ids alone (those it holds), or None if a read from ``start_ms``
+        needs no archive."""
+        if not self.needed(start_ms):
+            return None
+        with self._lock, self.files.table.pin() as snap:
+            index = self._held_index(snap, ctx)
+            sid, first, last = self._window(index, None, None)
+            keep = npsort.members(sid, npsort.unique(np.asarray(ids, np.int64)))
+            return self._catalog(index, sid[keep], first[keep], last[keep], ctx)
+
+    def spans_of(self, ids: np.ndarray, start_ms: int, ctx: QueryContext | None = None
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """(found, first, last) of each of these ids as the archive holds it (no label set read), or None if a read
+        from ``start_ms`` needs no archive."""
+        if not self.needed(start_ms):
+            return None
+        ids = np.asarray(ids, np.int64)
+        with self._lock, self.files.table.pin() as snap:
+            index = self._held_index(snap, ctx)
+            sid, first, last = self._window(index, None, None)
+        if not len(sid):
+            return np.zeros(len(ids), bool), np.zeros(len(ids), np.int64), np.zeros(len(ids), np.int64)
+        pos = search_sorted(sid, ids)
+        found = sid[pos] == ids
+        return found, first[pos], last[pos]
+
+    def keys_of(self, ids: np.ndarray) -> tuple[np.ndarray, list[bytes]]:
+        """(sorted sids, series keys) of those of these series ids the side files hold."""
+        ids = npsort.unique(np.asarray(ids, np.int64))
+        with self._lock, self.files.table.pin() as snap:
+            sids, keys = _read_keys(self._held_index(snap, None).locate(ids), ids)
+        order = np.argsort(sids, kind="stable")
+        return sids[order], [keys[i] for i in order.tolist()]
+
+    def metric_names(self) -> set[str]:
+        """The metrics of every series on disk with a sample left (memory's or forgotten)."""
+        with self._lock, self.files.table.pin() as snap:
+            index = self._held_index(snap, None)
+            sid, _, _ = self._window(index, None, None, forgotten_only=False)
+            codes = npsort.unique(self._metric_codes(index, sid))
+            return {index.names[c] for c in codes.tolist() if c >= 0}
 
     def stats(self) -> tuple[int, int]:
-        """(series, bytes) the kept archive holds."""
-        kept = self._kept
-        return (0, 0) if kept is None else (len(kept[1]), kept[1].nbytes())
+        """(series, bytes) the kept index holds."""
+        index = self._index
+        return len(index), index.nbytes
 
     def expired(self, horizon_ms: int) -> np.ndarray:
         """Sorted sids of this writer's series files with no sample at or after ``horizon_ms`` (retention deleted
@@ -86,35 +134,90 @@ class Archive:
         gone = sid[last < horizon_ms]
         return gone[self.book.catalog.lookup(gone) < 0]
 
+    # ---------------------------------------------------------------- inside the lock
+    def _held_index(self, snap: Snapshot, ctx: QueryContext | None) -> SideIndex:
+        """The index of the snapshot's side files: the kept one brought up to date, or, past its bound, one read
+        for this call and charged to its query."""
+        index = self._index
+        index.update(self._side_files(snap, "series"), self._side_files(snap, "spans"))
+        size = index.nbytes
+        if size <= self.max_bytes:
+            return index
+        self._index = SideIndex()  # not kept: the next call reads the files again
+        if size.bit_length() != self._too_big.bit_length():
+            log.warning("the series archive's index (%d bytes) is over its share of --query.max-memory (%d bytes): "
+                        "reads reaching back before the head window read it again each time; raise "
+                        "--query.max-memory", size, self.max_bytes)
+        self._too_big = size
+        if ctx is not None:
+            ctx.charge_bytes(size, "series archive")
+        return index
+
+    def _window(self, index: SideIndex, start_ms: int | None, end_ms: int | None, forgotten_only: bool = True
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(sids, first, last) of the series on disk a read over [start_ms, end_ms] may select (no window unless
+        both ends are given, as ``Catalog.select``), spans starting at the floor; ``forgotten_only``: not those
+        memory holds from at least as early (the catalog answers for them)."""
+        sid, first, last = index.spans
+        floor = self.floor()
+        ok = (first <= self.book.forgotten_until) & (last >= floor)
+        if start_ms is not None and end_ms is not None:
+            ok &= (last >= start_ms) & (first <= end_ms)
+        sid, first, last = sid[ok], np.maximum(first[ok], floor), last[ok]
+        if forgotten_only and len(sid):
+            cat = self.book.catalog
+            g = cat.lookup(sid)
+            held = g >= 0
+            held[held] = cat.first_ms.a[g[held]] <= first[held]
+            sid, first, last = sid[~held], first[~held], last[~held]
+        return sid, first, last
+
+    @staticmethod
+    def _metric_codes(index: SideIndex, sid: np.ndarray) -> np.ndarray:
+        codes = np.full(len(sid), -1, np.int32)
+        for f, at, pos in index.locate(sid):
+            codes[at] = f.metric[pos]
+        return codes
+
+    @staticmethod
+    def _catalog(index: SideIndex, sid: np.ndarray, first: np.ndarray, last: np.ndarray,
+                 ctx: QueryContext | None) -> Catalog:
+        """A catalog of these series (sorted unique sids), their label sets read from the series files."""
+        located = index.locate(sid)
+        n = sum(len(at) for _, at, _ in located)
+        if ctx is not None:
+            ctx.charge_bytes(n * SERIES_BYTES, "series archive")
+        cat = Catalog()
+        sids, keys = _read_keys(located, sid)
+        if not len(sids):
+            return cat
+        cat.add_keys(sids, keys)
+        g = cat.lookup(sid)
+        known = g >= 0
+        cat.first_ms.a[g[known]] = first[known]
+        cat.last_ms.a[g[known]] = last[known]
+        if ctx is not None:
+            ctx.charge_bytes(cat.nbytes() - n * SERIES_BYTES, "series archive")  # (a negative difference: none)
+        return cat
+
     def _side_files(self, snap: Snapshot, kind: str) -> tuple[str, ...]:
         return tuple(getattr(snap, kind) if self.follow_others else snap.own(kind, self.writer_id))
 
 
-def build(series: list[str], span_files: list[str], until_ms: int, floor_ms: int) -> Catalog:
-    """A catalog of the series in these files whose span starts by ``until_ms`` and ends at or after ``floor_ms``,
-    spans starting no earlier than ``floor_ms``."""
-    sid, first, last = spans([parquet_io.read_spans(p) for p in span_files])
-    ok = (first <= until_ms) & (last >= floor_ms)
-    sid, first, last = sid[ok], np.maximum(first[ok], floor_ms), last[ok]
-    cat = Catalog()
-    all_sids, keys = parquet_io.read_series(series)
-    want = np.flatnonzero(npsort.members(all_sids, sid))
-    cat.add_keys(all_sids[want], [keys[i] for i in want.tolist()])
-    g = cat.lookup(sid)
-    known = g >= 0
-    cat.first_ms.a[g[known]] = first[known]
-    cat.last_ms.a[g[known]] = last[known]
-    return cat
+def _read_keys(located: list, ids: np.ndarray) -> tuple[np.ndarray, list[bytes]]:
+    """(sids, series keys) of ``index.locate(ids)``'s series, file by file."""
+    sids: list[np.ndarray] = []
+    keys: list[bytes] = []
+    for f, at, pos in located:
+        sids.append(ids[at])
+        keys.extend(read_keys(f, pos))
+    return (np.concatenate(sids) if sids else np.empty(0, np.int64)), keys
 
 
-def spans(cols: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(sorted sids, first sample, last sample) over spans files' columns (``parquet_io.read_spans``; a series has a
-    row in each file it is in)."""
-    if not cols:
-        empty = np.empty(0, np.int64)
-        return empty, empty, empty
-    sid, lo, hi = (np.concatenate([c[i] for c in cols]).astype(np.int64) for i in range(3))
-    order = np.argsort(sid, kind="stable")
-    sid, lo, hi = sid[order], lo[order], hi[order]
-    starts = npsort.run_starts(sid)
-    return sid[starts], np.minimum.reduceat(lo, starts), np.maximum.reduceat(hi, starts)
+def _metric_names(matchers: list[Matcher]) -> set[str] | None:
+    """The metric names a selection is limited to by its ``__name__="..."`` matchers, None when it is not."""
+    names = None
+    for m in matchers:
+        if m.name == METRIC_NAME and m.op == "=":
+            names = {m.value} if names is None else names & {m.value}
+    return names

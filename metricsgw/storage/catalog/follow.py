@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -16,7 +17,7 @@ from ..files.snapshot import Snapshot
 from ..files.kinds import file_seq
 from ..files.kinds import file_writer as table_writer
 from ..fileset import FileSet
-from .archive import spans as archive_spans
+from .side_index import spans as archive_spans
 from .book import NONE, CatalogBook
 
 log = logging.getLogger(__name__)
@@ -24,8 +25,9 @@ log = logging.getLogger(__name__)
 
 class Follower:
     def __init__(self, files: FileSet, book: CatalogBook, writer_id: str, follow_others: bool,
-                 interval_s: float) -> None:
+                 interval_s: float, keys_of: Callable[[np.ndarray], tuple[np.ndarray, list[bytes]]]) -> None:
         self.files = files
+        self.keys_of = keys_of  # (sids, keys) of series in the side files (the archive's index: only those asked)
         self.book = book
         self.writer_id = writer_id
         self.follow_others = follow_others  # whether other writers' series and spans join the catalog
@@ -135,6 +137,5 @@ class Follower:
         missing = missing[~npsort.isin(missing, sids)]
         if not len(missing):
             return sids, keys
-        old_sids, old_keys = parquet_io.read_series([p for p in now.series if p in self._followed])
-        at = np.flatnonzero(npsort.members(old_sids, missing)).tolist()
-        return np.concatenate([sids, old_sids[at]]), keys + [old_keys[i] for i in at]
+        old_sids, old_keys = self.keys_of(missing)
+        return np.concatenate([sids, old_sids]), keys + old_keys

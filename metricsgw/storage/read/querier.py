@@ -133,12 +133,11 @@ class SampleQuerier:
         g = cat.lookup(ids)
         first = np.where(g >= 0, cat.first_ms.a[g], np.iinfo(np.int64).max)
         last = np.where(g >= 0, cat.last_ms.a[g], np.iinfo(np.int64).min)
-        archive = self.archive.catalog_for(start_ms)
-        if archive is not None:
-            ga = archive.lookup(ids)
-            old = ga >= 0
-            first[old] = np.minimum(first[old], archive.first_ms.a[ga[old]])
-            last[old] = np.maximum(last[old], archive.last_ms.a[ga[old]])
+        old = self.archive.spans_of(ids, start_ms)
+        if old is not None:
+            found, old_first, old_last = old
+            first[found] = np.minimum(first[found], old_first[found])
+            last[found] = np.maximum(last[found], old_last[found])
         held = (g >= 0) | (last != np.iinfo(np.int64).min)
         return first[held], last[held]
 
@@ -150,9 +149,9 @@ class SampleQuerier:
         known = g >= 0  # retention may have dropped a series since it was selected
         metric_of = cat.metric_idx.a[g]
         metrics = list(cat.tables)
-        archive = self.archive.catalog_for(start_ms, ctx) if not known.all() else None
+        miss = np.flatnonzero(~known)
+        archive = self.archive.catalog_of(ids[miss], start_ms, ctx) if len(miss) else None
         if archive is not None:
-            miss = np.flatnonzero(~known)
             ga = archive.lookup(ids[miss])
             found = ga >= 0
             at = {}

@@ -33,7 +33,7 @@ class SeriesQuerier:
         """``among`` (sorted sids): only these are selected, charged and given labels (a head read: the
         series held in memory, out of a catalog that may hold many more; the head window never forgets them)."""
         cat = self.book.catalog
-        archive = None if among is not None else self.archive.catalog_for(start_ms, ctx)
+        archive = None if among is not None else self.archive.catalog_for(start_ms, ctx, end_ms, matchers)
         if archive is not None:
             return self._select_both(cat, archive, matchers, start_ms, end_ms, ctx, limit)
         ids: list[np.ndarray] = []
@@ -98,9 +98,11 @@ class SeriesQuerier:
                 break
         return SeriesSet(np.concatenate(ids) if ids else np.empty(0, np.int64), labels)
 
-    def _catalogs(self, start_ms: int | None, ctx: QueryContext | None) -> list:
-        """The catalog, and the archive when a window starting at ``start_ms`` reaches back before memory."""
-        archive = self.archive.catalog_for(start_ms, ctx)
+    def _catalogs(self, start_ms: int | None, ctx: QueryContext | None, end_ms: int | None = None,
+                  matchers: list[Matcher] | None = None) -> list:
+        """The catalog, and the archive (what a selection with ``matchers`` over the window may need) when a window
+        starting at ``start_ms`` reaches back before memory."""
+        archive = self.archive.catalog_for(start_ms, ctx, end_ms, matchers)
         return [self.book.catalog] if archive is None else [self.book.catalog, archive]
 
     def labels_of_ids(self, ids: np.ndarray) -> list:
@@ -127,7 +129,7 @@ class SeriesQuerier:
                    ctx: QueryContext | None = None, among: np.ndarray | None = None) -> np.ndarray:
         """The ids ``select_series`` selects (charged the same), sorted by id, without their label sets."""
         ids: list[np.ndarray] = []
-        cats = [self.book.catalog] if among is not None else self._catalogs(start_ms, ctx)  # as select_series
+        cats = [self.book.catalog] if among is not None else self._catalogs(start_ms, ctx, end_ms, matchers)
         for cat in cats:
             for table, rows in cat.select(matchers, start_ms, end_ms, ctx.check if ctx else None):
                 g = table.gidx.view[rows]
@@ -171,7 +173,7 @@ class SeriesQuerier:
                     ctx: QueryContext | None = None, limit: int | None = None) -> list[str]:
         names: set[str] = set()
         check = ctx.check if ctx else None
-        for cat in self._catalogs(start_ms, ctx):
+        for cat in self._catalogs(start_ms, ctx, end_ms, matchers):
             for table, rows in cat.select(matchers, start_ms, end_ms, check):
                 names.add(METRIC_NAME)
                 for n, col in table.columns.items():
@@ -187,7 +189,7 @@ class SeriesQuerier:
                      ctx: QueryContext | None = None, limit: int | None = None) -> list[str]:
         values: set[str] = set()
         check = ctx.check if ctx else None
-        for cat in self._catalogs(start_ms, ctx):
+        for cat in self._catalogs(start_ms, ctx, end_ms, matchers):
             for table, rows in cat.select(matchers, start_ms, end_ms, check):
                 if name == METRIC_NAME:
                     values.add(table.name)
@@ -220,7 +222,7 @@ class SeriesQuerier:
             return stats.counts(cat, min_t, max_t)
         check = ctx.check if ctx else None
         selected, seen, firsts, lasts = [], None, [], []
-        for c in self._catalogs(start_ms, ctx) if start_ms is not None else [cat]:
+        for c in self._catalogs(start_ms, ctx, end_ms, matchers) if start_ms is not None else [cat]:
             for table, rows in c.select(matchers or [], start_ms, end_ms, check):
                 g = table.gidx.view[rows]
                 sids = c.sids.a[g]

@@ -86,7 +86,7 @@ class Maintenance:
         if old:  # series the head window forgot whose samples went with those partitions, and their metadata
             self._purge = npsort.union(self._purge, st.archive.expired(horizon))
             if st.book.forgotten_metrics:
-                st.retention.drop_forgotten_metadata(set(st.archive.catalog_for(None).metrics))
+                st.retention.drop_forgotten_metadata(st.archive.metric_names())
         if len(self._purge):
             gone = self._purge[st.catalog.lookup(self._purge) < 0]  # one that came back keeps its records
             if len(gone):

@@ -186,7 +186,7 @@ def test_the_archive_keeps_to_its_bound_and_charges_a_query_past_it(tmp_path):
     assert len(roomy.st.catalog) == 0
     roomy.st.select_series([Matcher("job", "=", "kubelet")], start_ms, start_ms + HOUR, QueryContext())
     entries, size = roomy.st.archive.stats()
-    assert entries == 50 and 0 < size <= 32 << 20
+    assert entries == 50 and 0 < size <= 128 << 20
     roomy.st.close()
 
 
@@ -216,3 +216,42 @@ def test_a_merge_of_a_writers_side_files_does_not_bring_forgotten_series_back(tm
     assert len(sel) == MAX_SIDE_FILES + 1  # the others from the archive
     reader.close()
     writer.st.close()
+
+
+def test_a_read_reaching_back_reads_only_what_it_may_select_and_is_charged_first(tmp_path, monkeypatch):
+    """The archive of a read: the forgotten series of its metric whose span meets its window, charged before their
+    label sets are read (at the seed's scale every series on disk, read for each panel, killed the process)."""
+    from metricsgw.errors import LimitExceeded
+    from metricsgw.storage.catalog import archive as archive_mod
+
+    start_ms = (int(time.time() * 1000) // HOUR - 3) * HOUR
+    now = [start_ms / 1000]
+    twin = Twin(tmp_path, now, WINDOW)
+    twin.write([(pod("cpu", i), 1.0) for i in range(40)] + [(pod("mem", i), 1.0) for i in range(30)], start_ms)
+    twin.write([(pod("cpu", i), 2.0) for i in range(10)], start_ms + 5 * MINUTE)  # 10 of them live longer
+    twin.upkeep()
+    now[0] = (start_ms + HOUR) / 1000
+    twin.upkeep()
+    assert len(twin.st.catalog) == 0
+    archive = twin.st.archive
+    cpu = [Matcher("__name__", "=", "cpu")]
+    assert len(archive.catalog_for(start_ms, QueryContext(), start_ms + HOUR, cpu)) == 40
+    assert set(archive.catalog_for(start_ms, QueryContext(), start_ms + HOUR, []).metrics) == {"cpu", "mem"}
+    late = archive.catalog_for(start_ms + MINUTE, QueryContext(), start_ms + HOUR, cpu)
+    assert len(late) == 10  # the others' spans end before the window
+    assert archive.catalog_for(start_ms + 6 * MINUTE, QueryContext(), start_ms + HOUR, cpu) is None
+    assert archive.metric_names() == {"cpu", "mem"}
+
+    reads = []
+    real = archive_mod.read_keys
+    monkeypatch.setattr(archive_mod, "read_keys", lambda f, pos: reads.append(len(pos)) or real(f, pos))
+    poor = QueryContext(max_bytes=40 * archive_mod.SERIES_BYTES - 1)
+    try:
+        twin.st.select_series(cpu, start_ms, start_ms + HOUR, poor)
+        raise AssertionError("not refused")
+    except LimitExceeded as err:
+        assert "--query.max-memory-per-query" in str(err)
+    assert reads == []  # refused before a label set was read
+    sel = twin.st.select_series(cpu, start_ms, start_ms + HOUR, QueryContext())
+    assert len(sel) == 40 and sum(reads) == 40
+    twin.st.close()
