@@ -65,11 +65,14 @@ class SideIndex:
 
     def update(self, series_paths: tuple[str, ...], spans_paths: tuple[str, ...]) -> None:
         """Hold what these files say (the snapshot's), reading only the files not read before."""
-        for gone in set(self.series) - set(series_paths):
-            del self.series[gone]
-        for path in series_paths:
-            if path not in self.series:
-                self.series[path] = self._index_series_file(path)
+        wanted = set(series_paths)
+        gone = [self.series.pop(p) for p in list(self.series) if p not in wanted]
+        new = [p for p in series_paths if p not in self.series]
+        # A merge writes again the series of the files it retires: their metrics are known by sid (a sid is its key's
+        # hash), so the merged file's keys need not be read (at the seed's scale, millions of them every few minutes).
+        known = _by_sid(gone) if new and gone else None
+        for path in new:
+            self.series[path] = self._index_series_file(path, known)
         now = frozenset(spans_paths)
         if now == self._spans_paths:
             return
@@ -101,11 +104,19 @@ class SideIndex:
                 left[at[hit]] = False
         return out
 
-    def _index_series_file(self, path: str) -> SeriesFileIndex:
+    def _index_series_file(self, path: str, known: tuple[np.ndarray, np.ndarray] | None) -> SeriesFileIndex:
+        """``known``: (sorted sids, metric codes) of series already indexed, whose keys are then not read again."""
         pf = pq.ParquetFile(path)
         meta = pf.metadata
         row_groups = np.cumsum([0] + [meta.row_group(i).num_rows for i in range(meta.num_row_groups)])[:-1]
         sids, metric = [], []
+        if known is not None and len(known[0]):
+            sid = pf.read(columns=["sid"]).column(0).to_numpy()
+            pos = search_sorted(known[0], sid)
+            if (known[0][pos] == sid).all():
+                order = np.argsort(sid, kind="stable")
+                return SeriesFileIndex(path, sid[order], order.astype(np.int32), known[1][pos][order],
+                                       row_groups.astype(np.int64))
         if "key" in pf.schema_arrow.names and "labels" not in pf.schema_arrow.names:
             for batch in pf.iter_batches(batch_size=_BATCH_ROWS, columns=["sid", "key"]):
                 sids.append(batch.column(0).to_numpy())
@@ -134,6 +145,13 @@ class SideIndex:
             code = self._codes[name] = len(self.names)
             self.names.append(name)
         return code
+
+
+def _by_sid(files: list[SeriesFileIndex]) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted sids, metric codes) over these files' indexes."""
+    sid = np.concatenate([f.sids for f in files])
+    order = np.argsort(sid, kind="stable")
+    return sid[order], np.concatenate([f.metric for f in files])[order]
 
 
 def metric_names(keys: pa.Array) -> pa.Array:

@@ -69,3 +69,33 @@ def test_index_finds_each_series_its_metric_and_key(tmp_path):
     assert len(index.codes_of(["m1", "nope"])) == 1
     index.update(tuple(paths[1:]), ())  # a retired file leaves the index
     assert sum(len(f.sids) for f in index.series.values()) == 300
+
+
+def test_a_merged_file_takes_the_metrics_of_the_files_it_retires_without_reading_keys(tmp_path, monkeypatch):
+    from metricsgw.storage.catalog import side_index
+
+    series = [canonical({"__name__": f"m{i % 4}", "pod": f"p{i}"}.items()) for i in range(300)]
+
+    def write(name, part):
+        path = str(tmp_path / name)
+        pq.write_table(pa.table({"sid": np.array([series_id(lb) for lb in part], np.int64),
+                                 "key": pa.array([series_key(lb) for lb in part], pa.binary())},
+                                schema=parquet_io.SERIES_SCHEMA), path)
+        return path
+
+    a, b = write("a.parquet", series[:200]), write("b.parquet", series[200:])
+    index = SideIndex()
+    index.update((a, b), ())
+    merged = write("merged.parquet", series[::-1])
+    calls = []
+    real = side_index.metric_names
+    monkeypatch.setattr(side_index, "metric_names", lambda keys: calls.append(len(keys)) or real(keys))
+    index.update((merged,), ())
+    assert calls == []  # no key read: every series of the merge was known
+    f = index.series[merged]
+    want = {series_id(lb): dict(lb)["__name__"] for lb in series}
+    assert [index.names[c] for c in f.metric.tolist()] == [want[s] for s in f.sids.tolist()]
+    assert read_keys(f, np.arange(3)) == [series_key(lb) for lb in sorted(series, key=series_id)[:3]]
+    newer = write("newer.parquet", series[:10] + [canonical({"__name__": "new", "pod": "x"}.items())])
+    index.update((merged, newer), ())
+    assert calls == [11]  # a file with a series not known is read
