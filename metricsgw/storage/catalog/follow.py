@@ -17,6 +17,7 @@ from ..files.snapshot import Snapshot
 from ..files.kinds import file_seq
 from ..files.kinds import file_writer as table_writer
 from ..fileset import FileSet
+from .side_index import read_rows
 from .side_index import spans as archive_spans
 from .book import NONE, CatalogBook
 
@@ -107,9 +108,8 @@ class Follower:
         spans = [p for p in now.spans if p not in self._followed and table_writer(p) != self.writer_id]
         if not series and not spans:
             return
-        sids, keys = parquet_io.read_series(series)
         span_cols = [parquet_io.read_spans(p) for p in spans]
-        sids, keys = self._series_to_join(now, sids, keys, span_cols)
+        sids, keys = self._series_to_join(series, span_cols)
         with self.files.atomically():  # appends register series under it
             cat = self.book.catalog
             cat.add_keys(sids, keys)
@@ -120,22 +120,38 @@ class Follower:
                 cat.touch_dense(g[known], max_t[known])
         self._followed.update(series, spans)
 
-    def _series_to_join(self, now: Snapshot, sids, keys: list[bytes], span_cols: list) -> tuple:
-        """Once the head window forgot series, the series to join are those the new spans show written after every
-        forgotten one: a merge of another writer's side files names every series again (the spans' merge in a commit
-        of its own), and the others stay in the archive (catalog/archive.py) instead of coming back to memory. One
-        this process forgot and its writer did not is written again and named in its writer's new spans only (they
-        run ahead of the files read here): its key comes from the series files read before."""
+    def _series_to_join(self, series: list[str], span_cols: list) -> tuple[np.ndarray, list[bytes]]:
+        """(sids, keys) of the series of these files the catalog does not hold, their keys read for them alone: a
+        merge of another writer's side files names every series again, millions at the seed's scale, and reading
+        every key of it (as Python objects) cost the query process gigabytes each time.
+
+        Once the head window forgot series, only those the new spans show written after every forgotten one join:
+        the others stay in the archive (catalog/archive.py) instead of coming back to memory. One this process
+        forgot and its writer did not is written again and named in its writer's new spans only (they run ahead of
+        the files read here): its key comes from the series files read before (the archive's index)."""
+        cat = self.book.catalog
         until = self.book.forgotten_until
-        if until == NONE:
-            return sids, keys
-        span_sid, _, last = archive_spans(span_cols)
-        fresh = span_sid[last > until]
-        keep = np.flatnonzero(npsort.members(sids, fresh)).tolist()
-        sids, keys = sids[keep], [keys[i] for i in keep]
-        missing = fresh[self.book.catalog.lookup(fresh) < 0]
-        missing = missing[~npsort.isin(missing, sids)]
+        fresh = None
+        if until != NONE:
+            span_sid, _, last = archive_spans(span_cols)
+            fresh = span_sid[last > until]
+        sids: list[np.ndarray] = []
+        keys: list[bytes] = []
+        for path in series:
+            sid = parquet_io.read_series_sids(path)
+            want = cat.lookup(sid) < 0
+            if fresh is not None:
+                want &= npsort.members(sid, fresh)
+            rows = np.flatnonzero(want)
+            if len(rows):
+                sids.append(sid[rows])
+                keys.extend(read_rows(path, rows))
+        joined = np.concatenate(sids) if sids else np.empty(0, np.int64)
+        if fresh is None:
+            return joined, keys
+        missing = fresh[cat.lookup(fresh) < 0]
+        missing = missing[~npsort.isin(missing, joined)]
         if not len(missing):
-            return sids, keys
+            return joined, keys
         old_sids, old_keys = self.keys_of(missing)
-        return np.concatenate([sids, old_sids]), keys + old_keys
+        return np.concatenate([joined, old_sids]), keys + old_keys

@@ -32,17 +32,16 @@ _METRIC = r"(?:^|\x02)__name__\x01(?P<m>[^\x02]*)"
 
 class SeriesFileIndex:
     """One series file: ``sids`` sorted, ``rows`` (each sid's row in the file), ``metric`` (a code into the index's
-    names, -1 for a series with no name), ``row_groups`` (the first row of each of the file's row groups)."""
+    names, -1 for a series with no name)."""
 
-    __slots__ = ("path", "sids", "rows", "metric", "row_groups")
+    __slots__ = ("path", "sids", "rows", "metric")
 
-    def __init__(self, path: str, sids: np.ndarray, rows: np.ndarray, metric: np.ndarray,
-                 row_groups: np.ndarray) -> None:
-        self.path, self.sids, self.rows, self.metric, self.row_groups = path, sids, rows, metric, row_groups
+    def __init__(self, path: str, sids: np.ndarray, rows: np.ndarray, metric: np.ndarray) -> None:
+        self.path, self.sids, self.rows, self.metric = path, sids, rows, metric
 
     @property
     def nbytes(self) -> int:
-        return self.sids.nbytes + self.rows.nbytes + self.metric.nbytes + self.row_groups.nbytes
+        return self.sids.nbytes + self.rows.nbytes + self.metric.nbytes
 
 
 class SideIndex:
@@ -107,16 +106,13 @@ class SideIndex:
     def _index_series_file(self, path: str, known: tuple[np.ndarray, np.ndarray] | None) -> SeriesFileIndex:
         """``known``: (sorted sids, metric codes) of series already indexed, whose keys are then not read again."""
         pf = pq.ParquetFile(path)
-        meta = pf.metadata
-        row_groups = np.cumsum([0] + [meta.row_group(i).num_rows for i in range(meta.num_row_groups)])[:-1]
         sids, metric = [], []
         if known is not None and len(known[0]):
             sid = pf.read(columns=["sid"]).column(0).to_numpy()
             pos = search_sorted(known[0], sid)
             if (known[0][pos] == sid).all():
                 order = np.argsort(sid, kind="stable")
-                return SeriesFileIndex(path, sid[order], order.astype(np.int32), known[1][pos][order],
-                                       row_groups.astype(np.int64))
+                return SeriesFileIndex(path, sid[order], order.astype(np.int32), known[1][pos][order])
         if "key" in pf.schema_arrow.names and "labels" not in pf.schema_arrow.names:
             for batch in pf.iter_batches(batch_size=_BATCH_ROWS, columns=["sid", "key"]):
                 sids.append(batch.column(0).to_numpy())
@@ -128,8 +124,7 @@ class SideIndex:
         sid = np.concatenate(sids) if sids else np.empty(0, np.int64)
         codes = np.concatenate(metric) if metric else np.empty(0, np.int32)
         order = np.argsort(sid, kind="stable")
-        return SeriesFileIndex(path, sid[order], order.astype(np.int32), codes[order],
-                               row_groups.astype(np.int64))
+        return SeriesFileIndex(path, sid[order], order.astype(np.int32), codes[order])
 
     def _metric_codes(self, names: pa.Array) -> np.ndarray:
         enc = pc.dictionary_encode(names)
@@ -182,26 +177,30 @@ def _metric_of(key: bytes | None) -> str | None:
 
 def read_keys(f: SeriesFileIndex, at: np.ndarray) -> list[bytes]:
     """The series keys at positions ``at`` of a file's index, reading only the row groups that hold them."""
-    rows = f.rows[at].astype(np.int64)
+    return read_rows(f.path, f.rows[at])
+
+
+def read_rows(path: str, rows: np.ndarray) -> list[bytes]:
+    """The series keys at these rows of a series file, in their order, reading only the row groups that hold them."""
+    rows = np.asarray(rows, np.int64)
     order = np.argsort(rows, kind="stable")
     rows_sorted = rows[order]
-    group = np.searchsorted(f.row_groups, rows_sorted, side="right") - 1
-    pf = pq.ParquetFile(f.path)
-    legacy = "key" not in pf.schema_arrow.names or "labels" in pf.schema_arrow.names
-    if legacy:
-        _, keys = parquet_io.read_series([f.path])
+    pf = pq.ParquetFile(path)
+    if "key" not in pf.schema_arrow.names or "labels" in pf.schema_arrow.names:  # an earlier version's file
+        _, keys = parquet_io.read_series([path])
         got = [keys[r] for r in rows_sorted.tolist()]
     else:
+        meta = pf.metadata
+        starts = np.cumsum([0] + [meta.row_group(i).num_rows for i in range(meta.num_row_groups)])[:-1]
+        group = np.searchsorted(starts, rows_sorted, side="right") - 1
         got = []
         for g in npsort.unique(group).tolist():
-            mine = rows_sorted[group == g] - f.row_groups[g]
             col = pf.read_row_group(g, columns=["key"]).column(0)
-            got.extend(col.take(pa.array(mine)).to_pylist())
-    out: list[bytes] = [b""] * len(at)
+            got.extend(col.take(pa.array(rows_sorted[group == g] - starts[g])).to_pylist())
+    out: list[bytes] = [b""] * len(rows)
     for i, k in zip(order.tolist(), got):
         out[i] = k
     return out
-
 
 
 def spans(cols: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -145,6 +145,11 @@ def read_series(paths: list[str]) -> tuple[np.ndarray, list[bytes]]:
     return (np.concatenate(sids) if sids else np.empty(0, np.int64)), keys
 
 
+def read_series_sids(path: str) -> np.ndarray:
+    """The sids of a series file, in its row order (no key read)."""
+    return pq.read_table(path, columns=["sid"]).column(0).to_numpy()
+
+
 def read_spans(path: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     tb = pq.read_table(path)
     return tuple(tb.column(n).to_numpy() for n in ("sid", "min_t", "max_t"))  # type: ignore[return-value]
