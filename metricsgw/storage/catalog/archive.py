@@ -32,7 +32,7 @@ from ..files.snapshot import Snapshot
 from ..fileset import FileSet
 from .book import NONE, CatalogBook
 from .catalog import Catalog
-from .side_index import SideIndex, read_keys, spans
+from .side_index import RowCounts, SideIndex, read_keys, spans
 from .sorted_search import search_sorted
 
 log = logging.getLogger(__name__)
@@ -41,6 +41,7 @@ log = logging.getLogger(__name__)
 # A catalog series costs about this much (its label values, indexes and the key read to make it): the charge made
 # before the label sets are read, so a read that cannot afford them is refused before it holds them.
 SERIES_BYTES = 512
+SERIES_INDEX_BYTES = 40  # what the side files' index holds a series (side_index.py)
 
 
 class Archive:
@@ -54,6 +55,7 @@ class Archive:
         self.max_bytes = max_bytes
         self._lock = threading.Lock()  # one reader of the index at a time (it is updated as files come and go)
         self._index = SideIndex()
+        self._rows = RowCounts()
         self._too_big = 0  # bytes of the last index that did not fit (logged once per size class)
 
     def needed(self, start_ms: int | None) -> bool:
@@ -136,21 +138,23 @@ class Archive:
 
     # ---------------------------------------------------------------- inside the lock
     def _held_index(self, snap: Snapshot, ctx: QueryContext | None) -> SideIndex:
-        """The index of the snapshot's side files: the kept one brought up to date, or, past its bound, one read
-        for this call and charged to its query."""
-        index = self._index
-        index.update(self._side_files(snap, "series"), self._side_files(snap, "spans"))
-        size = index.nbytes
+        """The index of the snapshot's side files: the kept one brought up to date; or, when it would not fit its
+        bound, one read for this call, charged to its query before it is read."""
+        series, spans_files = self._side_files(snap, "series"), self._side_files(snap, "spans")
+        size = self._rows.total(series) * SERIES_INDEX_BYTES  # a series file names each of its writer's series once
         if size <= self.max_bytes:
-            return index
-        self._index = SideIndex()  # not kept: the next call reads the files again
+            self._index.update(series, spans_files)
+            return self._index
+        self._index = SideIndex()  # not kept: each call reads the files
         if size.bit_length() != self._too_big.bit_length():
-            log.warning("the series archive's index (%d bytes) is over its share of --query.max-memory (%d bytes): "
-                        "reads reaching back before the head window read it again each time; raise "
+            log.warning("the series archive's index (about %d bytes) is over its share of --query.max-memory (%d "
+                        "bytes): reads reaching back before the head window read it again each time; raise "
                         "--query.max-memory", size, self.max_bytes)
         self._too_big = size
         if ctx is not None:
             ctx.charge_bytes(size, "series archive")
+        index = SideIndex()
+        index.update(series, spans_files)
         return index
 
     def _window(self, index: SideIndex, start_ms: int | None, end_ms: int | None, forgotten_only: bool = True

@@ -44,6 +44,22 @@ class SeriesFileIndex:
         return self.sids.nbytes + self.rows.nbytes + self.metric.nbytes
 
 
+class RowCounts:
+    """Rows of each series file, from its footer, remembered while the file is in use: what the index of the files
+    would hold, known before it is read."""
+
+    def __init__(self) -> None:
+        self._rows: dict[str, int] = {}
+
+    def total(self, paths: tuple[str, ...]) -> int:
+        rows = {p: self._rows.get(p) for p in paths}
+        for p, n in rows.items():
+            if n is None:
+                rows[p] = pq.ParquetFile(p).metadata.num_rows
+        self._rows = rows  # (files no longer in use are forgotten)
+        return sum(rows.values())
+
+
 class SideIndex:
     """Not thread-safe: its owner (the archive) calls it under its lock."""
 

@@ -179,6 +179,17 @@ def test_the_archive_keeps_to_its_bound_and_charges_a_query_past_it(tmp_path):
     assert len(sel) == 50
     assert twin.st.archive.stats() == (0, 0)  # over its bound: built for the query, not kept
     assert ctx.bytes > 50 * 100  # and charged to it
+    from metricsgw.errors import LimitExceeded
+    from metricsgw.storage.files import parquet_io
+    real, reads = parquet_io.read_spans, []
+    parquet_io.read_spans = lambda path: reads.append(path) or real(path)
+    try:  # one the query cannot afford is refused before the files are read
+        twin.st.select_series([Matcher("job", "=", "kubelet")], start_ms, start_ms + HOUR, QueryContext(max_bytes=100))
+        raise AssertionError("not refused")
+    except LimitExceeded:
+        assert reads == []
+    finally:
+        parquet_io.read_spans = real
     twin.st.close()
     roomy = Twin(tmp_path, now, WINDOW)
     assert len(roomy.st.catalog) == 50  # the checkpoint predates the forgetting: back in memory until the next pass
