@@ -137,6 +137,7 @@ def build_app(cfg: Config, telemetry: Telemetry | None = None) -> web.Applicatio
     _observe_memory(tel, storage, app[K.PIPELINE])
     ensure_recursion_headroom(QueryTextLimits.from_config(cfg))
     app[K.MEMORY] = pool_for(memory, cfg.query_max_concurrency)
+    storage.archive.pool = app[K.MEMORY]  # the archive's index borrows from it past its share
     tel.query_memory.set_function(lambda: app[K.MEMORY].used)
     tel.query_memory_limit.set(app[K.MEMORY].size)
     app[K.GUARD] = QueryGuard(cfg.query_max_concurrency, cfg.query_max_queue, cfg.query_queue_timeout, tel,

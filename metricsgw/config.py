@@ -278,7 +278,7 @@ SETTINGS: tuple[Setting, ...] = (
             "docs/endpoints.md, \"Prometheus 2 or 3\"."),
     Setting("query.max-memory", Z, 1024**3, "Memory all queries together may hold at once: DuckDB's memory_limit gets "
             "3/16 of it, the decoded-sample cache 1/16, the range-query results cache 1/8, the series archive's index (of "
-            "the series the head window forgot, for queries reaching back before it) 1/8, and the rest is shared by running queries (samples, series "
+            "the series the head window forgot, for queries reaching back before it) 1/32 (more borrowed from the queries' part while it is kept), and the rest is shared by running queries (samples, series "
             "label sets, result matrices, JSON). A query waits in the queue while too little is free, and one that "
             "would cross it fails with 503 (retry)."),
     Setting("query.max-memory-per-query", Z, 256 * 1024**2, "Memory a single query may hold at once (422 above); "

@@ -38,7 +38,7 @@ class Telemetry:
             "it to the series it forgot), ingest_cache (the ingest pipeline's series cache).", ["holder"], registry=r)
         self.series_memory_bytes = Gauge(
             "metricsgw_series_memory_bytes", "About the bytes each holder of metricsgw_series_memory_entries holds "
-            "(the archive's bound: 1/8 of --query.max-memory).", ["holder"], registry=r)
+            "(the archive's: 1/32 of --query.max-memory, and past it what it borrows from the queries' part).", ["holder"], registry=r)
         self.head_samples = Gauge(
             "metricsgw_head_samples", "Samples held in the in-memory head, not yet flushed.", registry=r)
         self.wal_fsync = Histogram(

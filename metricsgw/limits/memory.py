@@ -20,7 +20,7 @@ SETTING = "--query.max-memory"
 DUCKDB_SHARE = 0.1875  # DuckDB's memory_limit: its hash tables, Parquet decoding buffers
 CACHE_SHARE = 0.0625  # decoded samples of recently read files (dashboards re-read them)
 RESULTS_SHARE = 0.125  # range-query answers, so a refresh evaluates only its new steps
-ARCHIVE_SHARE = 0.125  # the index of the series on disk, for queries reaching back before the head window (40 B a series)
+ARCHIVE_SHARE = 0.03125  # the index of the series on disk (40 B a series); past it, it borrows from the queries' pool
 MIN_DUCKDB_BYTES = 64 << 20  # DuckDB refuses to work well below this
 
 

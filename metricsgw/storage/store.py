@@ -75,7 +75,7 @@ class Storage:
                  wal_segment_size: int = 64 << 20, wal_fsync: bool = True, duckdb_memory_limit: int = 256 << 20, duckdb_threads: int = 2,
                  sample_cache_bytes: int = 128 << 20, telemetry=None, clock=time.time, writer_id: str = "gw0",
                  vacuum_delay_s: float = 0.0, follow_others: bool = True, follow_interval_s: float = 5.0,
-                 late_after_ms: int = 300_000, head_window_ms: int = 3600_000, archive_bytes: int = 128 << 20) -> None:
+                 late_after_ms: int = 300_000, head_window_ms: int = 3600_000, archive_bytes: int = 32 << 20) -> None:
         self.path = os.path.abspath(path)
         self.writer_id = writer_id
         self.writer_dir = os.path.join(self.path, "wal", writer_id)  # the WAL and this writer's own state

@@ -38,7 +38,7 @@ def test_an_aggregation_of_one_metric_is_answered_within_it(server, loaded):
                                 _range(loaded, "rate(node_cpu_seconds_total[5m])"), method="POST")
     assert status == 422 and "--query.max-memory-per-query" in body["error"], body
     assert metric(server.base_url, "metricsgw_query_memory_bytes") == 0
-    # 512 MiB less DuckDB's, the caches' and the archive's shares (limits/memory.py; 256 MiB), in the process that
+    # 512 MiB less DuckDB's, the caches' and the archive's shares (limits/memory.py; 304 MiB), in the process that
     # answers queries (the one query process: a shard has its own pool for the head reads it answers)
     assert metric(server.base_url, "metricsgw_query_memory_limit_bytes", process="querier-0") == \
-        MemoryShares.of(512 << 20).queries == 256 << 20
+        MemoryShares.of(512 << 20).queries == 304 << 20

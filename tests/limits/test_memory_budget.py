@@ -15,8 +15,8 @@ from metricsgw.limits.memory import MemoryPool, MemoryShares, pool_for
 
 def test_one_setting_is_split_into_duckdb_cache_and_queries():
     s = MemoryShares.of(1 << 30)
-    assert (s.duckdb, s.cache, s.results, s.archive, s.queries) == (192 << 20, 64 << 20, 128 << 20, 128 << 20,
-                                                                     512 << 20)
+    assert (s.duckdb, s.cache, s.results, s.archive, s.queries) == (192 << 20, 64 << 20, 128 << 20, 32 << 20,
+                                                                     608 << 20)
     assert s.duckdb + s.cache + s.results + s.archive + s.queries == s.total
     assert MemoryShares.of(128 << 20).duckdb == 64 << 20  # DuckDB's floor
 
@@ -53,7 +53,7 @@ def test_a_refused_estimate_names_what_the_query_holds_already():
 
 
 def test_the_shared_pool_refuses_with_503_naming_max_memory_and_gets_bytes_back():
-    pool = pool_for(MemoryShares.of(256 << 20), max_concurrency=2)  # queries share 112 MiB
+    pool = pool_for(MemoryShares.of(256 << 20), max_concurrency=2)  # queries share 136 MiB
     a = QueryContext(pool=pool)
     b = QueryContext(pool=pool)
     a.charge_bytes(100 << 20, "parquet read")

@@ -12,8 +12,9 @@ forgotten nothing.
 Each read gets a catalog of its own, of only what it may select: the series whose span meets its window, of the
 metric its matchers name; their label sets are read from the series files then, and charged to the query before
 they are. What is kept between reads is the side files' compact index (catalog/side_index.py: 40 bytes a series on
-disk) while it fits its share of ``--query.max-memory`` (limits/memory.py); one that does not fit is read again for
-each read that needs it and charged to that query.
+disk) while it fits its share of ``--query.max-memory`` (limits/memory.py), or past it while the running queries'
+pool can lend the rest (it is then charged there); one that does not fit is read again for each read that needs it and
+charged to that query.
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ from collections.abc import Callable
 import numpy as np
 
 from ... import npsort
+from ...errors import Unavailable
 from ...limits.context import QueryContext
+from ...limits.memory import MemoryPool
 from ...model import METRIC_NAME, Matcher
 from ..files import parquet_io
 from ..files.snapshot import Snapshot
@@ -56,6 +59,10 @@ class Archive:
         self._lock = threading.Lock()  # one reader of the index at a time (it is updated as files come and go)
         self._index = SideIndex()
         self._rows = RowCounts()
+        # The running queries' pool (limits/memory.py), set by the process that answers queries: an index past the
+        # archive's share borrows the rest from it while kept (``_borrowed`` bytes), else is read for each call.
+        self.pool: MemoryPool | None = None
+        self._borrowed = 0
         self._too_big = 0  # bytes of the last index that did not fit (logged once per size class)
 
     def needed(self, start_ms: int | None) -> bool:
@@ -142,7 +149,7 @@ class Archive:
         bound, one read for this call, charged to its query before it is read."""
         series, spans_files = self._side_files(snap, "series"), self._side_files(snap, "spans")
         size = self._rows.total(series) * SERIES_INDEX_BYTES  # a series file names each of its writer's series once
-        if size <= self.max_bytes:
+        if self._fits(size):
             self._index.update(series, spans_files)
             return self._index
         self._index = SideIndex()  # not kept: each call reads the files
@@ -156,6 +163,26 @@ class Archive:
         index = SideIndex()
         index.update(series, spans_files)
         return index
+
+    def _fits(self, size: int) -> bool:
+        """Whether an index of ``size`` bytes may be kept: within the archive's share, or borrowing the rest from the
+        running queries' pool (which then has that much less, as long as the index is kept)."""
+        need = max(size - self.max_bytes, 0)
+        if need == self._borrowed:
+            return True
+        if self.pool is None:
+            return False
+        try:
+            if need > self._borrowed:
+                self.pool.take(need - self._borrowed, "the series archive's index")
+            else:
+                self.pool.give(self._borrowed - need)
+        except Unavailable:
+            self.pool.give(self._borrowed)
+            self._borrowed = 0
+            return False
+        self._borrowed = need
+        return True
 
     def _window(self, index: SideIndex, start_ms: int | None, end_ms: int | None, forgotten_only: bool = True
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

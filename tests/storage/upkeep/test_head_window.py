@@ -190,6 +190,14 @@ def test_the_archive_keeps_to_its_bound_and_charges_a_query_past_it(tmp_path):
         assert reads == []
     finally:
         parquet_io.read_spans = real
+    from metricsgw.limits.memory import MemoryPool
+    small = twin.st.archive.pool = MemoryPool(100)  # a pool that cannot lend it the rest: not kept
+    twin.st.select_series([Matcher("job", "=", "kubelet")], start_ms, start_ms + HOUR, QueryContext())
+    assert twin.st.archive.stats() == (0, 0) and small.used == 0
+    pool = twin.st.archive.pool = MemoryPool(1 << 20)  # one that can: kept, the rest charged there
+    twin.st.select_series([Matcher("job", "=", "kubelet")], start_ms, start_ms + HOUR, QueryContext())
+    entries, size = twin.st.archive.stats()
+    assert entries == 50 and pool.used == 50 * 40 - 1  # (the estimate it is kept by: 40 B a series, less its share)
     twin.st.close()
     roomy = Twin(tmp_path, now, WINDOW)
     assert len(roomy.st.catalog) == 50  # the checkpoint predates the forgetting: back in memory until the next pass
@@ -197,7 +205,7 @@ def test_the_archive_keeps_to_its_bound_and_charges_a_query_past_it(tmp_path):
     assert len(roomy.st.catalog) == 0
     roomy.st.select_series([Matcher("job", "=", "kubelet")], start_ms, start_ms + HOUR, QueryContext())
     entries, size = roomy.st.archive.stats()
-    assert entries == 50 and 0 < size <= 128 << 20
+    assert entries == 50 and 0 < size <= 32 << 20
     roomy.st.close()
 
 
