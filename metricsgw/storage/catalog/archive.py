@@ -63,6 +63,8 @@ class Archive:
         # archive's share borrows the rest from it while kept (``_borrowed`` bytes), else is read for each call.
         self.pool: MemoryPool | None = None
         self._borrowed = 0
+        self._forgotten_key: tuple | None = None  # what _forgotten_spans was computed from
+        self._forgotten_spans: tuple = ()
         self._too_big = 0  # bytes of the last index that did not fit (logged once per size class)
 
     def needed(self, start_ms: int | None) -> bool:
@@ -91,9 +93,8 @@ class Archive:
             return None
         with self._lock, self.files.table.pin() as snap:
             index = self._held_index(snap, ctx)
-            sid, first, last = self._window(index, None, None)
-            keep = npsort.members(sid, npsort.unique(np.asarray(ids, np.int64)))
-            return self._catalog(index, sid[keep], first[keep], last[keep], ctx)
+            sid, first, last = self._window(index, None, None, npsort.unique(np.asarray(ids, np.int64)))
+            return self._catalog(index, sid, first, last, ctx)
 
     def spans_of(self, ids: np.ndarray, start_ms: int, ctx: QueryContext | None = None
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
@@ -104,7 +105,7 @@ class Archive:
         ids = np.asarray(ids, np.int64)
         with self._lock, self.files.table.pin() as snap:
             index = self._held_index(snap, ctx)
-            sid, first, last = self._window(index, None, None)
+            sid, first, last = self._window(index, None, None, npsort.unique(ids))
         if not len(sid):
             return np.zeros(len(ids), bool), np.zeros(len(ids), np.int64), np.zeros(len(ids), np.int64)
         pos = search_sorted(sid, ids)
@@ -123,14 +124,14 @@ class Archive:
         """The metrics of every series on disk with a sample left (memory's or forgotten)."""
         with self._lock, self.files.table.pin() as snap:
             index = self._held_index(snap, None)
-            sid, _, _ = self._window(index, None, None, forgotten_only=False)
+            sid, _, _ = self._on_disk(index)
             codes = npsort.unique(self._metric_codes(index, sid))
             return {index.names[c] for c in codes.tolist() if c >= 0}
 
     def stats(self) -> tuple[int, int]:
-        """(series, bytes) the kept index holds."""
+        """(series, bytes) the kept index holds (and the forgotten series' spans picked from it)."""
         index = self._index
-        return len(index), index.nbytes
+        return len(index), index.nbytes + sum(a.nbytes for a in self._forgotten_spans)
 
     def expired(self, horizon_ms: int) -> np.ndarray:
         """Sorted sids of this writer's series files with no sample at or after ``horizon_ms`` (retention deleted
@@ -153,6 +154,7 @@ class Archive:
             self._index.update(series, spans_files)
             return self._index
         self._index = SideIndex()  # not kept: each call reads the files
+        self._forgotten_key, self._forgotten_spans = None, ()
         if size.bit_length() != self._too_big.bit_length():
             log.warning("the series archive's index (about %d bytes) is over its share of --query.max-memory (%d "
                         "bytes): reads reaching back before the head window read it again each time; raise "
@@ -184,23 +186,45 @@ class Archive:
         self._borrowed = need
         return True
 
-    def _window(self, index: SideIndex, start_ms: int | None, end_ms: int | None, forgotten_only: bool = True
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(sids, first, last) of the series on disk a read over [start_ms, end_ms] may select (no window unless
-        both ends are given, as ``Catalog.select``), spans starting at the floor; ``forgotten_only``: not those
-        memory holds from at least as early (the catalog answers for them)."""
+    def _on_disk(self, index: SideIndex) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(sids, first, last) of every series on disk with a span starting by ``forgotten_until`` and a sample left,
+        spans starting at the floor."""
         sid, first, last = index.spans
         floor = self.floor()
         ok = (first <= self.book.forgotten_until) & (last >= floor)
+        return sid[ok], np.maximum(first[ok], floor), last[ok]
+
+    def _forgotten(self, index: SideIndex) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``_on_disk`` less the series memory holds from at least as early (the catalog answers for them): what the
+        archive adds. Kept until the files, the floor or what memory forgot change (a series registered meanwhile
+        is new, or one forgotten and back, which stays here for its old range)."""
+        book = self.book
+        key = (index.generation, book.epoch, book.forgotten_until, self.floor())
+        if self._forgotten_key != key:
+            sid, first, last = self._on_disk(index)
+            if len(sid):
+                cat = book.catalog
+                g = cat.lookup(sid)
+                held = g >= 0
+                held[held] = cat.first_ms.a[g[held]] <= first[held]
+                sid, first, last = sid[~held], first[~held], last[~held]
+            if index is not self._index:  # an index read for one call: so is this
+                return sid, first, last
+            self._forgotten_key, self._forgotten_spans = key, (sid, first, last)
+        return self._forgotten_spans
+
+    def _window(self, index: SideIndex, start_ms: int | None, end_ms: int | None, among: np.ndarray | None = None
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(sids, first, last) of the forgotten series a read over [start_ms, end_ms] may select (no window unless
+        both ends are given, as ``Catalog.select``), or of those of ``among`` (sorted unique sids)."""
+        sid, first, last = self._forgotten(index)
+        if among is not None and len(sid):
+            pos = search_sorted(sid, among)
+            at = pos[sid[pos] == among]
+            sid, first, last = sid[at], first[at], last[at]
         if start_ms is not None and end_ms is not None:
-            ok &= (last >= start_ms) & (first <= end_ms)
-        sid, first, last = sid[ok], np.maximum(first[ok], floor), last[ok]
-        if forgotten_only and len(sid):
-            cat = self.book.catalog
-            g = cat.lookup(sid)
-            held = g >= 0
-            held[held] = cat.first_ms.a[g[held]] <= first[held]
-            sid, first, last = sid[~held], first[~held], last[~held]
+            ok = (last >= start_ms) & (first <= end_ms)
+            sid, first, last = sid[ok], first[ok], last[ok]
         return sid, first, last
 
     @staticmethod

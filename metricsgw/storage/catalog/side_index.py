@@ -13,6 +13,8 @@ once: new files are merged into what is held, and only a retired file makes the 
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -22,6 +24,7 @@ from ... import npsort
 from ..files import parquet_io
 from .sorted_search import search_sorted
 
+_GENERATIONS = itertools.count()
 _BATCH_ROWS = 1 << 16  # series keys read at a time when a file is first indexed: its memory stays ~16 MB
 # Series keys are name\xfevalue\xff...: with the separators mapped to \x01 and \x02 they are UTF-8, and a regex
 # finds the metric name in C++ for a batch at once.
@@ -70,6 +73,7 @@ class SideIndex:
         self._spans_paths: frozenset[str] = frozenset()
         empty = np.empty(0, np.int64)
         self.spans: tuple[np.ndarray, np.ndarray, np.ndarray] = (empty, empty, empty)  # sorted sid, first, last
+        self.generation = next(_GENERATIONS)  # changes whenever ``spans`` does (what callers derive from it is stale)
 
     @property
     def nbytes(self) -> int:
@@ -97,6 +101,7 @@ class SideIndex:
         else:  # a merge or a purge retired files: what they said may be gone (purged series)
             self.spans = spans([parquet_io.read_spans(p) for p in spans_paths])
         self._spans_paths = now
+        self.generation = next(_GENERATIONS)
 
     def codes_of(self, names) -> np.ndarray:
         return np.array([self._codes[n] for n in names if n in self._codes], np.int32)
