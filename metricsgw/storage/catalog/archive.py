@@ -30,12 +30,11 @@ from ...errors import Unavailable
 from ...limits.context import QueryContext
 from ...limits.memory import MemoryPool
 from ...model import METRIC_NAME, Matcher
-from ..files import parquet_io
 from ..files.snapshot import Snapshot
 from ..fileset import FileSet
 from .book import NONE, CatalogBook
 from .catalog import Catalog
-from .side_index import RowCounts, SideIndex, read_keys, spans
+from .side_index import RowCounts, SideIndex, read_keys, spans_of_files
 from .sorted_search import search_sorted
 
 log = logging.getLogger(__name__)
@@ -140,7 +139,7 @@ class Archive:
         if self.book.forgotten_until == NONE:
             return np.empty(0, np.int64)
         with self.files.table.pin() as snap:
-            sid, _, last = spans([parquet_io.read_spans(p) for p in snap.own("spans", self.writer_id)])
+            sid, _, last = spans_of_files(snap.own("spans", self.writer_id))
         gone = sid[last < horizon_ms]
         return gone[self.book.catalog.lookup(gone) < 0]
 

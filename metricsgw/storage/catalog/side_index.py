@@ -96,10 +96,9 @@ class SideIndex:
         if now == self._spans_paths:
             return
         if self._spans_paths <= now:  # only new files: merge them into what is held
-            added = [parquet_io.read_spans(p) for p in spans_paths if p not in self._spans_paths]
-            self.spans = merge_spans(self.spans, spans(added))
+            self.spans = spans_of_files([p for p in spans_paths if p not in self._spans_paths], self.spans)
         else:  # a merge or a purge retired files: what they said may be gone (purged series)
-            self.spans = spans([parquet_io.read_spans(p) for p in spans_paths])
+            self.spans = spans_of_files(spans_paths)
         self._spans_paths = now
         self.generation = next(_GENERATIONS)
 
@@ -235,6 +234,15 @@ def spans(cols: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     sid, lo, hi = sid[order], lo[order], hi[order]
     starts = npsort.run_starts(sid)
     return sid[starts], np.minimum.reduceat(lo, starts), np.maximum.reduceat(hi, starts)
+
+
+def spans_of_files(paths, held: tuple | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``spans`` of these spans files (merged into ``held``), one file at a time: a flush's spans file names every
+    series it wrote (millions at the seed's scale), and reading up to 16 of them at once took gigabytes."""
+    out = held if held is not None else spans([])
+    for path in paths:
+        out = merge_spans(out, spans([parquet_io.read_spans(path)]))
+    return out
 
 
 def merge_spans(held: tuple, new: tuple) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -99,3 +99,22 @@ def test_a_merged_file_takes_the_metrics_of_the_files_it_retires_without_reading
     newer = write("newer.parquet", series[:10] + [canonical({"__name__": "new", "pod": "x"}.items())])
     index.update((merged, newer), ())
     assert calls == [11]  # a file with a series not known is read
+
+
+def test_spans_of_files_one_at_a_time_equal_spans_read_at_once(tmp_path):
+    from metricsgw.storage.catalog.side_index import spans_of_files
+
+    rng = np.random.default_rng(3)
+    paths, cols = [], []
+    for i in range(5):
+        sid = np.sort(rng.choice(500, 300, replace=False)).astype(np.int64)
+        t = rng.integers(0, 10_000, 300).astype(np.int64)
+        path = str(tmp_path / f"spans-{i}.parquet")
+        parquet_io.write_spans(path, sid, t)
+        paths.append(path)
+        cols.append(parquet_io.read_spans(path))
+    for a, b in zip(spans_of_files(paths), spans(cols)):
+        assert a.tolist() == b.tolist()
+    held = spans_of_files(paths[:2])
+    for a, b in zip(spans_of_files(paths[2:], held), spans(cols)):
+        assert a.tolist() == b.tolist()
