@@ -54,15 +54,7 @@ def parse(text: str) -> NH:
 
 
 def _spans(d: dict[int, float]) -> list[tuple[int, int]]:
-    out: list[list[int]] = []
-    prev = None
-    for idx in sorted(d):
-        if prev is not None and idx == prev + 1:
-            out[-1][1] += 1
-        else:
-            out.append([idx - (prev + 1 if prev is not None else 0), 1])
-        prev = idx
-    return [(o, n) for o, n in out]
+    return native.spans_of(sorted(d))
 
 
 def blob(h: NH, t_ms: int, stale: bool = False) -> bytes:

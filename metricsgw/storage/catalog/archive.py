@@ -80,10 +80,12 @@ class Archive:
         with self._lock, self.files.table.pin() as snap:  # compaction may retire the side files meanwhile
             index = self._held_index(snap, ctx)
             sid, first, last = self._window(index, start_ms, end_ms)
-            if names is not None:
-                keep = np.isin(self._metric_codes(index, sid), index.codes_of(names))
-                sid, first, last = sid[keep], first[keep], last[keep]
-            return self._catalog(index, sid, first, last, ctx)
+            located = index.locate(sid)
+            if names is not None:  # (the sids the filter drops are not in the catalog made: their spans go unused)
+                codes = index.codes_of(names)
+                located = [(f, at[m], pos[m]) for f, at, pos in located
+                           for m in [np.isin(f.metric[pos], codes)] if m.any()]
+            return self._catalog(located, sid, first, last, ctx)
 
     def catalog_of(self, ids: np.ndarray, start_ms: int, ctx: QueryContext | None = None) -> Catalog | None:
         """The archive's catalog of these series ids alone (those it holds), or None if a read from ``start_ms``
@@ -93,7 +95,7 @@ class Archive:
         with self._lock, self.files.table.pin() as snap:
             index = self._held_index(snap, ctx)
             sid, first, last = self._window(index, None, None, npsort.unique(np.asarray(ids, np.int64)))
-            return self._catalog(index, sid, first, last, ctx)
+            return self._catalog(index.locate(sid), sid, first, last, ctx)
 
     def spans_of(self, ids: np.ndarray, start_ms: int, ctx: QueryContext | None = None
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
@@ -234,10 +236,10 @@ class Archive:
         return codes
 
     @staticmethod
-    def _catalog(index: SideIndex, sid: np.ndarray, first: np.ndarray, last: np.ndarray,
+    def _catalog(located: list, sid: np.ndarray, first: np.ndarray, last: np.ndarray,
                  ctx: QueryContext | None) -> Catalog:
-        """A catalog of these series (sorted unique sids), their label sets read from the series files."""
-        located = index.locate(sid)
+        """A catalog of the series ``located`` (``SideIndex.locate(sid)``, or some of it) with the spans of ``sid``,
+        their label sets read from the series files."""
         n = sum(len(at) for _, at, _ in located)
         if ctx is not None:
             ctx.charge_bytes(n * SERIES_BYTES, "series archive")

@@ -17,8 +17,7 @@ from ..files.snapshot import Snapshot
 from ..files.kinds import file_seq
 from ..files.kinds import file_writer as table_writer
 from ..fileset import FileSet
-from .side_index import read_rows
-from .side_index import spans as archive_spans
+from .side_index import read_rows, spans as archive_spans
 from .book import NONE, CatalogBook
 
 log = logging.getLogger(__name__)

@@ -128,12 +128,12 @@ class SideIndex:
         pf = pq.ParquetFile(path)
         sids, metric = [], []
         if known is not None and len(known[0]):
-            sid = pf.read(columns=["sid"]).column(0).to_numpy()
+            sid = parquet_io.read_series_sids(path)
             pos = search_sorted(known[0], sid)
             if (known[0][pos] == sid).all():
                 order = np.argsort(sid, kind="stable")
                 return SeriesFileIndex(path, sid[order], order.astype(np.int32), known[1][pos][order])
-        if "key" in pf.schema_arrow.names and "labels" not in pf.schema_arrow.names:
+        if not _legacy(pf):
             for batch in pf.iter_batches(batch_size=_BATCH_ROWS, columns=["sid", "key"]):
                 sids.append(batch.column(0).to_numpy())
                 metric.append(self._metric_codes(metric_names(batch.column(1))))
@@ -160,6 +160,11 @@ class SideIndex:
             code = self._codes[name] = len(self.names)
             self.names.append(name)
         return code
+
+
+def _legacy(pf: pq.ParquetFile) -> bool:
+    """A series file of an earlier version (labels as JSON, maybe beside keys): parquet_io.read_series reads it."""
+    return "key" not in pf.schema_arrow.names or "labels" in pf.schema_arrow.names
 
 
 def _by_sid(files: list[SeriesFileIndex]) -> tuple[np.ndarray, np.ndarray]:
@@ -206,7 +211,7 @@ def read_rows(path: str, rows: np.ndarray) -> list[bytes]:
     order = np.argsort(rows, kind="stable")
     rows_sorted = rows[order]
     pf = pq.ParquetFile(path)
-    if "key" not in pf.schema_arrow.names or "labels" in pf.schema_arrow.names:  # an earlier version's file
+    if _legacy(pf):
         _, keys = parquet_io.read_series([path])
         got = [keys[r] for r in rows_sorted.tolist()]
     else:
