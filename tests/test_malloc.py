@@ -116,14 +116,19 @@ def test_a_trim_gives_back_arrows_pool_too(monkeypatch):
 
 def test_heap_bytes_sees_what_is_allocated():
     """/metrics' metricsgw_memory_bytes{part}: 64 MiB allocated show in glibc's figures, and go when freed."""
-    before = malloc.heap_bytes()
-    if "malloc_in_use" not in before:
+    if "malloc_in_use" not in malloc.heap_bytes():
         pytest.skip("glibc >= 2.33 only")
-    a = np.ones(8 << 20)  # 64 MiB
-    held = malloc.heap_bytes()
-    grown = (held["malloc_in_use"] + held["malloc_mapped"]) - (before["malloc_in_use"] + before["malloc_mapped"])
-    del a
-    after = malloc.heap_bytes()
+    # The figures are the whole process': a thread an earlier test left (a server's, a pool's) may free memory between
+    # the two readings, so the allocation is measured again, up to 3 times, until a pair of readings sees it alone.
+    for _ in range(3):
+        before = malloc.heap_bytes()
+        a = np.ones(8 << 20)  # 64 MiB
+        held = malloc.heap_bytes()
+        grown = (held["malloc_in_use"] + held["malloc_mapped"]) - (before["malloc_in_use"] + before["malloc_mapped"])
+        del a
+        after = malloc.heap_bytes()
+        if grown >= 64 << 20:
+            break
     assert grown >= 64 << 20
     assert (after["malloc_in_use"] + after["malloc_mapped"]) - (before["malloc_in_use"] + before["malloc_mapped"]) < 8 << 20
     assert set(after) == {"arrow_pool", "malloc_in_use", "malloc_free", "malloc_mapped"}
