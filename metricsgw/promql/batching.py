@@ -7,12 +7,16 @@ one batch of samples plus the aggregation's input points (or, for sum/count/min/
 the groups' running totals), whatever the number of series. (--query.max-samples counts what
 Prometheus's engine would hold, whatever the batches: promql/held.py.)
 
-Results are bit-identical to evaluating all series at once: series are selected once and cut
-into batches in label order (the order the unbatched evaluation lays rows out in), and the
-streamed aggregations fold rows into their accumulators in that same order with the same
-``ufunc.at`` calls. Only a selector with ``__name__="..."`` is batched: after a range function
-drops the metric name, series of one metric still have distinct label sets, so no batch can
-hold a duplicate of another's row.
+Results are bit-identical to evaluating all series at once: series are selected once, and either
+- the batches' rows fit a quarter of what the query has left (a dashboard refresh's few steps): batches hold
+  series adjacent by id, so each batch's read prunes the files' row groups (files are sorted by metric and id),
+  and their rows are put back in label order (the order the unbatched evaluation lays rows out in) before one
+  aggregation; or
+- they do not (a long range over many series): batches follow label order and the streamed aggregations fold
+  rows into their accumulators in that order with the same ``ufunc.at`` calls. Each batch then reads every row
+  group of the metric it touches.
+Only a selector with ``__name__="..."`` is batched: after a range function drops the metric name, series of one
+metric still have distinct label sets, so no batch can hold a duplicate of another's row.
 """
 
 from __future__ import annotations
@@ -44,6 +48,8 @@ MIN_SPLIT_SAMPLES = 1_000_000
 # while a range function runs (rangefuncs.py). Counted as one sample a step, a batch of a 1 h rate at a 30 s step
 # held ~4x the memory its target allowed: 4 dashboard clients took a query process to ~1 GiB (bench.soak, 500 nodes).
 STEP_SAMPLES = 8
+# What a kept row costs at each step: its value and its mask (a plain selector's rows carry a sample time too).
+KEPT_CELL_BYTES = 9
 # Aggregations folded batch by batch into (group x step) accumulators.
 STREAMED = {"sum", "count", "min", "max", "group"}
 
@@ -181,36 +187,71 @@ def evaluate_batched(engine, op: str, expr, selector, without: bool, names: list
     workers = engine.parts.workers if engine.parts is not None else 1
     room = (ctx.max_bytes - ctx.bytes) // (4 * SAMPLE_BYTES)
     target = max(1, min(engine.batch_samples, room) // workers)
+    steps = len(env.steps)
+    inputs = np.zeros(steps, np.int64)
     if _rows_collide(expr, everything, compat.dot_matches_newline(engine.promql_compat)):
         batches = iter([everything])
+    elif _kept_rows_fit(expr, everything, steps, ctx):
+        # Batches of series adjacent in the table (by id), whose reads prune the files' row groups, their rows kept
+        # and put back in label order before one aggregation: the same rows in the same order as evaluating all
+        # at once. Label-order batches read every row group of the metric in each file, once per batch.
+        parts = list(_evaluate_each(engine, expr, _batches(engine.source, everything, start, end, target, steps,
+                                                           workers, by_id=True), env, keep=True))
+        for s in parts:
+            inputs += held.per_step(s, steps)
+        return aggregate(op, _in_label_order(_concat(parts, steps)), without, names, param,
+                         compat.prometheus_3(engine.promql_compat)), inputs
     else:
-        batches = _in_label_order_batches(engine.source, everything, start, end, target, len(env.steps), workers)
-    inputs = np.zeros(len(env.steps), np.int64)
+        batches = _batches(engine.source, everything, start, end, target, steps, workers, by_id=False)
     if op in STREAMED:
-        acc = _Streamed(op, without, names, len(env.steps), compat.prometheus_3(engine.promql_compat))
+        acc = _Streamed(op, without, names, steps, compat.prometheus_3(engine.promql_compat))
         for s in _evaluate_each(engine, expr, batches, env):
-            inputs += held.per_step(s, len(env.steps))
+            inputs += held.per_step(s, steps)
             acc.add(s)
             ctx.charge_points(acc.grown(), "aggregation")
         lost = acc.lost()
         if lost.any():  # Prometheus 3's compensated sum: the few cells that cancelled out, once more exactly
-            again = _in_label_order_batches(engine.source, everything, start, end, target, len(env.steps), workers)
+            again = _batches(engine.source, everything, start, end, target, steps, workers, by_id=False)
             acc.add_exactly(lost, _evaluate_each(engine, expr, again, env))
         return acc.result(), inputs
     parts = list(_evaluate_each(engine, expr, batches, env, keep=True))
     for s in parts:
-        inputs += held.per_step(s, len(env.steps))
-    return aggregate(op, _concat(parts, len(env.steps)), without, names, param,
+        inputs += held.per_step(s, steps)
+    return aggregate(op, _concat(parts, steps), without, names, param,
                      compat.prometheus_3(engine.promql_compat)), inputs
 
 
-def _in_label_order_batches(source, everything, start: int, end: int, target_samples: int,
-                            steps: int, workers: int = 1) -> Iterator:
+def _kept_rows_fit(expr, everything: SeriesSet, steps: int, ctx: QueryContext) -> bool:
+    """Whether every batch's rows may be kept until one aggregation at the end, in a quarter of what the query has
+    left: then batches need not follow label order. Not with label functions among the row steps: the rows' label
+    order is then no longer their series' (only a range function's or an operator's dropping of the one metric
+    name, which keeps it)."""
+    if any(isinstance(node, pp.Call) and node.func.name in LABEL_FUNCS for node in _row_steps(expr)):
+        return False
+    # rows of a plain selector carry their samples' times too (for timestamp()), a range function's do not
+    cell = KEPT_CELL_BYTES if isinstance(_below_row_steps(expr), pp.Call) else KEPT_CELL_BYTES + 8
+    return len(everything) * steps * cell <= (ctx.max_bytes - ctx.bytes) // 4
+
+
+def _in_label_order(s: Series) -> Series:
+    """``s``'s rows sorted by their labels (batches' runs, each sorted already: a merge)."""
+    order = sorted(range(len(s)), key=s.labels.__getitem__)
+    return s if order == list(range(len(s))) else s.take(order)
+
+
+def _batches(source, everything, start: int, end: int, target_samples: int, steps: int, workers: int,
+             by_id: bool) -> Iterator:
+    """``everything`` cut into batches of about ``target_samples`` each, in label order or (``by_id``) by
+    series id: a batch of adjacent ids reads only the row groups holding them (files are sorted by metric and
+    id), where one in label order holds ids from all over the metric."""
     n = len(everything)
     if n == 0:
         yield everything
         return
-    order = sorted(range(n), key=everything.labels.__getitem__)  # storage lists them sorted: linear
+    if by_id:
+        order = np.argsort(everything.ids, kind="stable").tolist()
+    else:
+        order = sorted(range(n), key=everything.labels.__getitem__)  # storage lists them sorted: linear
     # a series costs its raw samples and then, at each step, its window's bounds and a range function's
     # temporaries (first/last samples and times, extrapolation, the output: STEP_SAMPLES samples' bytes)
     per_series = source.estimate_samples(everything, start, end) / n + steps * STEP_SAMPLES
@@ -224,7 +265,7 @@ def _in_label_order_batches(source, everything, start: int, end: int, target_sam
         cuts = [0] + list(range(first, n, min(size, rest)))
     kind = type(everything)
     for a, b in zip(cuts, cuts[1:] + [n]):
-        idx = order[a:b]
+        idx = sorted(order[a:b]) if by_id else order[a:b]  # a batch's series in the selection's order
         yield kind(everything.ids[np.array(idx, np.int64)], [everything.labels[i] for i in idx])
 
 

@@ -1,5 +1,7 @@
 """Aggregations evaluated in series batches (promql/batching.py): the same answer, bit for bit,
-as all series at once; and what --query.max-samples counts does not depend on the batches."""
+as all series at once, whether the batches hold adjacent series ids (their rows kept for one aggregation) or
+follow label order (streamed, when the rows cannot be kept); and what --query.max-samples counts does not
+depend on the batches."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import pytest
 
 from metricsgw.errors import LimitExceeded
 from metricsgw.limits.context import QueryContext
-from metricsgw.model import STALE_NAN
+from metricsgw.model import STALE_NAN, Matcher
 from metricsgw.promql import batching
 from metricsgw.promql.engine import Engine
 from metricsgw.promql.memsource import MemSource
@@ -82,6 +84,14 @@ QUERIES = [
 ]
 
 
+@pytest.fixture(params=["by id", "in label order"])
+def order(request, monkeypatch) -> str:
+    """Which batches a query takes: by id (the rows fit the query's memory), or in label order (made to not fit)."""
+    if request.param == "in label order":
+        monkeypatch.setattr(batching, "KEPT_CELL_BYTES", 1 << 50)
+    return request.param
+
+
 def _same(a, b) -> None:
     assert type(a) is type(b)
     assert a.labels == b.labels
@@ -108,12 +118,12 @@ class CountingSource:
         return self.inner.estimate_samples(*a, **kw)
 
     def read_samples(self, ids, *a, **kw):
-        self.reads.append(len(ids))
+        self.reads.append(np.asarray(ids).tolist())
         return self.inner.read_samples(ids, *a, **kw)
 
 
 @pytest.mark.parametrize("query", QUERIES)
-def test_one_series_batches_answer_bit_for_bit_as_all_at_once(src, query):
+def test_one_series_batches_answer_bit_for_bit_as_all_at_once(src, query, order):
     whole = Engine(src, batch_samples=10**12)
     counting = CountingSource(src)
     tiny = Engine(counting, batch_samples=1)
@@ -122,17 +132,23 @@ def test_one_series_batches_answer_bit_for_bit_as_all_at_once(src, query):
         _same(ask(tiny, batched), ask(whole, at_once))
         # what --query.max-samples counts is Prometheus's, whatever the batches
         assert (batched.peak_samples, batched.samples) == (at_once.peak_samples, at_once.samples)
-    assert len(counting.reads) > 40 and max(counting.reads) == 1, "the query was not evaluated in batches"
+    assert len(counting.reads) > 40 and max(map(len, counting.reads)) == 1, "the query was not evaluated in batches"
 
 
-def test_batch_size_follows_the_sample_target(src):
+def test_batch_size_follows_the_sample_target(src, order):
     counting = CountingSource(src)
     # [900 s - 5m, 1800 s] holds 81 samples of each series, and its rate 16 steps, each costing STEP_SAMPLES
     # samples' bytes while the function runs: a target of 10 such series a batch
     per_series = 81 + 16 * batching.STEP_SAMPLES
     Engine(counting, batch_samples=10 * per_series).range("sum(rate(requests_total[5m]))", 900, 1800, 60,
                                                           QueryContext())
-    assert counting.reads == [10] * (SERIES // 10) + ([SERIES % 10] if SERIES % 10 else [])
+    assert [len(ids) for ids in counting.reads] == [10] * (SERIES // 10) + ([SERIES % 10] if SERIES % 10 else [])
+    everything = src.select_series([Matcher("__name__", "=", "requests_total")], None, None)
+    if order == "by id":  # each batch the next 10 ids: its reads prune the files' row groups
+        assert [sorted(ids) for ids in counting.reads] == np.sort(everything.ids).reshape(-1, 10).tolist()
+    else:  # each batch the next 10 series in label order: what a streamed sum folds in Prometheus' order
+        by_labels = [sid for _, sid in sorted(zip(everything.labels, everything.ids.tolist()))]
+        assert [list(ids) for ids in counting.reads] == np.reshape(by_labels, (-1, 10)).tolist()
 
 
 def test_only_one_metric_selections_are_batched():
@@ -159,7 +175,7 @@ def test_only_one_metric_selections_are_batched():
     # ... and here rows collide only where the label functions are asked about the name
     'sum by (k) (label_replace(rate(requests_total[5m]), "k", "$1", "__name__", "(.*)"))',
 ])
-def test_label_functions_that_make_rows_collide_are_evaluated_whole(src, query):
+def test_label_functions_that_make_rows_collide_are_evaluated_whole(src, query, order):
     whole = Engine(src, batch_samples=10**12)
     counting = CountingSource(src)
     tiny = Engine(counting, batch_samples=1)
@@ -175,7 +191,7 @@ def test_label_functions_that_make_rows_collide_are_evaluated_whole(src, query):
         assert batched == got and "same labelset" in got
     else:
         _same(batched, got)
-    assert counting.reads and max(counting.reads) > 1, "rows that collide were cut into batches"
+    assert counting.reads and max(map(len, counting.reads)) > 1, "rows that collide were cut into batches"
 
 
 def _expr(q: str):
@@ -189,7 +205,7 @@ def _expr(q: str):
     "sum by (namespace) (rate(requests_total[5m]) * 8)",
     'sum by (namespace) (label_replace(-rate(requests_total[5m]), "n", "$1", "instance", "(.*)"))',
 ])
-def test_max_samples_counts_what_prometheus_holds_whatever_the_batches(src, query):
+def test_max_samples_counts_what_prometheus_holds_whatever_the_batches(src, query, order):
     whole = QueryContext()
     Engine(src, batch_samples=10**12).range(query, 600, 1800, 60, whole)
     batched = QueryContext()
@@ -210,7 +226,7 @@ def test_max_samples_counts_what_prometheus_holds_whatever_the_batches(src, quer
     # the shipped network panel's shape, refused at the seed's 750k iptables series when it was evaluated whole
     'sum by (node) (label_replace(rate(requests_total[5m]), "node", "$1", "instance", "node(.*)")) * 8',
 ])
-def test_batches_give_back_their_bytes(src, query):
+def test_batches_give_back_their_bytes(src, query, order):
     ctx = QueryContext()
     Engine(src, batch_samples=500).range(query, 600, 1800, 60, ctx)
     whole = QueryContext()
@@ -220,7 +236,7 @@ def test_batches_give_back_their_bytes(src, query):
     assert ctx.bytes == 0 and ctx.samples == 0
 
 
-def test_batches_read_from_parquet_and_head_answer_as_all_at_once(tmp_path):
+def test_batches_read_from_parquet_and_head_answer_as_all_at_once(tmp_path, order):
     """Through the storage: batches take the join, cache and head read paths a whole read does not."""
     import asyncio
 

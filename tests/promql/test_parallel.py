@@ -102,11 +102,11 @@ def test_a_large_selection_is_cut_into_a_first_batch_then_one_per_core_at_least(
     counting = CountingSource(src)
     Engine(counting, parts=parts).range("sum(rate(requests_total[5m]))", 600, 1800, 60, QueryContext())
     # a small first batch alone (it fills the sample cache), then one per core
-    assert counting.reads == [30, 105, 105]
+    assert [len(ids) for ids in counting.reads] == [30, 105, 105]
     small = CountingSource(src)
     monkeypatch.setattr(batching, "MIN_SPLIT_SAMPLES", 10**9)  # below the threshold: one batch, one thread
     Engine(small, parts=parts).range("sum(rate(requests_total[5m]))", 600, 1800, 60, QueryContext())
-    assert small.reads == [240]
+    assert [len(ids) for ids in small.reads] == [240]
 
 
 def test_parts_side_by_side_stay_within_max_memory_and_give_everything_back(src, parts, monkeypatch):  # noqa: F811

@@ -44,12 +44,15 @@ def _load(tmp_path) -> tuple[Storage, dict[int, list[tuple[int, float]]], int]:
     return st, truth, base
 
 
-@pytest.mark.parametrize("share", [1.0, 0.6, 0.45, 0.05])  # window scan, window scan, join, cache
-def test_read_paths_agree(tmp_path, share):
+@pytest.mark.parametrize("share", [1.0, 0.6, 0.45, 0.05, "adjacent"])  # window scan, window scan, join, cache,
+def test_read_paths_agree(tmp_path, share):  # a batch of adjacent ids (its reads bound by their range)
     st, truth, base = _load(tmp_path)
     try:
         ss = st.select_series([Matcher("__name__", "=", "big")], None, None)
-        want = np.sort(ss.ids[: max(1, int(share * len(ss)))])
+        if share == "adjacent":
+            want = np.sort(ss.ids)[SERIES // 3: SERIES // 3 + 50]
+        else:
+            want = np.sort(ss.ids[: max(1, int(share * len(ss)))])
         for lo, hi in [(base, base + 10 * HOUR), (base + HOUR - 600_000, base + HOUR + 600_000)] * 2:  # cold, cached
             got = st.read_samples(want, lo, hi, QueryContext())
             exp = sorted((s, t, v) for s in want.tolist() for t, v in truth[s] if lo <= t <= hi)
@@ -106,5 +109,16 @@ def test_a_cache_fill_the_query_cannot_hold_is_left_for_a_join(tmp_path):
         got = st.read_samples(want, lo, hi, QueryContext())
         assert list(zip(got.sid.tolist(), got.t.tolist(), got.v.tolist())) == exp
         assert st.sample_cache_stats()[0] > 0
+    finally:
+        st.close()
+
+
+def test_every_read_cursor_keeps_parquet_footers_cached(tmp_path):
+    """Each read runs on a cursor of its own: the footer cache must be the database's, not one session's."""
+    st = Storage(str(tmp_path), duckdb_memory_limit=64 << 20)
+    st.open()
+    try:
+        cur = st.samples.duckdb_cursor()
+        assert cur.execute("SELECT current_setting('parquet_metadata_cache')").fetchall() == [(True,)]
     finally:
         st.close()
