@@ -42,9 +42,9 @@ def _last_sample_s(data: Path) -> int:
     """The newest sample time in the data's sample files (their footers' statistics), on the step grid."""
     newest = 0
     for path in glob.glob(str(data / "table" / "samples" / "**" / "*.parquet"), recursive=True):
-        meta = pq.ParquetFile(path).metadata
-        if "_delta_log" in path or "t" not in meta.schema.names:
+        if "_delta_log" in path:  # the log's checkpoints
             continue
+        meta = pq.ParquetFile(path).metadata
         col = meta.schema.names.index("t")
         for g in range(meta.num_row_groups):
             stats = meta.row_group(g).column(col).statistics

@@ -188,22 +188,16 @@ def evaluate_batched(engine, op: str, expr, selector, without: bool, names: list
     room = (ctx.max_bytes - ctx.bytes) // (4 * SAMPLE_BYTES)
     target = max(1, min(engine.batch_samples, room) // workers)
     steps = len(env.steps)
-    inputs = np.zeros(steps, np.int64)
     if _rows_collide(expr, everything, compat.dot_matches_newline(engine.promql_compat)):
-        batches = iter([everything])
-    elif _kept_rows_fit(expr, everything, steps, ctx):
-        # Batches of series adjacent in the table (by id), whose reads prune the files' row groups, their rows kept
-        # and put back in label order before one aggregation: the same rows in the same order as evaluating all
-        # at once. Label-order batches read every row group of the metric in each file, once per batch.
-        parts = list(_evaluate_each(engine, expr, _batches(engine.source, everything, start, end, target, steps,
-                                                           workers, by_id=True), env, keep=True))
-        for s in parts:
-            inputs += held.per_step(s, steps)
-        return aggregate(op, _in_label_order(_concat(parts, steps)), without, names, param,
-                         compat.prometheus_3(engine.promql_compat)), inputs
+        batches, by_id = iter([everything]), False
     else:
-        batches = _batches(engine.source, everything, start, end, target, steps, workers, by_id=False)
-    if op in STREAMED:
+        # Batches of series adjacent in the table (by id) read only their row groups, where label-order batches read
+        # every row group of the metric in each file, once per batch; their rows are kept and put back in label order
+        # before one aggregation: the same rows in the same order as evaluating all at once.
+        by_id = _kept_rows_fit(expr, everything, steps, ctx)
+        batches = _batches(engine.source, everything, start, end, target, steps, workers, by_id)
+    inputs = np.zeros(steps, np.int64)
+    if op in STREAMED and not by_id:
         acc = _Streamed(op, without, names, steps, compat.prometheus_3(engine.promql_compat))
         for s in _evaluate_each(engine, expr, batches, env):
             inputs += held.per_step(s, steps)
@@ -217,7 +211,8 @@ def evaluate_batched(engine, op: str, expr, selector, without: bool, names: list
     parts = list(_evaluate_each(engine, expr, batches, env, keep=True))
     for s in parts:
         inputs += held.per_step(s, steps)
-    return aggregate(op, _concat(parts, steps), without, names, param,
+    rows = _concat(parts, steps)
+    return aggregate(op, _in_label_order(rows) if by_id else rows, without, names, param,
                      compat.prometheus_3(engine.promql_compat)), inputs
 
 
