@@ -56,6 +56,9 @@ class QueryContext:
     peak_bytes: int = 0
     # Raw samples read in all, whatever was released since: the query log's totalQueryableSamples.
     loaded_samples: int = 0
+    # Reads of a query evaluated in series batches (promql/batching.py) are each one batch of a selection this many
+    # series big: the storage fills its sample cache only when the whole selection would stay there (read/plan.py).
+    scan_series: int = 0
     # Prometheus 3's annotations of the answer ("PromQL warning: ...", "PromQL info: ..."), each once, in order.
     warnings: list[str] = field(default_factory=list)
     infos: list[str] = field(default_factory=list)

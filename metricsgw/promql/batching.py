@@ -188,31 +188,33 @@ def evaluate_batched(engine, op: str, expr, selector, without: bool, names: list
     room = (ctx.max_bytes - ctx.bytes) // (4 * SAMPLE_BYTES)
     target = max(1, min(engine.batch_samples, room) // workers)
     steps = len(env.steps)
+    label_order = sorted(range(len(everything)), key=everything.labels.__getitem__)  # storage lists them sorted
     if _rows_collide(expr, everything, compat.dot_matches_newline(engine.promql_compat)):
-        batches, by_id = iter([everything]), False
+        cuts, by_id = [np.arange(len(everything))], False
     else:
         # Batches of series adjacent in the table (by id) read only their row groups, where label-order batches read
         # every row group of the metric in each file, once per batch; their rows are kept and put back in label order
         # before one aggregation: the same rows in the same order as evaluating all at once.
         by_id = _kept_rows_fit(expr, everything, steps, ctx)
-        batches = _batches(engine.source, everything, start, end, target, steps, workers, by_id)
+        cuts = _cuts(engine.source, everything, label_order, start, end, target, steps, workers, by_id)
+    batches = _batches(everything, cuts)
     inputs = np.zeros(steps, np.int64)
     if op in STREAMED and not by_id:
         acc = _Streamed(op, without, names, steps, compat.prometheus_3(engine.promql_compat))
-        for s in _evaluate_each(engine, expr, batches, env):
+        for s in _evaluate_each(engine, expr, batches, env, len(everything)):
             inputs += held.per_step(s, steps)
             acc.add(s)
             ctx.charge_points(acc.grown(), "aggregation")
         lost = acc.lost()
         if lost.any():  # Prometheus 3's compensated sum: the few cells that cancelled out, once more exactly
-            again = _batches(engine.source, everything, start, end, target, steps, workers, by_id=False)
-            acc.add_exactly(lost, _evaluate_each(engine, expr, again, env))
+            again = _batches(everything, cuts)
+            acc.add_exactly(lost, _evaluate_each(engine, expr, again, env, len(everything)))
         return acc.result(), inputs
-    parts = list(_evaluate_each(engine, expr, batches, env, keep=True))
+    parts = list(_evaluate_each(engine, expr, batches, env, len(everything), keep=True))
     for s in parts:
         inputs += held.per_step(s, steps)
     rows = _concat(parts, steps)
-    return aggregate(op, _in_label_order(rows) if by_id else rows, without, names, param,
+    return aggregate(op, _in_label_order(rows, parts, cuts, label_order) if by_id else rows, without, names, param,
                      compat.prometheus_3(engine.promql_compat)), inputs
 
 
@@ -228,25 +230,30 @@ def _kept_rows_fit(expr, everything: SeriesSet, steps: int, ctx: QueryContext) -
     return len(everything) * steps * cell <= (ctx.max_bytes - ctx.bytes) // 4
 
 
-def _in_label_order(s: Series) -> Series:
-    """``s``'s rows sorted by their labels (batches' runs, each sorted already: a merge)."""
-    order = sorted(range(len(s)), key=s.labels.__getitem__)
-    return s if order == list(range(len(s))) else s.take(order)
+def _in_label_order(rows: Series, parts: list[Series], cuts: list[np.ndarray], label_order: list[int]) -> Series:
+    """``rows`` (the batches' ``parts`` one after the other, each in label order) sorted by their labels. A batch that
+    gave a row for each of its series (``cuts``: their positions in the selection) gave row j to the one j-th in
+    label order, so when all did, the rows' places are their series' ranks in the selection's ``label_order``: no
+    label is compared. Otherwise (a filter dropped rows) the labels are sorted (a merge of the batches' runs)."""
+    if all(len(p) == len(c) for p, c in zip(parts, cuts)):
+        rank = np.empty(len(label_order), np.int64)
+        rank[np.array(label_order, np.int64)] = np.arange(len(label_order))
+        order = np.argsort(np.concatenate([np.sort(rank[c]) for c in cuts]), kind="stable")
+        return rows if (order == np.arange(len(order))).all() else rows.take(order.tolist())
+    order = sorted(range(len(rows)), key=rows.labels.__getitem__)
+    return rows if order == list(range(len(rows))) else rows.take(order)
 
 
-def _batches(source, everything, start: int, end: int, target_samples: int, steps: int, workers: int,
-             by_id: bool) -> Iterator:
+def _cuts(source, everything, label_order: list[int], start: int, end: int, target_samples: int, steps: int,
+          workers: int, by_id: bool) -> list[np.ndarray]:
     """``everything`` cut into batches of about ``target_samples`` each, in label order or (``by_id``) by
     series id: a batch of adjacent ids reads only the row groups holding them (files are sorted by metric and
-    id), where one in label order holds ids from all over the metric."""
+    id), where one in label order holds ids from all over the metric. Each batch as its series' positions in
+    ``everything``."""
     n = len(everything)
     if n == 0:
-        yield everything
-        return
-    if by_id:
-        order = np.argsort(everything.ids, kind="stable").tolist()
-    else:
-        order = sorted(range(n), key=everything.labels.__getitem__)  # storage lists them sorted: linear
+        return [np.arange(0)]
+    order = np.argsort(everything.ids, kind="stable") if by_id else np.array(label_order, np.int64)
     # a series costs its raw samples and then, at each step, its window's bounds and a range function's
     # temporaries (first/last samples and times, extrapolation, the output: STEP_SAMPLES samples' bytes)
     per_series = source.estimate_samples(everything, start, end) / n + steps * STEP_SAMPLES
@@ -258,17 +265,22 @@ def _batches(source, everything, start: int, end: int, target_samples: int, step
         first = -(-n // (4 * workers))
         rest = -(-(n - first) // workers)
         cuts = [0] + list(range(first, n, min(size, rest)))
+    # a batch by id lists its series in the selection's order, one in label order in label order
+    return [np.sort(order[a:b]) if by_id else order[a:b] for a, b in zip(cuts, cuts[1:] + [n])]
+
+
+def _batches(everything, cuts: list[np.ndarray]) -> Iterator:
     kind = type(everything)
-    for a, b in zip(cuts, cuts[1:] + [n]):
-        idx = sorted(order[a:b]) if by_id else order[a:b]  # a batch's series in the selection's order
-        yield kind(everything.ids[np.array(idx, np.int64)], [everything.labels[i] for i in idx])
+    for idx in cuts:
+        yield kind(everything.ids[idx], [everything.labels[i] for i in idx.tolist()])
 
 
-def _evaluate_each(engine, expr, batches, env, keep: bool = False) -> Iterator[Series]:
+def _evaluate_each(engine, expr, batches, env, scan_series: int, keep: bool = False) -> Iterator[Series]:
     """Each batch's value of ``expr``, in order, batches evaluated side by side when the engine has
     spare cores; a batch's raw samples are released once it is evaluated (a kept batch stays
     charged as the points it holds). What the whole evaluation would hold (promql/batch_held.py)
-    grows as batches come, in order, and is refused the moment it passes --query.max-samples."""
+    grows as batches come, in order, and is refused the moment it passes --query.max-samples.
+    Each batch's reads say they are part of a selection of ``scan_series`` series (read/plan.py)."""
     ctx = env.ctx
     start = ctx.samples
     bottom = _below_row_steps(expr)
@@ -277,6 +289,7 @@ def _evaluate_each(engine, expr, batches, env, keep: bool = False) -> Iterator[S
 
     def one(batch):
         part = ctx.part()  # charges the query, gives back only its own
+        part.scan_series = scan_series
         inner = copy.copy(engine)
         inner.source = FixedSelection(engine.source, batch)
         recorder = batch_held.Recorder(inner, bottom, step_nodes, len(env.steps))

@@ -9,6 +9,7 @@ import numpy as np
 import promql_parser as pp
 
 from ..errors import BadData, NotSupported
+from ..model import METRIC_NAME
 from . import functions as F
 from . import annotations, compat, held, mixed_windows, native_eval, native_ops, native_values, parser
 from . import rangefuncs as R
@@ -92,6 +93,8 @@ def _call(engine, node: "pp.Call", env, taken: _Taken):
         return v
 
     three = compat.prometheus_3(engine.promql_compat)
+    # A range function over a selector naming one metric: its series' label sets stay distinct without the name.
+    distinct = _same_rows if args and _names_one_metric(args[0]) else _dedupe_whole
 
     def settled(r: Ranges) -> Ranges:
         """``r`` without the windows Prometheus 3 leaves to the histogram part, or to nobody (mixed_windows)."""
@@ -101,15 +104,15 @@ def _call(engine, node: "pp.Call", env, taken: _Taken):
 
     if name in RATE_LIKE:
         counter, is_rate = RATE_LIKE[name]
-        return _dedupe_whole(R.extrapolated_rate(settled(range_arg(0)), counter, is_rate, three))
+        return distinct(R.extrapolated_rate(settled(range_arg(0)), counter, is_rate, three))
     if name in ("irate", "idelta"):
-        return _dedupe_whole(R.instant_rate(settled(range_arg(0)), name == "irate"))
+        return distinct(R.instant_rate(settled(range_arg(0)), name == "irate"))
     if name in ("changes", "resets"):
         r = range_arg(0)
         hist = native_eval.evaluate(engine, args[0], env) if compat.prometheus_3(engine.promql_compat) else None
         if isinstance(hist, native_values.HistRanges):  # Prometheus 3 counts histogram samples too
-            return _dedupe_whole(native_ops.pairs_over_time(r, hist, name == "resets"))
-        return _dedupe_whole(R.changes(r) if name == "changes" else R.resets(r))
+            return distinct(native_ops.pairs_over_time(r, hist, name == "resets"))
+        return distinct(R.changes(r) if name == "changes" else R.resets(r))
     if name in OVER_TIME:
         r = range_arg(0)
         if three and name in native_eval.FLOAT_ONLY:
@@ -124,19 +127,19 @@ def _call(engine, node: "pp.Call", env, taken: _Taken):
                 r = mixed_windows.settle(name, r, hist, env.ctx.annotate)[0]  # the histogram part is native_eval's
             elif isinstance(hist, native_values.HistRanges):
                 native_ops.refuse_mixed(r, hist.ranges, f"{name}() of a series")
-        return _dedupe_whole(R.over_time(name, r, three))
+        return distinct(R.over_time(name, r, three))
     if name == "quantile_over_time":
         r = range_arg(1)  # first, as 2.42 evaluates a subquery argument before the others
         q = scalar_arg(0)
         if three:
             _note_invalid_quantile(q, env)
             _note_ignored_histograms(engine, args[1], r, env)
-        return _dedupe_whole(R.quantile_over_time(q, r))
+        return distinct(R.quantile_over_time(q, r))
     if name in ("holt_winters", "double_exponential_smoothing"):  # 3.x's name for it (compat.py)
         r = range_arg(0)
         if three:
             _note_ignored_histograms(engine, args[0], r, env)
-        return _dedupe_whole(R.holt_winters(r, scalar_arg(1), scalar_arg(2)))
+        return distinct(R.holt_winters(r, scalar_arg(1), scalar_arg(2)))
     if name == "histogram_fraction" and three:  # Prometheus 3's: of classic histograms too
         lower, upper = scalar_arg(0), scalar_arg(1)
         classic = histogram_fraction(lower, upper, vector_arg(2), env.ctx.annotate)
@@ -166,8 +169,8 @@ def _call(engine, node: "pp.Call", env, taken: _Taken):
         if three:
             _note_ignored_histograms(engine, args[0], r, env)
         if name == "deriv":
-            return _dedupe_whole(R.deriv(r))
-        return _dedupe_whole(R.predict_linear(r, env.steps, scalar_arg(1)))
+            return distinct(R.deriv(r))
+        return distinct(R.predict_linear(r, env.steps, scalar_arg(1)))
     if name == "absent_over_time":
         r = range_arg(0)
         present = (r.hi > r.lo).any(axis=0) if len(r) else np.zeros(n_steps, bool)
@@ -336,6 +339,14 @@ def _selector_matchers(node):
     if isinstance(node, pp.VectorSelector):
         return parser.matchers(node)
     return []
+
+
+def _names_one_metric(node) -> bool:
+    return any(m.name == METRIC_NAME and m.op == "=" for m in _selector_matchers(node))
+
+
+def _same_rows(s: Series) -> Series:
+    return s
 
 
 def _dedupe_whole(s: Series) -> Series:

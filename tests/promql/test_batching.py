@@ -265,3 +265,27 @@ def test_batches_read_from_parquet_and_head_answer_as_all_at_once(tmp_path, orde
                 _same(Engine(st, batch_samples=batch).range(q, end_s - 5000, end_s, 30, QueryContext()), whole)
     finally:
         st.close()
+
+
+@pytest.mark.parametrize("dropped", [False, True])
+def test_batches_by_id_rows_go_back_in_label_order(dropped):
+    """Batches of adjacent ids give their rows each in label order; put back together they are in label order, by
+    their series' ranks when every series gave a row, by their labels when a filter dropped some."""
+    from metricsgw.promql.value import Series
+    from metricsgw.storage.batch import SeriesSet
+
+    rng = np.random.default_rng(3)
+    labels = [(("i", f"{k:04d}"), ("job", "x")) for k in rng.permutation(50).tolist()]  # listed in no order
+    everything = SeriesSet(rng.choice(1 << 40, 50, replace=False).astype(np.int64), labels)
+    label_order = sorted(range(50), key=labels.__getitem__)
+    cuts = [np.sort(c) for c in np.array_split(np.argsort(everything.ids), 4)]  # by id: labels all over
+    parts = []
+    for c in cuts:  # each batch's rows in label order, as the engine gives them
+        keep = sorted((i for i in c.tolist() if not (dropped and i % 7 == 0)), key=labels.__getitem__)
+        parts.append(Series([labels[i] for i in keep], np.array([[float(i)] for i in keep]),
+                            np.ones((len(keep), 1), bool)))
+    rows = batching._concat(parts, 1)
+    assert rows.labels != sorted(rows.labels)  # the batches' runs interleave
+    out = batching._in_label_order(rows, parts, cuts, label_order)
+    assert out.labels == sorted(rows.labels)
+    assert out.values[:, 0].tolist() == [float(labels.index(l)) for l in out.labels]

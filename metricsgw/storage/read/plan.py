@@ -7,8 +7,15 @@ every decision of the read path can be tested without DuckDB or a file; ``querie
 A metric's rows in the window's files are read one of three ways:
 - ``CACHE``: from the sample cache (decoded per file, merged across the files once per snapshot), filling the
   cache first from whole files where it misses them;
-- ``WINDOW``: a scan of all the metric's rows in the window, no join (a metric too big to cache, wanted nearly whole);
-- ``JOIN``: a join with the wanted sids (a few series of a big metric); every such metric goes in one query.
+- ``WINDOW``: a scan of the metric's rows in the window between the lowest and highest wanted id, no join: the wanted
+  series are most of the metric's in that id range (the metric wanted nearly whole, or one batch of adjacent ids of
+  it, promql/batching.py), so the scan returns few rows besides theirs, in the files' own order (nothing to sort);
+- ``JOIN``: a join with the wanted sids (a few series spread over a big metric); every such metric goes in one query.
+
+A read that is one batch of a query evaluated in series batches says how many series the whole selection has
+(``scan_series``): a cache fill is made only when the whole selection's entries would stay in the cache. Otherwise
+each batch's fill evicts the one before and none is ever read again (a refresh of a 375k-series panel filled and
+threw away ~48 entries and their merged copies, sorting each).
 
 One decision is left to the moment of reading: whether the query's budgets can hold a cache fill (a query
 evaluated in series batches asks for a small part of a big metric). Earlier reads of the same call charge the
@@ -39,6 +46,11 @@ MIN_WINDOW_SHARE = 0.25
 FILL_SHARE = 4
 # ... and a metric small enough for this share of the cache is cached whole, whatever part of it is wanted.
 SMALL_METRIC_SHARE = 16
+# The entries of a whole batched selection, and their files' entries merged (as many bytes again), must fit the cache.
+SCAN_SHARE = 2
+# Series ids are 64-bit hashes of the label sets (model.series_id), spread evenly over their range: a metric of n
+# series has about n * (hi - lo + 1) / 2**64 of them between the ids lo and hi.
+ID_SPACE = 2 ** 64
 
 
 class Way(enum.Enum):
@@ -88,13 +100,15 @@ class ReadPlan:
 
 def plan_read(ids: np.ndarray, metric_of: np.ndarray, metrics: Sequence[MetricInfo], start_ms: int, end_ms: int,
               *, files: Sequence[SampleFileInfo], heads: Sequence[tuple[int, int]], snapshot_version: int,
-              cache_version: int, cache: Container[tuple], cache_max_bytes: int, interval_ms: float) -> ReadPlan:
+              cache_version: int, cache: Container[tuple], cache_max_bytes: int, interval_ms: float,
+              scan_series: int = 0) -> ReadPlan:
     """The plan of a read of ``ids`` (ascending, unique, every one held by the catalog; ``metric_of[i]`` the
     index in ``metrics`` of ``ids[i]``'s metric) over [start_ms, end_ms].
 
     ``files``: the pinned snapshot's sample files; ``heads``: (min_t, max_t) of each head, oldest first;
     ``snapshot_version``/``cache_version``: the snapshot's generation and the one the cache was last trimmed to;
-    ``cache``: answers ``(path, metric, key) in cache``; ``interval_ms``: the scrape interval flushes saw."""
+    ``cache``: answers ``(path, metric, key) in cache``; ``interval_ms``: the scrape interval flushes saw;
+    ``scan_series``: the series of the whole selection when this read is one batch of it (0 when it is not)."""
     in_heads = tuple(i for i, (lo, hi) in enumerate(heads) if lo <= end_ms and hi >= start_ms)
     chosen = sorted((f for f in files if f.max_t >= start_ms and f.min_t <= end_ms), key=lambda f: f.seq)
     if not chosen or not len(ids):
@@ -115,11 +129,20 @@ def plan_read(ids: np.ndarray, metric_of: np.ndarray, metrics: Sequence[MetricIn
         whole = most or CACHED_SAMPLE_BYTES * series * per_series <= cache_max_bytes // SMALL_METRIC_SHARE
         key = "*" if whole else hashlib.blake2b(ids_m.tobytes(), digest_size=16).hexdigest()
         rows = series if whole else len(ids_m)
-        instead = Way.WINDOW if most else Way.JOIN
+        scan_rows = series if whole else max(rows, scan_series)  # what the selection's fills would cache in all
+        instead = Way.WINDOW if _dense(ids_m, series) else Way.JOIN
         if all((p, metric.name, key) in cache for p in paths):
             reads.append(MetricRead(metric.name, ids_m, Way.CACHE, key, whole))
-        elif wide and CACHED_SAMPLE_BYTES * rows * per_series_file <= cache_max_bytes // FILL_SHARE:
+        elif (wide and CACHED_SAMPLE_BYTES * rows * per_series_file <= cache_max_bytes // FILL_SHARE
+              and CACHED_SAMPLE_BYTES * scan_rows * per_series <= cache_max_bytes // SCAN_SHARE):
             reads.append(MetricRead(metric.name, ids_m, Way.CACHE, key, whole, instead, int(rows * per_series)))
         else:
             reads.append(MetricRead(metric.name, ids_m, instead, key, whole))
     return ReadPlan(paths, tuple(reads), in_heads, trim)
+
+
+def _dense(ids_m: np.ndarray, series: int) -> bool:
+    """Whether the wanted ids (ascending) are at least ``WHOLE_METRIC_SHARE`` of the metric's series in their id range
+    (about: ids are spread evenly), so a scan of that range costs little more than a join and keeps file order."""
+    in_range = series * (int(ids_m[-1]) - int(ids_m[0]) + 1) / ID_SPACE
+    return len(ids_m) >= WHOLE_METRIC_SHARE * min(series, in_range)

@@ -43,12 +43,13 @@ SELECT sid, t, v, file_index
 FROM read_parquet($files)
 WHERE metric = $metric
 """
-# A metric too big for the cache, wanted (nearly) whole: its rows in the window, no join. Each
-# file's rows come back in file order, i.e. already sorted by (sid, t).
+# Most of a metric's series in the wanted ids' range (the metric nearly whole, or a batch of adjacent ids): the
+# range's rows in the window, no join. Each file's rows come back in file order, i.e. already sorted by (sid, t).
 SELECT_METRIC_WINDOW = """
 SELECT sid, t, v, file_index
 FROM read_parquet($files)
 WHERE metric = $metric AND t BETWEEN $start_ms AND $end_ms
+  AND sid BETWEEN $sid_lo AND $sid_hi
 """
 # The wanted ids' range bound too, so a scan reads only the row groups holding them (the files are sorted by metric
 # and id): a query evaluated in batches of adjacent ids (promql/batching.py) reads each row group about once.
@@ -187,7 +188,7 @@ class SampleQuerier:
                              files=snap.samples, heads=[(h.min_t, h.max_t) for h in view.heads],
                              snapshot_version=snap.version, cache_version=self._cache_version,
                              cache=self._sample_cache, cache_max_bytes=self._sample_cache.max_bytes,
-                             interval_ms=self._interval_ms)
+                             interval_ms=self._interval_ms, scan_series=ctx.scan_series)
             if plan.trim_cache_to is not None:  # entries of retired files go
                 self._cache_version = snap.version
                 self._sample_cache.retain(plan.trim_cache_to)
@@ -253,9 +254,11 @@ class SampleQuerier:
 
     def _read_metric_window(self, paths: list[str], metric: str, ids_m: np.ndarray, start_ms: int, end_ms: int,
                             ctx: QueryContext, per_file: list[list[SampleBlock]]) -> None:
-        """All of a metric's rows in the window (a scan with no join), then the wanted series of them."""
+        """A metric's rows in the window and the wanted ids' range (a scan with no join), then the wanted series of
+        them."""
         tb = self._query(SELECT_METRIC_WINDOW, {"files": paths, "metric": metric, "start_ms": start_ms,
-                                                 "end_ms": end_ms}, ctx)
+                                                 "end_ms": end_ms, "sid_lo": int(ids_m[0]), "sid_hi": int(ids_m[-1])},
+                         ctx)
         block, file_index = _block_of(tb)
         for i, b in enumerate(_split_by_file(block, file_index, len(paths))):
             b = sort_block(b)  # a no-op check: DuckDB keeps each file's row order

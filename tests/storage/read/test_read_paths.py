@@ -22,8 +22,8 @@ def _labels(i: int):
     return canonical([("__name__", "big"), ("i", str(i))])
 
 
-def _load(tmp_path) -> tuple[Storage, dict[int, list[tuple[int, float]]], int]:
-    st = Storage(str(tmp_path), duckdb_memory_limit=64 << 20)
+def _load(tmp_path, sample_cache_bytes: int = 128 << 20) -> tuple[Storage, dict[int, list[tuple[int, float]]], int]:
+    st = Storage(str(tmp_path), duckdb_memory_limit=64 << 20, sample_cache_bytes=sample_cache_bytes)
     st.open()
     base = (1_700_000_000_000 // HOUR) * HOUR
     lbs = [_labels(i) for i in range(SERIES)]
@@ -44,19 +44,33 @@ def _load(tmp_path) -> tuple[Storage, dict[int, list[tuple[int, float]]], int]:
     return st, truth, base
 
 
-@pytest.mark.parametrize("share", [1.0, 0.6, 0.45, 0.05, "adjacent"])  # window scan, window scan, join, cache,
-def test_read_paths_agree(tmp_path, share):  # a batch of adjacent ids (its reads bound by their range)
-    st, truth, base = _load(tmp_path)
+# window scan, window scan, join, cache, a batch of adjacent ids (cached), the same as one batch of a big selection
+# (its range scanned, no fill: read/plan.py), a batch of one id in three of a range (joined, with the range's bounds)
+@pytest.mark.parametrize("share", [1.0, 0.6, 0.45, 0.05, "adjacent", "adjacent in a scan", "one in three in a scan"])
+def test_read_paths_agree(tmp_path, share, monkeypatch):
+    from metricsgw.storage.read.querier import SampleQuerier
+
+    # in a scan, a cache too small to take the metric whole (whose one entry every batch would share)
+    st, truth, base = _load(tmp_path, (16 if "scan" in str(share) else 128) << 20)
+    scans: list[int] = []
+    real = SampleQuerier._read_metric_window
+    monkeypatch.setattr(SampleQuerier, "_read_metric_window", lambda self, *a: scans.append(1) or real(self, *a))
     try:
         ss = st.select_series([Matcher("__name__", "=", "big")], None, None)
-        if share == "adjacent":
+        scan_series = SERIES * 100 if "scan" in str(share) else 0
+        if share in ("adjacent", "adjacent in a scan"):
             want = np.sort(ss.ids)[SERIES // 3: SERIES // 3 + 50]
+        elif share == "one in three in a scan":
+            want = np.sort(ss.ids)[SERIES // 3: SERIES // 3 + 150: 3]
         else:
             want = np.sort(ss.ids[: max(1, int(share * len(ss)))])
         for lo, hi in [(base, base + 10 * HOUR), (base + HOUR - 600_000, base + HOUR + 600_000)] * 2:  # cold, cached
-            got = st.read_samples(want, lo, hi, QueryContext())
+            got = st.read_samples(want, lo, hi, QueryContext(scan_series=scan_series))
             exp = sorted((s, t, v) for s in want.tolist() for t, v in truth[s] if lo <= t <= hi)
             assert list(zip(got.sid.tolist(), got.t.tolist(), got.v.tolist())) == exp
+        if scan_series:
+            assert st.sample_cache_stats()[0] == 0  # no batch fills what the next would evict
+            assert bool(scans) == (share == "adjacent in a scan")
     finally:
         st.close()
 
