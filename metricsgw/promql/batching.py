@@ -84,7 +84,7 @@ def batchable_selector(expr) -> "pp.VectorSelector | pp.MatrixSelector | None":
         selector = node
     else:
         return None
-    if not any(m.name == METRIC_NAME and m.op == "=" for m in parser.matchers(selector)):
+    if not parser.names_one_metric(selector):
         return None
     return node
 

@@ -9,7 +9,6 @@ import numpy as np
 import promql_parser as pp
 
 from ..errors import BadData, NotSupported
-from ..model import METRIC_NAME
 from . import functions as F
 from . import annotations, compat, held, mixed_windows, native_eval, native_ops, native_values, parser
 from . import rangefuncs as R
@@ -94,7 +93,8 @@ def _call(engine, node: "pp.Call", env, taken: _Taken):
 
     three = compat.prometheus_3(engine.promql_compat)
     # A range function over a selector naming one metric: its series' label sets stay distinct without the name.
-    distinct = _same_rows if args and _names_one_metric(args[0]) else _dedupe_whole
+    selector = _vector_selector(args[0]) if args else None
+    distinct = _same_rows if selector is not None and parser.names_one_metric(selector) else _dedupe_whole
 
     def settled(r: Ranges) -> Ranges:
         """``r`` without the windows Prometheus 3 leaves to the histogram part, or to nobody (mixed_windows)."""
@@ -332,17 +332,17 @@ def _concat(a: Series, b: Series) -> Series:
     return Series(a.labels + b.labels, np.concatenate([a.values, b.values]), np.concatenate([a.mask, b.mask]))
 
 
-def _selector_matchers(node):
+def _vector_selector(node) -> "pp.VectorSelector | None":
+    """The selector ``node`` is, or that its range selection selects from (None for anything else)."""
     node = parser.unwrap(node)
     if isinstance(node, pp.MatrixSelector):
         node = node.vector_selector
-    if isinstance(node, pp.VectorSelector):
-        return parser.matchers(node)
-    return []
+    return node if isinstance(node, pp.VectorSelector) else None
 
 
-def _names_one_metric(node) -> bool:
-    return any(m.name == METRIC_NAME and m.op == "=" for m in _selector_matchers(node))
+def _selector_matchers(node):
+    selector = _vector_selector(node)
+    return [] if selector is None else parser.matchers(selector)
 
 
 def _same_rows(s: Series) -> Series:

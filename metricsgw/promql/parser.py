@@ -12,7 +12,7 @@ import re
 import promql_parser as pp
 
 from ..errors import BadData, NotSupported
-from ..model import Matcher
+from ..model import METRIC_NAME, Matcher
 
 _OPS = {"MatchOp.Equal": "=", "MatchOp.NotEqual": "!=", "MatchOp.Re": "=~", "MatchOp.NotRe": "!~"}
 
@@ -129,6 +129,12 @@ def matchers(vs: "pp.VectorSelector") -> list[Matcher]:
     if vs.name and not any(m.name == "__name__" for m in out):
         out.append(Matcher("__name__", "=", vs.name))
     return out
+
+
+def names_one_metric(vs: "pp.VectorSelector") -> bool:
+    """Whether the selector pins the metric name (``__name__="..."``): its series are of one metric, so their label
+    sets stay distinct once the name is dropped."""
+    return any(m.name == METRIC_NAME and m.op == "=" for m in matchers(vs))
 
 
 def at_modifier(node: object) -> tuple[str, int] | None:
