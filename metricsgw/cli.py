@@ -79,7 +79,7 @@ async def _serve(cfg) -> None:
     from .compiled import start_loading
     from .web import listen_site
 
-    start_loading()  # a fixed cost of the process, loaded while the WAL replays
+    start_loading(queries=True)  # a fixed cost of the process, loaded while the WAL replays
     app = build_app(cfg)
     host, _, port = cfg.web_listen_address.rpartition(":")
     runner = web.AppRunner(app, handler_cancellation=True, access_log=None)

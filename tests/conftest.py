@@ -10,6 +10,15 @@ import pytest  # noqa: E402
 pytest_plugins = ["tests.lanes"]  # the e2e mark and its guard: the fast lane
 
 
+@pytest.fixture(scope="session", autouse=True)
+def compiled_window_kernels():
+    """Engines built in a test take the compiled window kernels, as a query process does once it has loaded them
+    (compiled.py); a test of the numpy paths unloads them for its own run (tests/promql/numpy_windows.py)."""
+    from metricsgw.promql import window_kernels
+
+    assert window_kernels.load(), "the compiled window kernels must load where the tests run"
+
+
 @pytest.fixture(scope="session")
 def served(tmp_path_factory):
     """metricsgw as `make serve` runs it, loaded with the workload (tests/served.py); shared by the dashboard

@@ -83,6 +83,8 @@ async def _serve(cfg, child: Child, layout: Layout) -> None:
 
     app = build_app(cfg)
     board = None
+    if child.role == "querier":
+        start_loading(writes=False, queries=True)  # a fixed cost of the process, loaded before the first query
     if child.role == "shard":  # before the storage opens: UNKNOWN until its WAL is replayed
         start_loading()  # a fixed cost of the process, loaded while the WAL replays
         board = BoardWriter(path_for(child.socket))

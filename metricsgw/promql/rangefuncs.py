@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import npsort
+from . import window_kernels
 from .value import Ranges, Series, drop_name
 from .window_loops import (avg_windows, avg_windows3, holt_winters_values, kahan_sum_windows, linear_regression,
                            ts_of_extreme_windows, var_windows)
@@ -42,51 +43,45 @@ def _first_last(r: Ranges):
     return n, np.take(r.v, lo), np.take(r.v, hi1), np.take(r.t, lo), np.take(r.t, hi1)
 
 
-def _reset_corrections(r: Ranges) -> np.ndarray:
-    """Per window, the sum of the values just before each counter reset inside it (Prometheus
-    adds them one by one). Resets are rare: found once (a drop from the previous sample of the
-    same series; a drop at a series' first sample, from the previous series' last, is none),
-    and a window's resets are a searchsorted range of them. A window with one reset (nearly all
-    that have any) takes its value; several are added up window by window."""
+def _add_resets(r: Ranges, result: np.ndarray) -> None:
+    """Adds to each window's ``result`` the value just before each counter reset inside it, one by one in
+    time order as Prometheus does (so several resets round as they do there). Resets are rare: found once (a
+    drop from the previous sample of the same series; a drop at a series' first sample, from the previous
+    series' last, is none), and a window's resets are a searchsorted range of them."""
     drop = r.v[1:] < r.v[:-1]
     pos = np.flatnonzero(drop) + 1
     if len(pos):
         pos = pos[~npsort.isin(pos, r.offsets)]
     if not len(pos):
-        return np.zeros(r.lo.shape)
+        return
     before = r.v[pos - 1]
     # Only the rows whose samples hold a reset need looking at (a window's samples lie between
     # its row's first lo and last hi); for them, a window's resets strictly inside it, positions
     # in (lo, hi), are a binary-searched range of ``pos``.
     row_lo, row_hi = r.lo.min(axis=1), r.hi.max(axis=1)
     rows = np.flatnonzero(np.searchsorted(pos, row_hi) > np.searchsorted(pos, np.minimum(row_lo + 1, len(r.v))))
-    out = np.zeros(r.lo.shape)
     if not len(rows):
-        return out
+        return
     lo1 = np.minimum(r.lo[rows] + 1, len(r.v))
     a = np.searchsorted(pos, lo1)
-    b = np.searchsorted(pos, np.maximum(r.hi[rows], lo1))
-    b -= a  # resets in the window
-    sub = np.where(b == 1, np.take(before, np.minimum(a, len(pos) - 1)), 0.0)
-    several = b >= 2
-    if several.any():
-        # Summed window by window, in order (reduceat), as Prometheus adds them: a window's
-        # value depends on its own samples only, not on other series read with it.
-        padded = np.concatenate([before, [0.0]])
-        first = a[several]
-        sub[several] = np.add.reduceat(padded, np.stack([first, first + b[several]], axis=1).ravel())[::2]
-    out[rows] = sub
-    return out
+    count = np.searchsorted(pos, np.maximum(r.hi[rows], lo1)) - a  # resets in the window
+    sub = result[rows]
+    for j in range(int(count.max())):  # the j-th reset of every window that has one
+        has = count > j
+        sub[has] += before[a[has] + j]
+    result[rows] = sub
 
 
 def extrapolated_rate(r: Ranges, is_counter: bool, is_rate: bool, prometheus_3: bool) -> Series:
+    compiled = window_kernels.extrapolated_rate(r.t, r.v, r.lo, r.hi, r.range_end, r.range_ms, is_counter, is_rate,
+                                                prometheus_3)
+    if compiled is not None:
+        return _series(r, *compiled)
     n, v0, v1, t0, t1 = _first_last(r)
     ok = n >= 2
     result = v1 - v0
     if is_counter and len(r.v):
-        corrections = _reset_corrections(r)
-        corrections[~ok] = 0.0
-        result += corrections
+        _add_resets(r, result)
     factor = extrapolation_factor(r, n, t0, t1, is_rate, (v0, result) if is_counter else None, prometheus_3)
     with np.errstate(invalid="ignore"):
         factor *= result  # result * factor: IEEE multiplication commutes bit for bit

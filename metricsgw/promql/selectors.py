@@ -12,6 +12,7 @@ import numpy as np
 from ..limits.context import QueryContext
 from ..model import Labels, Matcher, is_stale
 from ..storage.seam import SampleReader
+from . import window_kernels
 from .value import Ranges, Series
 
 
@@ -135,6 +136,9 @@ def _search_grid(offsets: np.ndarray, t: np.ndarray, times: np.ndarray, side: st
     a running sum give every insertion index. O(samples + series x steps)."""
     n, steps = len(offsets) - 1, len(times)
     step = int(times[1] - times[0]) if steps > 1 else 1
+    compiled = window_kernels.grid_search(offsets, t, int(times[0]), step, steps, side)
+    if compiled is not None:
+        return compiled
     # "right": samples with t <= times[k]; "left": samples with t < times[k], i.e. t <= times[k] - 1 (ms).
     g0 = int(times[0]) - (1 if side == "left" else 0)
     # First grid point at or after t (a ceil; `steps` = after all of them). In float64: exact for

@@ -15,6 +15,7 @@ import pytest
 
 from metricsgw.promql.engine import Engine
 
+from tests.promql.numpy_windows import numpy_windows
 from tests.promql.promqltest import run_script
 
 HERE = os.path.dirname(__file__)
@@ -36,12 +37,15 @@ PROMETHEUS_2_42 = {
 }
 
 
-@pytest.mark.parametrize("batch_samples", [2_000_000, 1], ids=["whole", "one-series-batches"])
+@pytest.mark.parametrize("batch_samples,numpy", [(2_000_000, False), (1, False), (2_000_000, True)],
+                         ids=["whole", "one-series-batches", "numpy-windows"])
 @pytest.mark.parametrize("path", SCRIPTS, ids=[os.path.basename(p) for p in SCRIPTS])
-def test_script(path: str, batch_samples: int) -> None:
-    """Also with aggregations evaluated one series at a time (promql/batching.py): the
-    expected values are the same."""
-    n, failures = run_script(path, lambda src: Engine(src, batch_samples=batch_samples, promql_compat=2))
+def test_script(path: str, batch_samples: int, numpy: bool) -> None:
+    """Also with aggregations evaluated one series at a time (promql/batching.py), and with the window search
+    and the rate family in numpy instead of compiled (promql/window_kernels.py): the expected values are the
+    same."""
+    with numpy_windows(numpy):
+        n, failures = run_script(path, lambda src: Engine(src, batch_samples=batch_samples, promql_compat=2))
     assert n > 0, f"{path} has no eval commands"
     assert not failures, f"{len(failures)} of {n} evals failed:\n" + "\n".join(failures)
 
