@@ -61,7 +61,8 @@ def _until(cond, timeout_s: float) -> float | None:
     return None
 
 
-def run_one(kind: str, shards, preamble, expect: int, last_t_s: float, work: Path, time_limit_s: float) -> dict:
+def run_one(kind: str, shards, preamble, expect: int, last_t_s: float, work: Path, time_limit_s: float,
+            keep: Path | None = None) -> dict:
     start = procs.STARTERS[kind]
     server = start(work / kind)
     port = int(server.base_url.rsplit(":", 1)[1])
@@ -79,6 +80,8 @@ def run_one(kind: str, shards, preamble, expect: int, last_t_s: float, work: Pat
         out["disk_bytes_per_sample"] = out["disk_bytes"] / max(acked, 1)
         out["rss_before_kill"] = procs.ResourceSampler(server.pid).start().stop().rss_last
         server.kill()
+        if keep is not None:  # the killed server's directory, to restart again by hand (profiling a restart)
+            shutil.copytree(work / kind, keep / kind, dirs_exist_ok=True, ignore=shutil.ignore_patterns("run"))
         t0 = time.perf_counter()
         server = start(work / kind, port=port)
         ready = _until(lambda: procs.http_get(server.base_url + server.ready_path, timeout=2)[0] == 200, 600)
@@ -116,6 +119,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--scrapes", type=int, default=3)
     ap.add_argument("--targets", default=",".join(procs.STARTERS))
     ap.add_argument("--time-limit", type=float, default=900.0, help="send phase limit per server, s")
+    ap.add_argument("--keep", type=Path, help="copy each server's directory here right after its kill -9")
     a = ap.parse_args(argv)
     # Prometheus and VictoriaMetrics are Go: a soft memory limit keeps their GC slack from pushing a
     # million-series head past what this shared machine can give (it does not change what they keep).
@@ -131,7 +135,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         for kind in procs.targets(a.targets):
             print(f"running {kind} ...", flush=True)
-            results[kind] = run_one(kind, shards, preamble, expect, last_t_s, work, a.time_limit)
+            results[kind] = run_one(kind, shards, preamble, expect, last_t_s, work, a.time_limit, a.keep)
             print("  " + json.dumps({k: v for k, v in results[kind].items() if k != "log_tail"}), flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -77,14 +77,12 @@ async def _serve(cfg, child: Child, layout: Layout) -> None:
     from aiohttp import web
 
     from ..app import build_app
-    from ..appkeys import RULES, STORAGE
+    from ..appkeys import REPLAY_TASK, RULES, STORAGE
     from ..cluster.extent_board import BoardWriter, path_for
     from ..compiled import start_loading
 
     app = build_app(cfg)
     board = None
-    if child.role == "querier":
-        start_loading(writes=False, queries=True)  # a fixed cost of the process, loaded before the first query
     if child.role == "shard":  # before the storage opens: UNKNOWN until its WAL is replayed
         start_loading()  # a fixed cost of the process, loaded while the WAL replays
         board = BoardWriter(path_for(child.socket))
@@ -106,12 +104,20 @@ async def _serve(cfg, child: Child, layout: Layout) -> None:
     await site.start()
     logging.getLogger("metricsgw").info("%s listening on %s, storage at %s", child.name, child.socket,
                                         cfg.storage_path)
+    kernels = None
+    if child.role == "querier":  # a fixed cost of the process, once its storage is open: loading them meanwhile
+        # takes the GIL from the series table's load, which is what a restart waits for (the numpy paths answer
+        # the queries that come first)
+        kernels = asyncio.get_running_loop().create_task(
+            _after(app[REPLAY_TASK], lambda: start_loading(writes=False, queries=True)))
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
     loop.add_signal_handler(signal.SIGINT, lambda: None)  # a terminal's Ctrl-C reaches the front, which stops us
     loop.add_signal_handler(signal.SIGHUP, lambda: app[RULES].reload())
     await stop.wait()
+    if kernels is not None:
+        kernels.cancel()
     if receiver is not None:
         receiver.close()
         unlink_socket(layout.handoff_socket(child))
@@ -121,6 +127,11 @@ async def _serve(cfg, child: Child, layout: Layout) -> None:
         # every process has stopped.
         board.close()
     unlink_socket(child.socket)  # a copy of a stopped gateway's directory (a backup, tests) must not meet a socket
+
+
+async def _after(task: asyncio.Task, then) -> None:
+    await asyncio.wait([task])  # not awaited itself: its failure is the storage's to report
+    then()
 
 
 if __name__ == "__main__":

@@ -184,6 +184,7 @@ class Storage:
         if flush and self.ready:
             try:
                 self.flush()
+                self.book.checkpoint(force=True)  # the next start loads the series table, splits no key
             except OSError as err:  # what is not flushed stays in the WAL and is replayed at start
                 log.error("final flush failed: %s", err)
         if self.wal:

@@ -21,6 +21,13 @@ from .catalog import Catalog
 log = logging.getLogger(__name__)
 
 _DROPS_KEPT = 8  # epochs whose dropped sids dropped_since can still tell
+# What a restart may have to redo beyond its checkpoint: splitting this many series keys (~8 us each: 0.8 s)...
+UNCOVERED_SERIES = 100_000
+# ...or reading this many side files (a spans file names every series its flush wrote: 2.7M at the seed's scale)
+UNCOVERED_SIDE_FILES = 3
+# Checkpoints for those two take at most this share of a core: at 2.7M series one takes ~1.6 s (0.15 s of it
+# holding appends back while the arrays are copied), so they are then at least ~55 s apart (pod churn)
+CPU_SHARE = 0.03
 NONE = int(np.iinfo(np.int64).min)  # forgotten_until while memory forgot nothing
 
 
@@ -38,7 +45,9 @@ class CatalogBook:
         self._writer_dir = writer_dir
         self._writer_id = writer_id
         self._checkpointed = 0  # series in the last checkpoint written or loaded
+        self._covered = 0  # the last side file sequence it covers
         self._last_save = time.monotonic()  # of the last checkpoint written (or start-up)
+        self._save_s = 0.0  # what writing it took
         self._dropped: list[tuple[int, np.ndarray]] = []  # (epoch, sids dropped then), the last few
 
     # ---------------------------------------------------------------- retention's drops
@@ -72,7 +81,7 @@ class CatalogBook:
         if loaded is None:
             return 0
         self.catalog, covered, self.forgotten_until = loaded
-        self._checkpointed = len(self.catalog)
+        self._checkpointed, self._covered = len(self.catalog), covered
         return covered
 
     def checkpoint_size(self, writer_id: str) -> int:
@@ -93,18 +102,30 @@ class CatalogBook:
         self._checkpointed = len(self.catalog)
         return covered
 
-    def checkpoint(self, min_interval_s: float = 0.0) -> None:
-        """Save the catalog as arrays once it grew by a tenth since the last save, so a restart loads it
-        instead of parsing every series key. Failing to is not a failed flush: the series files hold
-        everything, the next start-up is just slower. Called in the flusher after a commit, and between flushes
-        at most every ``min_interval_s``: a young gateway's series are all in its WAL, and a restart that splits
-        a million keys again takes ~8 s against ~2 s from a checkpoint (0.4 s of CPU to write one)."""
+    def checkpoint(self, min_interval_s: float = 0.0, force: bool = False) -> None:
+        """Save the catalog as arrays, so a restart loads them instead of parsing every series key and reading
+        every side file again: once the catalog grew by a tenth (at most every ``min_interval_s``), or a restart
+        would redo more than ``UNCOVERED_SERIES`` keys or ``UNCOVERED_SIDE_FILES`` side files of this writer's
+        (within ``CPU_SHARE`` of a core too); ``force`` (a clean stop): whenever it would redo anything. Failing to is not a failed
+        flush: the series files hold everything, the next start-up is just slower. Called in the flusher after a
+        commit, between flushes (a young gateway's series are all in its WAL, and a restart that splits a million
+        keys takes ~8 s against ~2 s from a checkpoint), and at a clean stop."""
         cat = self.catalog
-        if len(cat) - self._checkpointed < max(1, len(cat) // 10):
+        uncovered = [p for kind in ("series", "spans") for p in self._files.table.current.own(kind, self._writer_id)
+                     if catalog_checkpoint.file_seq(p) > self._covered]
+        new = len(cat) - self._checkpointed
+        if force:  # what this writer flushed and no checkpoint holds (a process that only follows flushes none)
+            if not uncovered:
+                return
+        elif new >= max(1, len(cat) // 10):  # grown by a tenth (a young gateway's): soon, whatever it costs
+            if time.monotonic() - self._last_save < min_interval_s:
+                return
+        elif new >= UNCOVERED_SERIES or len(uncovered) >= UNCOVERED_SIDE_FILES:  # within its share of a core
+            if time.monotonic() - self._last_save < max(min_interval_s, self._save_s / CPU_SHARE):
+                return
+        else:
             return
-        if time.monotonic() - self._last_save < min_interval_s:
-            return
-        self._last_save = time.monotonic()
+        t0 = time.monotonic()
         with self._files.atomically():  # no series is added meanwhile (append registers them under it)
             snap = catalog_checkpoint.snapshot(self.catalog)
             snap["forgotten_until"] = self.forgotten_until  # the series it lacks (but the files hold) are older
@@ -113,12 +134,14 @@ class CatalogBook:
         covered = catalog_checkpoint.covered_seq(self._files.table.current, self._writer_id)
         try:
             catalog_checkpoint.save(self._writer_dir, snap, covered)
-            self._checkpointed = len(snap["sids"])
+            self._checkpointed, self._covered = len(snap["sids"]), covered
         except OSError as err:
             log.warning("series table checkpoint not written: %s", err)
+        self._last_save = time.monotonic()
+        self._save_s = self._last_save - t0
 
     def discard_checkpoint(self) -> None:
         """After retention dropped series the checkpoint still holds: a restart must not bring them back.
         The next flush writes a new one."""
         catalog_checkpoint.discard(self._writer_dir)
-        self._checkpointed = 0
+        self._checkpointed = self._covered = 0

@@ -26,8 +26,9 @@ def load_series(storage) -> None:
     files = storage.table.current
     cat = storage.catalog
     own = storage.writer_id
-    cat.add_keys(*parquet_io.read_series([p for p in files.own("series", own)
-                                          if catalog_checkpoint.file_seq(p) > covered]))
+    newer = [p for p in files.own("series", own) if catalog_checkpoint.file_seq(p) > covered]
+    if newer:  # (with none, no call: its lookup would sort every sid for the index now, not at the first write)
+        cat.add_keys(*parquet_io.read_series(newer))
     for path in files.own("spans", own):
         if catalog_checkpoint.file_seq(path) <= covered:
             continue

@@ -124,6 +124,7 @@ def test_series_the_checkpoint_took_before_their_flush_still_reach_a_series_file
         asyncio.run(st.append(batch(range(50), [NOW] * 50, [1.0] * 50)))
         st.flush()
         asyncio.run(st.append(batch(range(50, 110), [NOW + 1000] * 60, [2.0] * 60)))  # after the cut
+        st.book._last_save -= 3600  # the CPU share's wait after the flush's checkpoint, passed
         st.book.checkpoint()  # as the flusher's, landing after these arrived
         assert len(catalog_checkpoint.load(str(tmp_path / "wal" / "gw0"))[0]) == 110
     finally:
@@ -201,3 +202,88 @@ def test_a_query_process_starts_from_its_shards_checkpoint_then_its_newer_files(
         finally:
             reader.close(flush=False)
     assert answers[0] == answers[1] and len(answers[0][0]) == 53 and answers[0][1] == list(range(53))
+
+
+def _restart_reads(tmp_path, monkeypatch) -> tuple[int, int]:
+    """(series files, spans files) a restart of writer gw0 reads beside its checkpoint."""
+    series, spans = [], []
+    real_series, real_spans = parquet_io.read_series, parquet_io.read_spans
+    monkeypatch.setattr(parquet_io, "read_series", lambda paths: (series.extend(paths), real_series(paths))[1])
+    monkeypatch.setattr(parquet_io, "read_spans", lambda path: (spans.append(path), real_spans(path))[1])
+    st = Storage(str(tmp_path))
+    st.open()
+    try:
+        assert len(st.catalog) == 53 and sorted({int(i) for i, _, _ in read_all(st)}) == list(range(53))
+    finally:
+        st.close(flush=False)
+    monkeypatch.setattr(parquet_io, "read_series", real_series)
+    monkeypatch.setattr(parquet_io, "read_spans", real_spans)
+    return len(series), len(spans)
+
+
+def test_a_clean_stop_leaves_a_checkpoint_of_everything_flushed(tmp_path, monkeypatch):
+    """A few series past the last checkpoint are under what is worth a checkpoint while running, but a clean stop
+    saves them: the next start reads no series or spans file (at the seed's scale the last tenth of the series was
+    2 s of a restart, and each spans file names every series of its flush)."""
+    st = Storage(str(tmp_path))
+    st.open()
+    try:
+        asyncio.run(st.append(batch(range(50), [NOW] * 50, [1.0] * 50)))
+        st.flush()  # the checkpoint of 50
+        asyncio.run(st.append(batch(range(50, 53), [NOW + 1000] * 3, [2.0] * 3)))
+        st.flush()  # a series and a spans file after it: under a tenth, too few files, no new checkpoint
+        assert len(catalog_checkpoint.load(str(tmp_path / "wal" / "gw0"))[0]) == 50
+    finally:
+        st.close(flush=True)
+    assert len(catalog_checkpoint.load(str(tmp_path / "wal" / "gw0"))[0]) == 53
+    assert _restart_reads(tmp_path, monkeypatch) == (0, 0)
+
+
+def test_flushes_of_known_series_are_checkpointed_once_their_spans_files_pile_up(tmp_path, monkeypatch):
+    """No new series, but every flush writes a spans file a restart would read: after UNCOVERED_SIDE_FILES of
+    them the flusher's checkpoint covers them."""
+    from metricsgw.storage.catalog import book
+
+    st = Storage(str(tmp_path))
+    st.open()
+    try:
+        asyncio.run(st.append(batch(range(53), [NOW] * 53, [1.0] * 53)))
+        st.flush()
+        covered = catalog_checkpoint.load(str(tmp_path / "wal" / "gw0"))[1]
+        for k in range(1, book.UNCOVERED_SIDE_FILES + 1):
+            st.book._last_save -= 3600  # the CPU share's wait after the last save, passed
+            asyncio.run(st.append(batch(range(53), [NOW + 1000 * k] * 53, [2.0] * 53)))
+            st.flush()
+            now_covered = catalog_checkpoint.load(str(tmp_path / "wal" / "gw0"))[1]
+            assert (now_covered > covered) == (k == book.UNCOVERED_SIDE_FILES)
+    finally:
+        st.close(flush=False)
+    assert _restart_reads(tmp_path, monkeypatch) == (0, 0)
+
+
+def test_checkpoints_for_what_a_restart_would_redo_keep_to_their_share_of_a_core(tmp_path, monkeypatch):
+    """A checkpoint for a few series or side files waits CPU_SHARE's multiple of what the last one took (at 2.7M
+    series ~55 s: pod churn's series would have one at every flush); what is past it comes back from the files or
+    the WAL meanwhile. A table grown by a tenth (a young gateway's) is checkpointed whatever it costs."""
+    from metricsgw.storage.catalog import book
+
+    monkeypatch.setattr(book, "CPU_SHARE", 1e-9)  # any checkpoint's cost is then a wait far longer than the test
+    st = Storage(str(tmp_path))
+    st.open()
+    try:
+        asyncio.run(st.append(batch(range(53), [NOW] * 53, [1.0] * 53)))
+        st.flush()  # the first one: no wait before it
+        covered = catalog_checkpoint.load(str(tmp_path / "wal" / "gw0"))[1]
+        for k in range(1, book.UNCOVERED_SIDE_FILES + 2):
+            asyncio.run(st.append(batch(range(53), [NOW + 1000 * k] * 53, [2.0] * 53)))
+            st.flush()  # spans files enough for one, but too soon after the first
+        assert catalog_checkpoint.load(str(tmp_path / "wal" / "gw0"))[1] == covered
+        asyncio.run(st.append(batch(range(53, 106), [NOW + 9000] * 53, [3.0] * 53)))
+        st.flush()  # doubled: saved at once
+        assert len(catalog_checkpoint.load(str(tmp_path / "wal" / "gw0"))[0]) == 106
+        asyncio.run(st.append(batch(range(106), [NOW + 10_000] * 106, [4.0] * 106)))
+        st.flush()  # a spans file past it
+        covered = catalog_checkpoint.load(str(tmp_path / "wal" / "gw0"))[1]
+    finally:
+        st.close(flush=True)  # a clean stop saves anyway
+    assert catalog_checkpoint.load(str(tmp_path / "wal" / "gw0"))[1] > covered
