@@ -59,6 +59,20 @@ class Catalog:
     def __len__(self) -> int:
         return self.sids.n
 
+    def adopt_order(self, order: np.ndarray) -> bool:
+        """The sorted index from ``order`` (the dense indexes in sid order, as a checkpoint saved it), so the first
+        lookup does not sort every sid (0.6 s at 2.7M series, on a restart's way to ready). Refused (False) unless
+        it orders every sid strictly: a wrong index would find wrong series."""
+        n = self.sids.n
+        if len(order) != n or (n and (order.min() < 0 or order.max() >= n)):
+            return False
+        order = order.astype(np.int64)
+        sids = self.sids.a[:n][order]
+        if n > 1 and not (sids[1:] > sids[:-1]).all():
+            return False
+        self._index = (sids, order)
+        return True
+
     @property
     def by_sid(self) -> dict[int, int]:
         d = self._by_sid
@@ -327,7 +341,7 @@ def _keep_column(kept: MetricTable, name: str, col: Column, rows: np.ndarray, n_
         kept.columns[name].codes.extend(codes)
         return
     values = [""] + list(map(col.values.__getitem__, used.tolist()))
-    fresh = kept.columns[name] = Column(values, dict(zip(values, range(len(values)))))
+    fresh = kept.columns[name] = Column(values)
     to_new = np.zeros(len(col.values), np.int32)
     to_new[used] = np.arange(1, len(used) + 1, dtype=np.int32)
     fresh.codes.extend(to_new[codes])

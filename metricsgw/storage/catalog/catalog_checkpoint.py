@@ -71,7 +71,9 @@ def save(root: str, snap: dict, covered_seq: int) -> None:
                           "columns": snap["columns"], "forgotten_until": snap.get("forgotten_until")},
                          ensure_ascii=False).encode("utf-8", "surrogatepass")
     empty64 = np.empty(0, np.int64)
-    arrays = {"sids": snap["sids"], "first_ms": snap["first_ms"], "last_ms": snap["last_ms"],
+    # the sids' order too (sorted outside the lock the snapshot was taken under): a restart's lookups need it
+    order = np.argsort(snap["sids"], kind="stable").astype(np.int32 if len(snap["sids"]) < 2**31 else np.int64)
+    arrays = {"sids": snap["sids"], "order": order, "first_ms": snap["first_ms"], "last_ms": snap["last_ms"],
               "metric_idx": snap["metric_idx"],
               "gidx": np.concatenate(snap["gidx"]) if snap["gidx"] else empty64,
               "gidx_len": np.array([len(g) for g in snap["gidx"]], np.int64),
@@ -124,6 +126,8 @@ def _build(arrays: dict, meta: dict) -> Catalog:
     cat.last_ms.extend(arrays["last_ms"])
     cat.metric_idx.extend(arrays["metric_idx"])
     cat.index_later()
+    if "order" in arrays and not cat.adopt_order(arrays["order"]):  # (absent in checkpoints before it was kept)
+        log.warning("series table checkpoint: the saved sid order does not fit its sids; sorting them at first use")
     gidx_ends = np.cumsum(arrays["gidx_len"])
     for i, name in enumerate(meta["tables"]):
         table = MetricTable(name, i)
@@ -132,7 +136,7 @@ def _build(arrays: dict, meta: dict) -> Catalog:
         cat.metrics[name] = table
     codes_ends = np.cumsum(arrays["codes_len"])
     for j, (table_index, name, values) in enumerate(meta["columns"]):
-        col = Column(values=values, index=dict(zip(values, range(len(values)))))
+        col = Column(values)
         col.codes.extend(arrays["codes"][codes_ends[j] - arrays["codes_len"][j]:codes_ends[j]])
         cat.tables[table_index].columns[name] = col
     return cat

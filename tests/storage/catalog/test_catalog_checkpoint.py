@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 
-from metricsgw.model import Matcher
+from metricsgw.model import METRIC_NAME, Matcher, series_id
 from metricsgw.storage.catalog import catalog_checkpoint
 from metricsgw.storage.catalog.catalog import Catalog
 from metricsgw.storage.files import parquet_io
@@ -42,6 +42,23 @@ def test_checkpoint_round_trip_is_the_same_catalog(tmp_path):
     late = [s for s in _mixed_series(random.Random(8)) if s[0] not in cat][:20]
     assert back.add_many(late) == cat.add_many(late)  # it keeps growing like the original
     assert back.labels(late[0][0]) == late[0][1]
+
+
+def test_a_loaded_checkpoint_looks_series_up_without_sorting_every_sid(tmp_path, monkeypatch):
+    """The checkpoint keeps the sids' order: a restarted process' first lookup (its first write, or a query process
+    joining newer series files) does not sort 2.7M sids first; a saved order that does not fit is not used."""
+    series = [(series_id(lb), lb) for lb in (((METRIC_NAME, "m"), ("i", str(i))) for i in range(5000))]
+    cat = Catalog()  # more series than the dict serves alone (a few thousand): lookups take the sorted index
+    sids = np.array([s for s, _ in cat.add_many(series)], np.int64)
+    catalog_checkpoint.save(str(tmp_path), catalog_checkpoint.snapshot(cat), covered_seq=1)
+    expected = cat.lookup(np.concatenate([sids[::-1], [12345, -7]]))
+    monkeypatch.setattr(Catalog, "_extend_index", lambda *a: (_ for _ in ()).throw(AssertionError("sorted again")))
+    back, _, _ = catalog_checkpoint.load(str(tmp_path))
+    assert back.lookup(np.concatenate([sids[::-1], [12345, -7]])).tolist() == expected.tolist()
+    assert expected[-2:].tolist() == [-1, -1] and sorted(expected[:-2].tolist()) == list(range(len(sids)))
+    swapped = np.argsort(sids, kind="stable")
+    swapped[[0, 1]] = swapped[[1, 0]]
+    assert not back.adopt_order(swapped) and not back.adopt_order(swapped[:-1])
 
 
 def test_restart_loads_checkpoint_then_newer_files_and_wal(tmp_path):
