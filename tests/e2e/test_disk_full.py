@@ -84,12 +84,18 @@ def test_disk_full_under_load_then_freed(tmp_path):
             fill(filler)
 
             server = start_metricsgw(disk, port=port, extra=["--storage.flush-interval=1s"])
-            # On the still-full disk: replayed, but not ready for writes, and says why.
-            load.wait(lambda: b"cannot be written" in _ready_body(server) or server.proc.poll() is not None,
-                      "the restart to report the full disk")
+            # The restart replays on the full disk, but its own clean-up may free room (WAL segments a flush had
+            # covered before the kill, its log file reopened). Once it is open, fill that back too: then writes are
+            # refused again and /-/ready says why, whatever the clean-up found.
+            load.wait(lambda: "storage open:" in server.log_tail(100_000) or server.proc.poll() is not None,
+                      "the restart to open its storage")
             assert server.proc.poll() is None, server.log_tail()
+            fill(filler)
+            load.start()
+            load.wait(lambda: b"cannot be written" in _ready_body(server), "the restart to report the full disk")
             filler.unlink()
             server.wait_ready(timeout_s=60)
+            load.stop()
             n = assert_exactly_once(server.base_url, load)
             assert n > 400 * load.series and load.statuses[503] >= 40
         finally:
