@@ -9,7 +9,7 @@ BIN     := $(VENV)/bin
 RULES   := $(wildcard rules/relabel/*.yml)
 ARGS    ?=
 
-.PHONY: serve test test-fast install debs bench clean
+.PHONY: serve test test-fast install bytecode debs bench clean
 
 $(BIN)/metricsgw: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -18,8 +18,14 @@ $(BIN)/metricsgw: pyproject.toml
 
 install: $(BIN)/metricsgw
 
+# Every process of the gateway imports ~150 modules at each start; where PYTHONDONTWRITEBYTECODE is set (containers,
+# CI images) nothing caches their bytecode and each start compiles them again (~0.1 s of CPU a process). Compiled
+# here once, as pip does for an installed wheel; a changed source is still compiled again, in memory.
+bytecode: install
+	$(BIN)/python -m compileall -q -j 0 metricsgw testkit bench >/dev/null
+
 # jemalloc gives freed memory back where glibc's arenas keep it (--server.allocator); the gateway runs without it too
-serve: install
+serve: bytecode
 	@[ -e /usr/share/doc/libjemalloc2/copyright ] || (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends libjemalloc2) || echo "libjemalloc2 not installed: running on glibc's allocator"
 	$(BIN)/metricsgw serve --storage.path=./data $(addprefix --rules.file=,$(RULES)) $(ARGS)
 
@@ -36,14 +42,14 @@ MISSING_DEBS = $(strip $(foreach p,$(DEB_PACKAGES),$(if $(wildcard $(lastword $(
 debs:
 	@missing="$(MISSING_DEBS)"; [ -z "$$missing" ] || (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing)
 
-test: install debs
+test: bytecode debs
 	$(BIN)/pytest -q $(ARGS)
 
 # No debs: the tests that run Prometheus, vmalert, promtool... are the e2e ones this lane leaves out.
-test-fast: install
+test-fast: bytecode
 	$(BIN)/pytest -q -m "not e2e" $(ARGS)
 
-bench: install debs
+bench: bytecode debs
 	$(BIN)/python -m bench.ingest $(ARGS)
 
 clean:

@@ -7,14 +7,28 @@ without importing the catalog that calls them.
 from __future__ import annotations
 
 import bisect
+import json
+import threading
 from operator import itemgetter
 from typing import Iterable
 
 import numpy as np
+import zstandard
 
 from ...model import METRIC_NAME, Labels, Matcher
 
 _NAME, _VALUE = itemgetter(0), itemgetter(1)  # of a (name, value) pair
+_UNPACK_LOCK = threading.Lock()
+
+
+def pack_values(values: list[str]) -> bytes:
+    """A column's distinct values as a checkpoint keeps them: JSON (any text, even lone surrogates), zstd."""
+    return zstandard.ZstdCompressor(level=3).compress(
+        json.dumps(values, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+
+
+def unpack_values(packed: bytes) -> list[str]:
+    return json.loads(zstandard.ZstdDecompressor().decompress(packed).decode("utf-8", "surrogatepass"))
 
 
 class Grow:
@@ -26,6 +40,15 @@ class Grow:
         self.a = np.full(64, fill, dtype=dtype)
         self.n = 0
         self.fill = fill
+
+    @classmethod
+    def of(cls, values: np.ndarray, dtype, fill=0) -> "Grow":
+        """A column holding a copy of ``values`` (no spare capacity: the first append doubles it)."""
+        g = cls.__new__(cls)
+        g.a = np.array(values, dtype=dtype)
+        g.n = len(g.a)
+        g.fill = fill
+        return g
 
     def _reserve(self, need: int) -> None:
         if need > len(self.a):
@@ -56,19 +79,40 @@ class Grow:
 class Column:
     """One label's distinct values in a metric table (code 0: absent) and each row's code."""
 
-    __slots__ = ("values", "_index", "codes", "__weakref__")  # (value_ids.py follows columns)
+    __slots__ = ("_values", "_packed", "_index", "codes", "__weakref__")  # (value_ids.py follows columns)
 
-    def __init__(self, values: list[str] | None = None, index: dict[str, int] | None = None) -> None:
-        self.values = [""] if values is None else values
-        self._index = {"": 0} if values is None else index  # None: made at first use
+    def __init__(self, values: list[str] | None = None, index: dict[str, int] | None = None,
+                 packed: bytes | None = None) -> None:
+        self._values = None if packed is not None else [""] if values is None else values
+        self._packed = packed  # the values as a checkpoint keeps them (pack_values), until first read
+        self._index = {"": 0} if values is None and packed is None else index  # None: made at first use
         self.codes = Grow(np.int32)
+
+    @property
+    def values(self) -> list[str]:
+        """The distinct values. A loaded checkpoint's are unpacked at first use: at 2.7M series parsing every
+        column's was 0.5 s of a restart, and most columns wait for a query that names their metric."""
+        v = self._values
+        if v is None:
+            with _UNPACK_LOCK:  # one unpacking: a writer appending to a list another thread then replaced loses it
+                v = self._values
+                if v is None:
+                    v = self._values = unpack_values(self._packed)
+                    self._packed = None
+        return v
+
+    @property
+    def packed(self) -> bytes | None:
+        """The packed values while they were never unpacked (a checkpoint writes them again as they are)."""
+        return self._packed
 
     @property
     def index(self) -> dict[str, int]:
         """value -> code. A loaded checkpoint's is made at the first write that needs it (at 2.7M series, building
         every column's at load was 0.8 s of a restart); writes are serialised by the catalog, reads never use it."""
         if self._index is None:
-            self._index = dict(zip(self.values, range(len(self.values))))
+            values = self.values
+            self._index = dict(zip(values, range(len(values))))
         return self._index
 
     def code_of(self, value: str) -> int:

@@ -11,7 +11,7 @@ import time
 import numpy as np
 
 from metricsgw.model import METRIC_NAME, Matcher, series_id
-from metricsgw.storage.catalog import catalog_checkpoint
+from metricsgw.storage.catalog import catalog_checkpoint, metric_table
 from metricsgw.storage.catalog.catalog import Catalog
 from metricsgw.storage.files import parquet_io
 from metricsgw.storage.store import Storage
@@ -42,6 +42,53 @@ def test_checkpoint_round_trip_is_the_same_catalog(tmp_path):
     late = [s for s in _mixed_series(random.Random(8)) if s[0] not in cat][:20]
     assert back.add_many(late) == cat.add_many(late)  # it keeps growing like the original
     assert back.labels(late[0][0]) == late[0][1]
+
+
+def test_label_values_stay_packed_until_read_and_are_saved_again_as_they_came(tmp_path, monkeypatch):
+    """A restart parses no column's values (0.5 s at 2.7M series): a column is unpacked when a read or a write first
+    needs it, a checkpoint written before that keeps the packed values as they are, and a column a write unpacks
+    and grows is saved grown."""
+    series = [(series_id(lb), lb) for lb in (((METRIC_NAME, m), ("ns", f"n{i % 3}"), ("pod", f"p{i}"))
+                                              for m in ("a", "b") for i in range(50))]
+    cat = Catalog()
+    cat.add_many(series)
+    cat.touch(np.array([s for s, _ in series], np.int64), np.full(len(series), NOW, np.int64))
+    catalog_checkpoint.save(str(tmp_path), catalog_checkpoint.snapshot(cat), covered_seq=1)
+    unpacked = []
+    real = metric_table.unpack_values
+    monkeypatch.setattr(metric_table, "unpack_values", lambda p: unpacked.append(p) or real(p))
+    back, _, _ = catalog_checkpoint.load(str(tmp_path))
+    assert unpacked == [] and all(c.packed is not None for t in back.tables for c in t.columns.values())
+    catalog_checkpoint.save(str(tmp_path), catalog_checkpoint.snapshot(back), covered_seq=2)  # still packed
+    assert unpacked == []
+    new = ((METRIC_NAME, "a"), ("ns", "n1"), ("pod", "p-new"))
+    back.add_many([(series_id(new), new)])  # a write unpacks the columns it adds to, and only those
+    back.touch(np.array([series_id(new)], np.int64), np.array([NOW], np.int64))
+    assert len(unpacked) == 2 and back.metrics["b"].columns["pod"].packed is not None
+    assert back.labels(series_id(new)) == new
+    again, covered, _ = catalog_checkpoint.load(str(tmp_path))
+    assert covered == 2 and [again.labels(s) for s, _ in series] == [lb for _, lb in series]
+    catalog_checkpoint.save(str(tmp_path), catalog_checkpoint.snapshot(back), covered_seq=3)
+    last, _, _ = catalog_checkpoint.load(str(tmp_path))
+    assert last.labels(series_id(new)) == new and [last.labels(s) for s, _ in series] == [lb for _, lb in series]
+    assert _picks(last, [Matcher("pod", "=~", "p1|p-new")]) == sorted(
+        s for s, lb in [*series, (series_id(new), new)] if dict(lb)["pod"] in ("p1", "p-new"))
+
+
+def test_a_checkpoint_cut_short_or_of_the_old_format_is_not_used(tmp_path):
+    series = _mixed_series(random.Random(3))
+    cat = Catalog()
+    cat.add_many(series)
+    catalog_checkpoint.save(str(tmp_path), catalog_checkpoint.snapshot(cat), covered_seq=1)
+    path = tmp_path / catalog_checkpoint.NAME
+    whole = path.read_bytes()
+    for broken in (whole[:-1], whole + b"x", whole[:100], b"PK\x03\x04" + whole[4:]):
+        path.write_bytes(broken)
+        assert catalog_checkpoint.load(str(tmp_path)) is None
+    legacy = tmp_path / "catalog.npz.zst"  # an older version's file: a new checkpoint replaces it
+    legacy.write_bytes(b"old")
+    catalog_checkpoint.save(str(tmp_path), catalog_checkpoint.snapshot(cat), covered_seq=1)
+    assert not legacy.exists() and catalog_checkpoint.load(str(tmp_path)) is not None
 
 
 def test_a_loaded_checkpoint_looks_series_up_without_sorting_every_sid(tmp_path, monkeypatch):
