@@ -126,12 +126,15 @@ class Storage:
         removed = self.table.open()
         if removed:
             log.warning("removed %d half-written file(s) left by a crash", removed)
+        t_table = time.perf_counter()
         startup.load_series(self)
         self.follower.start()
+        t_series = time.perf_counter()
         self.metadata_by_metric.update(metadata_file.load(self.writer_dir))
         wal_dir = self.writer_dir
         committed = self.table.committed_wal_segment()
         replayed = startup.replay_wal(self, wal_dir, committed)
+        t_wal = time.perf_counter()
         if self.telemetry:
             self.telemetry.head_samples.set(self.files.head_samples())
         self.wal = WAL(wal_dir, self.wal_segment_size, NativeSegmentEncoder, fsync=self.wal_fsync, on_fsync=self._observe_fsync,
@@ -140,8 +143,10 @@ class Storage:
         elapsed = time.perf_counter() - t0
         if self.telemetry:
             self.telemetry.replay_duration.set(elapsed)
-        log.info("storage open: %d series, %d partition files, %d WAL records replayed (%d head samples) in %.2fs",
-                 len(self.catalog), len(self.table.current.samples), replayed, self.files.head_samples(), elapsed)
+        log.info("storage open: %d series, %d partition files, %d WAL records replayed (%d head samples) in %.2fs "
+                 "(table %.2fs, series table %.2fs, WAL %.2fs)",
+                 len(self.catalog), len(self.table.current.samples), replayed, self.files.head_samples(), elapsed,
+                 t_table - t0, t_series - t_table, t_wal - t_series)
         release_free_memory()  # what loading the series and replaying the WAL freed, before serving
         with self.files.atomically():
             self.ready = True

@@ -33,11 +33,10 @@ class Catalog:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        # sid -> dense index. Made on first use for a catalog loaded whole (a checkpoint, a rebuild): at 2.7M series
-        # the dict takes 0.6 s to build, and a restarted process that registers no new series (a query process, a
-        # shard whose series are all known) finds them through the sorted index alone.
-        self._by_sid: dict[int, int] | None = {}
-        self._by_sid_lock = threading.Lock()
+        # sid -> dense index of the series the sorted index below does not cover yet (it may also hold some it does
+        # cover, until trimmed). No dict of every series: at 2.7M series one took ~270 MB in each process and 1 s to
+        # build after a restart.
+        self._tail: dict[int, int] = {}
         self.sids = Grow(np.int64)
         self.first_ms = Grow(np.int64, np.iinfo(np.int64).max)
         self.last_ms = Grow(np.int64, np.iinfo(np.int64).min)
@@ -45,11 +44,12 @@ class Catalog:
         self.tables: list[MetricTable] = []
         self.metrics: dict[str, MetricTable] = {}
         # A sorted copy of sids -> dense index for vectorised lookups, covering the first dense indexes;
-        # series added since are found through the dict (one C-level pass) until they are a few percent,
+        # series added since are found through the tail dict (one C-level pass) until they are a few percent,
         # then merged in (``_extend_index``: a linear merge, where sorting every sid again made a first
         # scrape of 200k new series re-sort them all every second request).
         # One tuple, replaced whole: query threads, the event loop and the flusher all read it, and a
-        # reader must never pair the sids of one build with the indexes of another.
+        # reader must never pair the sids of one build with the indexes of another. A reader takes the tail
+        # before the index: the index only grows, and a trimmed tail keeps every series the index then lacked.
         self._index: tuple[np.ndarray, np.ndarray] = (np.empty(0, np.int64), np.empty(0, np.int64))
         # Caches the reader fills, tied to this catalog's dense indexes (a rebuilt catalog starts empty):
         self.labels_of: dict[int, Labels] = {}  # dense index -> Labels (series labels never change)
@@ -73,38 +73,43 @@ class Catalog:
         self._index = (sids, order)
         return True
 
-    @property
-    def by_sid(self) -> dict[int, int]:
-        d = self._by_sid
-        if d is None:
-            with self._by_sid_lock:
-                d = self._by_sid
-                if d is None:
-                    n = self.sids.n
-                    d = self._by_sid = dict(zip(self.sids.a[:n].tolist(), range(n)))
-        return d
-
-    def index_later(self) -> None:
-        """(Loading a whole catalog, before anyone reads it.) Leave the sid dict to be made on first use."""
-        self._by_sid = None
+    def index_loaded(self) -> None:
+        """(A catalog loaded whole, before anyone reads it: a rebuild.) Index every series now."""
+        n = self.sids.n
+        order = np.argsort(self.sids.a[:n], kind="stable")
+        self._index = (self.sids.a[:n][order], order.astype(np.int64))
+        self._tail = {}
 
     def note_added(self, sids: np.ndarray, g0: int) -> None:
-        """(Holding the lock, after extending ``sids``.) Series registered in bulk at dense indexes g0...: into the
-        sid dict if it is made (else its making will find them)."""
-        if self._by_sid is not None:
-            self._by_sid.update(zip(sids.tolist(), range(g0, g0 + len(sids))))
+        """(Holding the lock, before the series' rows are filled in.) Series registered at dense indexes g0...: into
+        the tail dict, which is trimmed of the series the index came to cover once they are most of it."""
+        tail = self._tail
+        tail.update(zip(sids.tolist(), range(g0, g0 + len(sids))))
+        covered = len(self._index[0])
+        if len(tail) > 2 * (g0 + len(sids) - covered) + 1024:  # a new dict: a reader holding the old one still finds
+            self._tail = {sid: g for sid, g in tail.items() if g >= covered}
+
+    def index_of(self, sid: int) -> int:
+        """The dense index of one sid, -1 if this catalog does not hold it."""
+        tail = self._tail
+        g = tail.get(sid)
+        if g is not None:
+            return g
+        idx_sids, idx_g = self._index
+        pos = int(np.searchsorted(idx_sids, sid))
+        return int(idx_g[pos]) if pos < len(idx_sids) and idx_sids[pos] == sid else -1
 
     def __contains__(self, sid: int) -> bool:
-        return sid in self.by_sid
+        return self.index_of(sid) >= 0
 
     def add(self, sid: int, labels: Labels) -> bool:
         """Register a series; False if it was known already."""
         with self._lock:
-            if sid in self.by_sid:
+            if self.index_of(sid) >= 0:
                 return False
             g = self.sids.n
-            self.by_sid[sid] = g
             self.sids.append(sid)
+            self.note_added(np.array([sid], np.int64), g)
             self.first_ms.append(np.iinfo(np.int64).max, np.iinfo(np.int64).max)
             self.last_ms.append(np.iinfo(np.int64).min, np.iinfo(np.int64).min)
             name = dict(labels).get(METRIC_NAME, "")
@@ -119,8 +124,8 @@ class Catalog:
     def add_many(self, series: list[tuple[int, Labels]]) -> list[tuple[int, Labels]]:
         """Register many series at once; returns the ones that were not known (first occurrence)."""
         with self._lock:
-            by_sid = self.by_sid
-            fresh = list({sid: (sid, labels) for sid, labels in series if sid not in by_sid}.values())
+            known = self.lookup(np.fromiter((sid for sid, _ in series), np.int64, len(series))) >= 0
+            fresh = list({sid: (sid, labels) for (sid, labels), k in zip(series, known.tolist()) if not k}.values())
             n = len(fresh)
             if not n:
                 return fresh
@@ -141,7 +146,7 @@ class Catalog:
             self.sids.extend(sids)
             self.first_ms.extend(np.full(n, np.iinfo(np.int64).max, np.int64))
             self.last_ms.extend(np.full(n, np.iinfo(np.int64).min, np.int64))
-            by_sid.update(zip(sids.tolist(), range(g0, g0 + n)))
+            self.note_added(sids, g0)
             for name, ks in groups.items():
                 self.metrics[name].add_many(np.asarray(ks, np.int64) + g0, [fresh[k][1] for k in ks])
             self.metric_idx.extend(table_of)
@@ -169,6 +174,7 @@ class Catalog:
         """Dense indexes of sids, -1 for a sid this catalog does not hold (vectorised; series added since
         the sorted index was built are looked up in the dict, in one C-level pass)."""
         sids = np.asarray(sids, np.int64)
+        tail = self._tail  # before the index (see _index)
         idx_sids, idx_g = self._index
         n = self.sids.n
         if n - len(idx_sids) > max(1024, n // 32):
@@ -181,7 +187,7 @@ class Catalog:
             found, g = np.zeros(len(sids), bool), np.full(len(sids), -1, np.int64)
         if not found.all() and len(idx_sids) < n:  # a sid the index does not cover may be one added since
             miss = np.flatnonzero(~found)
-            g[miss] = np.fromiter(map(self.by_sid.get, sids[miss].tolist(), itertools.repeat(-1)), np.int64, len(miss))
+            g[miss] = np.fromiter(map(tail.get, sids[miss].tolist(), itertools.repeat(-1)), np.int64, len(miss))
         return g
 
     def _extend_index(self, idx_sids: np.ndarray, idx_g: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -205,7 +211,9 @@ class Catalog:
         np.maximum.at(self.last_ms.a, g, t)
 
     def labels(self, sid: int) -> Labels:
-        g = self.by_sid[sid]
+        g = self.index_of(sid)
+        if g < 0:
+            raise KeyError(sid)
         table = self.tables[self.metric_idx.a[g]]
         row = int(np.searchsorted(table.gidx.view, g))
         return table.labels_many(np.array([row]))[0]
@@ -251,11 +259,11 @@ class Catalog:
         return int(np.count_nonzero(self.last_ms.a[table.gidx.view] >= since_ms))
 
     def nbytes(self) -> int:
-        """About the bytes the catalog holds: its columns, the sid dict and label values at CPython's sizes, and
+        """About the bytes the catalog holds: its columns, the sid index and tail dict, and label values at CPython's sizes, and
         the label sets and ranks readers cached (what /metrics shows and the archive's bound counts)."""
         n = len(self)
         size = sum(c.a.nbytes for c in (self.sids, self.first_ms, self.last_ms, self.metric_idx))
-        size += sum(a.nbytes for a in self._index) + n * _DICT_ENTRY_BYTES
+        size += sum(a.nbytes for a in self._index) + len(self._tail) * _DICT_ENTRY_BYTES
         for table in list(self.tables):
             size += table.gidx.a.nbytes
             for col in list(table.columns.values()):
@@ -279,7 +287,7 @@ class Catalog:
         new.sids.extend(self.sids.a[src])
         new.first_ms.extend(self.first_ms.a[src])
         new.last_ms.extend(self.last_ms.a[src])
-        new.index_later()
+        new.index_loaded()
         table_remap = np.full(max(len(self.tables), 1), -1, np.int32)
         for table in list(self.tables):
             g = table.gidx.view

@@ -158,9 +158,9 @@ def _build(arrays: dict, meta: dict, packed: list[bytes]) -> Catalog:
     cat.first_ms = Grow.of(arrays["first_ms"], np.int64, np.iinfo(np.int64).max)
     cat.last_ms = Grow.of(arrays["last_ms"], np.int64, np.iinfo(np.int64).min)
     cat.metric_idx = Grow.of(arrays["metric_idx"], np.int32)
-    cat.index_later()
     if not cat.adopt_order(arrays["order"]):
-        log.warning("series table checkpoint: the saved sid order does not fit its sids; sorting them at first use")
+        log.warning("series table checkpoint: the saved sid order does not fit its sids; sorting them instead")
+        cat.index_loaded()
     gidx_ends = np.cumsum(arrays["gidx_len"])
     for i, name in enumerate(meta["tables"]):
         table = MetricTable(name, i)

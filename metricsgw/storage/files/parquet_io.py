@@ -28,6 +28,7 @@ from ...model import series_keys
 from .fsync import fsync_dir
 
 SERIES_SCHEMA = pa.schema([("sid", pa.int64()), ("key", pa.binary())])
+SERIES_ROW_GROUP = 65_536
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,9 @@ def write_series(path: str, series: list[tuple[int, bytes]] | tuple[np.ndarray, 
     else:
         sids, keys = [s for s, _ in series], pa.array([k for _, k in series], pa.binary())
     table = pa.table({"sid": pa.array(sids, pa.int64()), "key": keys}, schema=SERIES_SCHEMA)
-    write_atomic(table, path)
+    # Row groups of 64k series: a restart reads the keys of only the series its checkpoint lacks (the newest, at the
+    # file's end), and reading the one group of a 690k-series flush for them took 0.8 s.
+    write_atomic(table, path, row_group_size=SERIES_ROW_GROUP)
 
 
 def write_spans(path: str, sid: np.ndarray, t: np.ndarray) -> None:
