@@ -26,8 +26,11 @@ UNCOVERED_SERIES = 100_000
 # ...or reading this many side files (a spans file names every series its flush wrote: 2.7M at the seed's scale)
 UNCOVERED_SIDE_FILES = 3
 # Checkpoints for those two take at most this share of a core: at 2.7M series one takes ~1.6 s (0.15 s of it
-# holding appends back while the arrays are copied), so they are then at least ~55 s apart (pod churn)
+# holding appends back while the arrays are copied), so they are then at least ~55 s apart (pod churn)...
 CPU_SHARE = 0.03
+# ...or this share once no series came since the last look (a burst of new series is over: at 2.7M series a
+# restart split 150k keys a checkpoint lacked for up to 55 s after one, 1.7 s in each process)
+SETTLED_CPU_SHARE = 0.10
 NONE = int(np.iinfo(np.int64).min)  # forgotten_until while memory forgot nothing
 
 
@@ -48,6 +51,7 @@ class CatalogBook:
         self._covered = 0  # the last side file sequence it covers
         self._last_save = time.monotonic()  # of the last checkpoint written (or start-up)
         self._save_s = 0.0  # what writing it took
+        self._seen = 0  # series in the catalog at the last look (checkpoint() call)
         self._dropped: list[tuple[int, np.ndarray]] = []  # (epoch, sids dropped then), the last few
 
     # ---------------------------------------------------------------- retention's drops
@@ -106,7 +110,7 @@ class CatalogBook:
         """Save the catalog as arrays, so a restart loads them instead of parsing every series key and reading
         every side file again: once the catalog grew by a tenth (at most every ``min_interval_s``), or a restart
         would redo more than ``UNCOVERED_SERIES`` keys or ``UNCOVERED_SIDE_FILES`` side files of this writer's
-        (within ``CPU_SHARE`` of a core too); ``force`` (a clean stop): whenever it would redo anything. Failing to is not a failed
+        (within ``CPU_SHARE`` of a core too, ``SETTLED_CPU_SHARE`` once no series came since the last call); ``force`` (a clean stop): whenever it would redo anything. Failing to is not a failed
         flush: the series files hold everything, the next start-up is just slower. Called in the flusher after a
         commit, between flushes (a young gateway's series are all in its WAL, and a restart that splits a million
         keys takes ~8 s against ~2 s from a checkpoint), and at a clean stop."""
@@ -114,6 +118,7 @@ class CatalogBook:
         uncovered = [p for kind in ("series", "spans") for p in self._files.table.current.own(kind, self._writer_id)
                      if catalog_checkpoint.file_seq(p) > self._covered]
         new = len(cat) - self._checkpointed
+        settled, self._seen = len(cat) == self._seen, len(cat)
         if force:  # what this writer flushed and no checkpoint holds (a process that only follows flushes none)
             if not uncovered:
                 return
@@ -121,7 +126,8 @@ class CatalogBook:
             if time.monotonic() - self._last_save < min_interval_s:
                 return
         elif new >= UNCOVERED_SERIES or len(uncovered) >= UNCOVERED_SIDE_FILES:  # within its share of a core
-            if time.monotonic() - self._last_save < max(min_interval_s, self._save_s / CPU_SHARE):
+            share = SETTLED_CPU_SHARE if settled else CPU_SHARE
+            if time.monotonic() - self._last_save < max(min_interval_s, self._save_s / share):
                 return
         else:
             return

@@ -332,6 +332,7 @@ def test_checkpoints_for_what_a_restart_would_redo_keep_to_their_share_of_a_core
     from metricsgw.storage.catalog import book
 
     monkeypatch.setattr(book, "CPU_SHARE", 1e-9)  # any checkpoint's cost is then a wait far longer than the test
+    monkeypatch.setattr(book, "SETTLED_CPU_SHARE", 1e-9)
     st = Storage(str(tmp_path))
     st.open()
     try:
@@ -351,3 +352,28 @@ def test_checkpoints_for_what_a_restart_would_redo_keep_to_their_share_of_a_core
     finally:
         st.close(flush=True)  # a clean stop saves anyway
     assert catalog_checkpoint.load(str(tmp_path / "wal" / "gw0"))[1] > covered
+
+
+def test_a_burst_of_new_series_is_checkpointed_once_it_is_over(tmp_path, monkeypatch):
+    """Series past the last checkpoint, too few to have grown the table by a tenth: while more keep coming the next
+    checkpoint waits its CPU_SHARE, but once none came since the last look it is written at SETTLED_CPU_SHARE (a
+    restart after a big scrape's new series then does not split them all again)."""
+    from metricsgw.storage.catalog import book
+
+    monkeypatch.setattr(book, "CPU_SHARE", 1e-9)  # while growing: a wait far longer than the test
+    monkeypatch.setattr(book, "SETTLED_CPU_SHARE", float("inf"))  # settled: no wait
+    monkeypatch.setattr(book, "UNCOVERED_SERIES", 20)
+    wal_dir = str(tmp_path / "wal" / "gw0")
+    st = Storage(str(tmp_path))
+    st.open()
+    try:
+        asyncio.run(st.append(batch(range(500), [NOW] * 500, [1.0] * 500)))
+        st.flush()  # grown from nothing: saved at once
+        assert len(catalog_checkpoint.load(wal_dir)[0]) == 500
+        asyncio.run(st.append(batch(range(500, 530), [NOW] * 30, [1.0] * 30)))  # 6%: not a tenth
+        st.book.checkpoint()  # series came since the last look: still growing
+        assert len(catalog_checkpoint.load(wal_dir)[0]) == 500
+        st.book.checkpoint()  # none since: the burst is over
+        assert len(catalog_checkpoint.load(wal_dir)[0]) == 530
+    finally:
+        st.close(flush=False)
