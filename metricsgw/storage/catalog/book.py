@@ -90,10 +90,7 @@ class CatalogBook:
 
     def checkpoint_size(self, writer_id: str) -> int:
         """Bytes of another writer's checkpoint in this directory (0: none here, as for a writer on another host)."""
-        try:
-            return os.path.getsize(os.path.join(os.path.dirname(self._writer_dir), writer_id, catalog_checkpoint.NAME))
-        except OSError:
-            return 0
+        return catalog_checkpoint.size(os.path.join(os.path.dirname(self._writer_dir), writer_id))
 
     def adopt_checkpoint(self, writer_id: str) -> int | None:
         """(At start-up, while this catalog is empty.) Another writer's checkpoint as this catalog: a query process

@@ -20,10 +20,12 @@ series), and a column's values stay packed until something reads them (metric_ta
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import logging
 import os
 import struct
+import zipfile
 
 import numpy as np
 import zstandard
@@ -36,7 +38,7 @@ from .metric_table import Column, Grow, MetricTable, pack_values
 log = logging.getLogger(__name__)
 
 NAME = "catalog.zst"
-_LEGACY_NAME = "catalog.npz.zst"  # before version 2 (npz): never read, removed once a newer one is written
+_LEGACY_NAME = "catalog.npz.zst"  # version 1 (npz, every label value in one JSON): read, replaced by the next save
 ZSTD_LEVEL = 3
 _MAGIC = b"MGWCATv2"
 _VERSION = 2
@@ -67,6 +69,14 @@ def snapshot(catalog: Catalog) -> dict:
 def covered_seq(files, writer: str) -> int:
     """The highest sequence number among a table snapshot's series and spans files of ``writer``."""
     return max((file_seq(p) for p in (*files.own("series", writer), *files.own("spans", writer))), default=0)
+
+
+def size(root: str) -> int:
+    """Bytes of the checkpoint in ``root`` (0: none)."""
+    for name in (NAME, _LEGACY_NAME):
+        with contextlib.suppress(OSError):
+            return os.path.getsize(os.path.join(root, name))
+    return 0
 
 
 def discard(root: str) -> None:
@@ -117,7 +127,8 @@ def load(root: str) -> tuple[Catalog, int, int] | None:
     """(the catalog, covered_seq, forgotten_until), or None if there is no usable checkpoint."""
     path = os.path.join(root, NAME)
     if not os.path.exists(path):
-        return None
+        legacy = os.path.join(root, _LEGACY_NAME)
+        return _load_legacy(legacy) if os.path.exists(legacy) else None
     try:
         with open(path, "rb") as fh:
             raw = memoryview(fh.read())
@@ -151,7 +162,31 @@ def load(root: str) -> tuple[Catalog, int, int] | None:
         return None
 
 
-def _build(arrays: dict, meta: dict, packed: list[bytes]) -> Catalog:
+def _load_legacy(path: str) -> tuple[Catalog, int, int] | None:
+    """A version 1 checkpoint (an upgraded gateway's first start: without it, 2.7M series took 38 s to load from
+    the series files instead of 2)."""
+    try:
+        with open(path, "rb") as fh:
+            raw = zstandard.ZstdDecompressor().decompress(fh.read())
+        with np.load(io.BytesIO(raw), allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+        meta = json.loads(arrays["strings"].tobytes().decode("utf-8", "surrogatepass"))
+        if meta["version"] != 1:
+            return None
+        if "order" not in arrays:  # (before the order was kept)
+            arrays["order"] = np.argsort(arrays["sids"], kind="stable")
+        values = [v for _, _, v in meta["columns"]]
+        meta["columns"] = [[t, name] for t, name, _ in meta["columns"]]
+        cat = _build(arrays, meta, values)
+        forgotten = meta.get("forgotten_until")
+        return cat, int(meta["covered_seq"]), int(np.iinfo(np.int64).min if forgotten is None else forgotten)
+    except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile, zstandard.ZstdError) as err:
+        log.warning("series table checkpoint %s unreadable (%s): loading the series files instead", path, err)
+        return None
+
+
+def _build(arrays: dict, meta: dict, values: list[bytes | list[str]]) -> Catalog:
+    """The catalog from a checkpoint's arrays; ``values``: each column's, packed (version 2) or a list (version 1)."""
     cat = Catalog()
     sids = arrays["sids"]
     cat.sids = Grow.of(sids, np.int64)
@@ -169,7 +204,7 @@ def _build(arrays: dict, meta: dict, packed: list[bytes]) -> Catalog:
         cat.metrics[name] = table
     codes_ends = np.cumsum(arrays["codes_len"])
     for j, (table_index, name) in enumerate(meta["columns"]):
-        col = Column(packed=packed[j])
+        col = Column(packed=values[j]) if isinstance(values[j], bytes) else Column(values[j])
         col.codes = Grow.of(arrays["codes"][codes_ends[j] - arrays["codes_len"][j]:codes_ends[j]], np.int32)
         cat.tables[table_index].columns[name] = col
     return cat

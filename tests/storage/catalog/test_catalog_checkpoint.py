@@ -85,10 +85,50 @@ def test_a_checkpoint_cut_short_or_of_the_old_format_is_not_used(tmp_path):
     for broken in (whole[:-1], whole + b"x", whole[:100], b"PK\x03\x04" + whole[4:]):
         path.write_bytes(broken)
         assert catalog_checkpoint.load(str(tmp_path)) is None
-    legacy = tmp_path / "catalog.npz.zst"  # an older version's file: a new checkpoint replaces it
+    path.unlink()
+    legacy = tmp_path / "catalog.npz.zst"  # an older version's file, unreadable: not used either
     legacy.write_bytes(b"old")
+    assert catalog_checkpoint.load(str(tmp_path)) is None
     catalog_checkpoint.save(str(tmp_path), catalog_checkpoint.snapshot(cat), covered_seq=1)
     assert not legacy.exists() and catalog_checkpoint.load(str(tmp_path)) is not None
+
+
+def _save_version_1(root, snap: dict, covered_seq: int) -> None:
+    """A checkpoint as metricsgw wrote it before catalog.zst (npz through zstd, every label value in one JSON)."""
+    import io
+    import json
+
+    import zstandard
+    strings = json.dumps({"version": 1, "covered_seq": covered_seq, "tables": snap["tables"],
+                          "columns": snap["columns"], "forgotten_until": None}, ensure_ascii=False).encode()
+    buf = io.BytesIO()
+    np.savez(buf, sids=snap["sids"], order=np.argsort(snap["sids"], kind="stable").astype(np.int32),
+             first_ms=snap["first_ms"], last_ms=snap["last_ms"], metric_idx=snap["metric_idx"],
+             gidx=np.concatenate(snap["gidx"]), gidx_len=np.array([len(g) for g in snap["gidx"]], np.int64),
+             codes=np.concatenate(snap["codes"]), codes_len=np.array([len(c) for c in snap["codes"]], np.int64),
+             strings=np.frombuffer(strings, np.uint8))
+    (root / "catalog.npz.zst").write_bytes(zstandard.ZstdCompressor().compress(buf.getvalue()))
+
+
+def test_an_upgraded_gateway_starts_from_its_version_1_checkpoint(tmp_path):
+    """The checkpoint of the version before (catalog.npz.zst) is read at the first start after an upgrade (at 2.7M
+    series the series files took 38 s instead), grows like any catalog, and the next save replaces it."""
+    series = _mixed_series(random.Random(9))
+    cat = Catalog()
+    added = cat.add_many(series)
+    sids = np.array([s for s, _ in added], np.int64)
+    cat.touch(sids, np.full(len(sids), NOW, np.int64))
+    _save_version_1(tmp_path, catalog_checkpoint.snapshot(cat), covered_seq=5)
+    back, covered, _ = catalog_checkpoint.load(str(tmp_path))
+    assert covered == 5 and [back.labels(s) for s, _ in added] == [lb for _, lb in added]
+    for matchers in ([Matcher("gpu", "=~", "1|2")], [Matcher("note", "!=", "")]):
+        assert _picks(back, matchers) == _picks(cat, matchers)
+    late = [s for s in _mixed_series(random.Random(10)) if s[0] not in cat][:20]
+    assert back.add_many(late) == cat.add_many(late)
+    catalog_checkpoint.save(str(tmp_path), catalog_checkpoint.snapshot(back), covered_seq=6)
+    assert not (tmp_path / "catalog.npz.zst").exists()
+    again, covered, _ = catalog_checkpoint.load(str(tmp_path))
+    assert covered == 6 and [again.labels(s) for s, _ in added + late] == [lb for _, lb in added + late]
 
 
 def test_a_loaded_checkpoint_looks_series_up_without_sorting_every_sid(tmp_path, monkeypatch):
