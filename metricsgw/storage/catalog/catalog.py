@@ -267,7 +267,9 @@ class Catalog:
         for table in list(self.tables):
             size += table.gidx.a.nbytes
             for col in list(table.columns.values()):
-                size += col.codes.a.nbytes + sum(map(len, col.values)) + len(col.values) * _VALUE_BYTES
+                packed = col.packed  # (counting a packed column's values would unpack them)
+                size += col.codes.a.nbytes + (len(packed) if packed is not None else
+                                              sum(map(len, col.values)) + len(col.values) * _VALUE_BYTES)
         size += len(self.labels_of) * _LABELS_BYTES + sum(r.nbytes for r in list(self.label_ranks.values()))
         return size
 

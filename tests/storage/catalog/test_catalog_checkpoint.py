@@ -58,6 +58,7 @@ def test_label_values_stay_packed_until_read_and_are_saved_again_as_they_came(tm
     real = metric_table.unpack_values
     monkeypatch.setattr(metric_table, "unpack_values", lambda p: unpacked.append(p) or real(p))
     back, _, _ = catalog_checkpoint.load(str(tmp_path))
+    assert back.nbytes() > 0  # what /metrics shows: counted as packed
     assert unpacked == [] and all(c.packed is not None for t in back.tables for c in t.columns.values())
     catalog_checkpoint.save(str(tmp_path), catalog_checkpoint.snapshot(back), covered_seq=2)  # still packed
     assert unpacked == []
