@@ -75,10 +75,7 @@ class Catalog:
 
     def index_loaded(self) -> None:
         """(A catalog loaded whole, before anyone reads it: a rebuild.) Index every series now."""
-        n = self.sids.n
-        order = np.argsort(self.sids.a[:n], kind="stable")
-        self._index = (self.sids.a[:n][order], order.astype(np.int64))
-        self._tail = {}
+        self._index = self._extend_index(np.empty(0, np.int64), np.empty(0, np.int64), self.sids.n)
 
     def note_added(self, sids: np.ndarray, g0: int) -> None:
         """(Holding the lock, before the series' rows are filled in.) Series registered at dense indexes g0...: into
@@ -91,13 +88,7 @@ class Catalog:
 
     def index_of(self, sid: int) -> int:
         """The dense index of one sid, -1 if this catalog does not hold it."""
-        tail = self._tail
-        g = tail.get(sid)
-        if g is not None:
-            return g
-        idx_sids, idx_g = self._index
-        pos = int(np.searchsorted(idx_sids, sid))
-        return int(idx_g[pos]) if pos < len(idx_sids) and idx_sids[pos] == sid else -1
+        return int(self.lookup(np.array([sid], np.int64))[0])
 
     def __contains__(self, sid: int) -> bool:
         return self.index_of(sid) >= 0

@@ -154,9 +154,7 @@ def load(root: str) -> tuple[Catalog, int, int] | None:
             at += size
         if at != len(raw) or len(packed) != len(meta["columns"]):
             raise ValueError("the file's length is not what its header says")
-        forgotten = meta.get("forgotten_until")  # absent before the head window: nothing was forgotten
-        return _build(arrays, meta, packed), int(meta["covered_seq"]), int(np.iinfo(np.int64).min if forgotten is None
-                                                                           else forgotten)
+        return _loaded(_build(arrays, meta, packed), meta)
     except (OSError, ValueError, KeyError, TypeError, struct.error, zstandard.ZstdError) as err:
         log.warning("series table checkpoint %s unreadable (%s): loading the series files instead", path, err)
         return None
@@ -177,12 +175,15 @@ def _load_legacy(path: str) -> tuple[Catalog, int, int] | None:
             arrays["order"] = np.argsort(arrays["sids"], kind="stable")
         values = [v for _, _, v in meta["columns"]]
         meta["columns"] = [[t, name] for t, name, _ in meta["columns"]]
-        cat = _build(arrays, meta, values)
-        forgotten = meta.get("forgotten_until")
-        return cat, int(meta["covered_seq"]), int(np.iinfo(np.int64).min if forgotten is None else forgotten)
+        return _loaded(_build(arrays, meta, values), meta)
     except (OSError, ValueError, KeyError, TypeError, EOFError, zipfile.BadZipFile, zstandard.ZstdError) as err:
         log.warning("series table checkpoint %s unreadable (%s): loading the series files instead", path, err)
         return None
+
+
+def _loaded(cat: Catalog, meta: dict) -> tuple[Catalog, int, int]:
+    forgotten = meta.get("forgotten_until")  # absent before the head window: nothing was forgotten
+    return cat, int(meta["covered_seq"]), int(np.iinfo(np.int64).min if forgotten is None else forgotten)
 
 
 def _build(arrays: dict, meta: dict, values: list[bytes | list[str]]) -> Catalog:

@@ -17,7 +17,7 @@ from ..files.snapshot import Snapshot
 from ..files.kinds import file_seq
 from ..files.kinds import file_writer as table_writer
 from ..fileset import FileSet
-from .side_index import read_rows, spans as archive_spans
+from .side_index import spans as archive_spans, unknown_series
 from .book import NONE, CatalogBook
 
 log = logging.getLogger(__name__)
@@ -137,14 +137,9 @@ class Follower:
         sids: list[np.ndarray] = []
         keys: list[bytes] = []
         for path in series:
-            sid = parquet_io.read_series_sids(path)
-            want = cat.lookup(sid) < 0
-            if fresh is not None:
-                want &= npsort.members(sid, fresh)
-            rows = np.flatnonzero(want)
-            if len(rows):
-                sids.append(sid[rows])
-                keys.extend(read_rows(path, rows))
+            sid, key = unknown_series(cat.lookup, path, fresh)
+            sids.append(sid)
+            keys.extend(key)
         joined = np.concatenate(sids) if sids else np.empty(0, np.int64)
         if fresh is None:
             return joined, keys

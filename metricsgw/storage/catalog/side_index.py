@@ -205,6 +205,17 @@ def read_keys(f: SeriesFileIndex, at: np.ndarray) -> list[bytes]:
     return read_rows(f.path, f.rows[at])
 
 
+def unknown_series(lookup, path: str, among: np.ndarray | None = None) -> tuple[np.ndarray, list[bytes]]:
+    """(sids, keys) of the series of a series file that ``lookup`` (``Catalog.lookup``) does not find (and, given
+    ``among``, a sorted array, that are in it), the keys read for those rows alone."""
+    sid = parquet_io.read_series_sids(path)
+    want = lookup(sid) < 0
+    if among is not None:
+        want &= npsort.members(sid, among)
+    rows = np.flatnonzero(want)
+    return sid[rows], (read_rows(path, rows) if len(rows) else [])
+
+
 def read_rows(path: str, rows: np.ndarray) -> list[bytes]:
     """The series keys at these rows of a series file, in their order, reading only the row groups that hold them."""
     rows = np.asarray(rows, np.int64)

@@ -277,6 +277,14 @@ def test_a_growing_table_is_checkpointed_between_flushes(tmp_path):
         st.close(flush=False)
 
 
+def _fifty_then_three_more(st: Storage) -> None:
+    """A checkpoint of 50 series, then 3 more flushed after it (a series and a spans file)."""
+    asyncio.run(st.append(batch(range(50), [NOW] * 50, [1.0] * 50)))
+    st.flush()
+    asyncio.run(st.append(batch(range(50, 53), [NOW + 1000] * 3, [2.0] * 3)))
+    st.flush()
+
+
 def test_a_query_process_starts_from_its_shards_checkpoint_then_its_newer_files(tmp_path, monkeypatch):
     """A process following the writer (a query process beside its ingest shard) loads the writer's checkpoint
     instead of splitting every key of its series files; the writer's files after the checkpoint join on top, and
@@ -284,10 +292,7 @@ def test_a_query_process_starts_from_its_shards_checkpoint_then_its_newer_files(
     st = Storage(str(tmp_path))
     st.open()
     try:
-        asyncio.run(st.append(batch(range(50), [NOW] * 50, [1.0] * 50)))
-        st.flush()  # the checkpoint of 50
-        asyncio.run(st.append(batch(range(50, 53), [NOW + 1000] * 3, [2.0] * 3)))
-        st.flush()  # a series file after it
+        _fifty_then_three_more(st)  # a series file after the checkpoint
     finally:
         st.close(flush=False)
     answers, read = [], []
@@ -333,10 +338,7 @@ def test_a_clean_stop_leaves_a_checkpoint_of_everything_flushed(tmp_path, monkey
     st = Storage(str(tmp_path))
     st.open()
     try:
-        asyncio.run(st.append(batch(range(50), [NOW] * 50, [1.0] * 50)))
-        st.flush()  # the checkpoint of 50
-        asyncio.run(st.append(batch(range(50, 53), [NOW + 1000] * 3, [2.0] * 3)))
-        st.flush()  # a series and a spans file after it: under a tenth, too few files, no new checkpoint
+        _fifty_then_three_more(st)  # under a tenth, too few files: no new checkpoint
         assert len(catalog_checkpoint.load(str(tmp_path / "wal" / "gw0"))[0]) == 50
     finally:
         st.close(flush=True)

@@ -229,14 +229,14 @@ def test_a_merge_of_a_writers_side_files_does_not_bring_forgotten_series_back(tm
     reader.maintenance.run()
     assert reader.catalog.sids.view.tolist() == [series_id(canonical(pod("cpu", 99)))]
     assert compact_side_tables(writer.st) > 0
-    from metricsgw.storage.catalog import follow as follow_mod
+    from metricsgw.storage.catalog import side_index
     reads = []
-    real = follow_mod.read_rows
-    follow_mod.read_rows = lambda path, rows: reads.append(len(rows)) or real(path, rows)
+    real = side_index.read_rows
+    side_index.read_rows = lambda path, rows: reads.append(len(rows)) or real(path, rows)
     try:
         reader.follow()
     finally:
-        follow_mod.read_rows = real
+        side_index.read_rows = real
     assert reads == []  # the merged file's keys are not read: its series are known or forgotten
     assert len(reader.catalog) == 1
     sel = reader.select_series([Matcher("job", "=", "kubelet")], start_ms, start_ms + HOUR, QueryContext())
