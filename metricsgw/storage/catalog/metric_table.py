@@ -7,28 +7,18 @@ without importing the catalog that calls them.
 from __future__ import annotations
 
 import bisect
-import json
 import threading
 from operator import itemgetter
 from typing import Iterable
 
 import numpy as np
-import zstandard
+import pyarrow as pa
 
 from ...model import METRIC_NAME, Labels, Matcher
+from . import packed_values
 
 _NAME, _VALUE = itemgetter(0), itemgetter(1)  # of a (name, value) pair
 _UNPACK_LOCK = threading.Lock()
-
-
-def pack_values(values: list[str]) -> bytes:
-    """A column's distinct values as a checkpoint keeps them: JSON (any text, even lone surrogates), zstd."""
-    return zstandard.ZstdCompressor(level=3).compress(
-        json.dumps(values, ensure_ascii=False).encode("utf-8", "surrogatepass"))
-
-
-def unpack_values(packed: bytes) -> list[str]:
-    return json.loads(zstandard.ZstdDecompressor().decompress(packed).decode("utf-8", "surrogatepass"))
 
 
 class Grow:
@@ -78,34 +68,58 @@ class Grow:
 
 
 class Column:
-    """One label's distinct values in a metric table (code 0: absent) and each row's code."""
+    """One label's distinct values in a metric table (code 0: absent) and each row's code.
 
-    __slots__ = ("_values", "_packed", "_index", "codes", "__weakref__")  # (value_ids.py follows columns)
+    A loaded checkpoint's values stay as it packed them until used, then as Arrow (``codes_of_encoded``: the codes of
+    values a restart brings, found without a Python string), and become a list of strings only when something reads
+    them (``values``) or a write needs the value -> code dict (``index``)."""
+
+    __slots__ = ("_values", "_packed", "_arrow", "_index", "codes", "__weakref__")  # (value_ids.py follows columns)
 
     def __init__(self, values: list[str] | None = None, index: dict[str, int] | None = None,
                  packed: bytes | None = None) -> None:
         self._values = None if packed is not None else [""] if values is None else values
-        self._packed = packed  # the values as a checkpoint keeps them (pack_values), until first read
+        self._packed = packed  # the values as a checkpoint keeps them (packed_values.pack), until first read
+        self._arrow: pa.BinaryArray | None = None  # the values as Arrow, while not yet strings
         self._index = {"": 0} if values is None and packed is None else index  # None: made at first use
         self.codes = Grow(np.int32)
 
+    def _unpacked(self) -> pa.BinaryArray:
+        """(Holding _UNPACK_LOCK, while the values are not strings.)"""
+        if self._arrow is None:
+            self._arrow, self._packed = packed_values.unpack(self._packed), None
+        return self._arrow
+
     @property
     def values(self) -> list[str]:
-        """The distinct values. A loaded checkpoint's are unpacked at first use: at 2.7M series parsing every
+        """The distinct values. A loaded checkpoint's become strings at first use: at 2.7M series parsing every
         column's was 0.5 s of a restart, and most columns wait for a query that names their metric."""
         v = self._values
         if v is None:
             with _UNPACK_LOCK:  # one unpacking: a writer appending to a list another thread then replaced loses it
                 v = self._values
                 if v is None:
-                    v = self._values = unpack_values(self._packed)
-                    self._packed = None
+                    v = self._values = packed_values.decode(self._unpacked())
+                    self._packed = self._arrow = None
         return v
 
     @property
     def packed(self) -> bytes | None:
-        """The packed values while they were never unpacked (a checkpoint writes them again as they are)."""
-        return self._packed
+        """The values packed, while they are not strings yet (a checkpoint writes them without making them
+        strings); None once they are."""
+        with _UNPACK_LOCK:
+            if self._values is not None:
+                return None
+            return self._packed if self._packed is not None else packed_values.pack(self._arrow)
+
+    def value_bytes(self, per_value: int) -> int:
+        """What the values take in memory, strings counted at ``per_value`` each beside their characters (not
+        making them strings to count them)."""
+        with _UNPACK_LOCK:
+            if self._values is None:
+                return len(self._packed) if self._packed is not None else self._arrow.nbytes
+        values = self._values
+        return sum(map(len, values)) + len(values) * per_value
 
     @property
     def index(self) -> dict[str, int]:
@@ -115,6 +129,20 @@ class Column:
             values = self.values
             self._index = dict(zip(values, range(len(values))))
         return self._index
+
+    def codes_of_encoded(self, values: pa.BinaryArray) -> np.ndarray:
+        """``codes_of`` for distinct values given as key bytes (keysplit.py): on values not yet strings, found and
+        appended in Arrow."""
+        with _UNPACK_LOCK:
+            if self._values is None:
+                held = self._unpacked()
+                codes = packed_values.positions(values, held)
+                new = np.flatnonzero(codes < 0)
+                if len(new):
+                    codes[new] = np.arange(len(held), len(held) + len(new))
+                    self._arrow = pa.concat_arrays([held, values.take(pa.array(new))])
+                return codes.astype(np.int32)
+        return self.codes_of(packed_values.decode(values))
 
     def code_of(self, value: str) -> int:
         c = self.index.get(value)

@@ -13,8 +13,8 @@ def search_sorted(haystack: np.ndarray, needles: np.ndarray) -> np.ndarray:
     favour; alone, with the caches evicted between calls, it measured slower (0.43 against 0.31 ms), so
     the gain is small and comes from the memory the rest of a write leaves warm. ``haystack`` must not
     be empty."""
-    if len(needles) < 64:
-        return np.minimum(np.searchsorted(haystack, needles), len(haystack) - 1)
+    if len(needles) < 64 or (needles[1:] >= needles[:-1]).all():  # sorted already (a spans file's sids): 2 ms, not
+        return np.minimum(np.searchsorted(haystack, needles), len(haystack) - 1)  # an argsort (0.1 s at 2.7M)
     order = np.argsort(needles)
     pos = np.empty(len(needles), np.int64)
     pos[order] = np.searchsorted(haystack, needles[order])

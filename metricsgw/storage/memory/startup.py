@@ -39,11 +39,7 @@ def load_series(storage) -> None:
     for path in files.own("spans", own):
         if catalog_checkpoint.file_seq(path) <= covered:
             continue
-        sid, min_t, max_t = parquet_io.read_spans(path)
-        g = cat.lookup(sid)
-        known = g >= 0
-        cat.touch_dense(g[known], min_t[known])
-        cat.touch_dense(g[known], max_t[known])
+        cat.touch_spans(*parquet_io.read_spans(path))
 
 
 def replay_wal(storage, wal_dir: str, flushed_upto: int) -> int:

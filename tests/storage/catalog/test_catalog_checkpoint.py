@@ -10,8 +10,8 @@ import time
 
 import numpy as np
 
-from metricsgw.model import METRIC_NAME, Matcher, series_id
-from metricsgw.storage.catalog import catalog_checkpoint, metric_table
+from metricsgw.model import METRIC_NAME, Matcher, series_id, series_key
+from metricsgw.storage.catalog import catalog_checkpoint, packed_values
 from metricsgw.storage.catalog.catalog import Catalog
 from metricsgw.storage.files import parquet_io
 from metricsgw.storage.store import Storage
@@ -45,27 +45,25 @@ def test_checkpoint_round_trip_is_the_same_catalog(tmp_path):
 
 
 def test_label_values_stay_packed_until_read_and_are_saved_again_as_they_came(tmp_path, monkeypatch):
-    """A restart parses no column's values (0.5 s at 2.7M series): a column is unpacked when a read or a write first
-    needs it, a checkpoint written before that keeps the packed values as they are, and a column a write unpacks
-    and grows is saved grown."""
+    """A restart makes no column's values Python strings (0.5 s at 2.7M series): a column's become strings when a
+    read or a write first needs them, a checkpoint written before that keeps the packed values as they are, and a
+    column a write grows is saved grown."""
     series = [(series_id(lb), lb) for lb in (((METRIC_NAME, m), ("ns", f"n{i % 3}"), ("pod", f"p{i}"))
                                               for m in ("a", "b") for i in range(50))]
     cat = Catalog()
     cat.add_many(series)
     cat.touch(np.array([s for s, _ in series], np.int64), np.full(len(series), NOW, np.int64))
     catalog_checkpoint.save(str(tmp_path), catalog_checkpoint.snapshot(cat), covered_seq=1)
-    unpacked = []
-    real = metric_table.unpack_values
-    monkeypatch.setattr(metric_table, "unpack_values", lambda p: unpacked.append(p) or real(p))
+    decoded = _count_decoding(monkeypatch)
     back, _, _ = catalog_checkpoint.load(str(tmp_path))
     assert back.nbytes() > 0  # what /metrics shows: counted as packed
-    assert unpacked == [] and all(c.packed is not None for t in back.tables for c in t.columns.values())
+    assert decoded == [] and all(c.packed is not None for t in back.tables for c in t.columns.values())
     catalog_checkpoint.save(str(tmp_path), catalog_checkpoint.snapshot(back), covered_seq=2)  # still packed
-    assert unpacked == []
+    assert decoded == []
     new = ((METRIC_NAME, "a"), ("ns", "n1"), ("pod", "p-new"))
-    back.add_many([(series_id(new), new)])  # a write unpacks the columns it adds to, and only those
+    back.add_many([(series_id(new), new)])  # a write makes strings of the columns it adds to, and only those
     back.touch(np.array([series_id(new)], np.int64), np.array([NOW], np.int64))
-    assert len(unpacked) == 2 and back.metrics["b"].columns["pod"].packed is not None
+    assert len(decoded) == 2 and back.metrics["b"].columns["pod"].packed is not None
     assert back.labels(series_id(new)) == new
     again, covered, _ = catalog_checkpoint.load(str(tmp_path))
     assert covered == 2 and [again.labels(s) for s, _ in series] == [lb for _, lb in series]
@@ -74,6 +72,70 @@ def test_label_values_stay_packed_until_read_and_are_saved_again_as_they_came(tm
     assert last.labels(series_id(new)) == new and [last.labels(s) for s, _ in series] == [lb for _, lb in series]
     assert _picks(last, [Matcher("pod", "=~", "p1|p-new")]) == sorted(
         s for s, lb in [*series, (series_id(new), new)] if dict(lb)["pod"] in ("p1", "p-new"))
+
+
+def _count_decoding(monkeypatch) -> list:
+    """Each time a column's values become Python strings (packed_values.decode of more than one value)."""
+    decoded = []
+    real = packed_values.decode
+    monkeypatch.setattr(packed_values, "decode", lambda arr: (decoded.append(len(arr)) if len(arr) > 1 else None)
+                        or real(arr))
+    return decoded
+
+
+def test_series_a_restart_brings_are_coded_without_making_loaded_values_strings(tmp_path, monkeypatch):
+    """The series a checkpoint lacks (registered from their keys at start-up) are coded against the loaded columns
+    in Arrow: values already there keep their codes, new ones are appended, and the catalog answers as one that
+    registered them all from the start."""
+    def labels(m: str, i: int):
+        return ((METRIC_NAME, m), ("host", f"h{i % 7}"), ("pod", f"p{i}-é日" if i % 5 == 0 else f"p{i}"))
+
+    old = [(series_id(lb), lb) for lb in (labels(m, i) for m in ("a", "b") for i in range(60))]
+    cat = Catalog()
+    cat.add_many(old)
+    catalog_checkpoint.save(str(tmp_path), catalog_checkpoint.snapshot(cat), covered_seq=1)
+    fresh = [(series_id(lb), lb) for lb in (labels(m, i) for m in ("a", "c") for i in range(50, 90))]
+    whole = Catalog()
+    whole.add_many(old + fresh)
+    decoded = _count_decoding(monkeypatch)
+    back, _, _ = catalog_checkpoint.load(str(tmp_path))
+    keys = [series_key(lb) for _, lb in fresh]
+    assert back.add_keys(np.array([s for s, _ in fresh], np.int64), keys).tolist() == [
+        i for i, (s, _) in enumerate(fresh) if s not in cat]
+    assert all(c.packed is not None for m in ("a", "b") for c in back.metrics[m].columns.values())
+    assert 60 not in decoded and 61 not in decoded  # ("c"'s new columns are made of strings)
+    assert back.metrics["a"].columns["pod"].values[:61] == cat.metrics["a"].columns["pod"].values
+    for s, lb in old + fresh:
+        assert back.labels(s) == lb
+    every = np.unique([s for s, _ in old + fresh])
+    for c in (back, whole):
+        c.touch(every, np.full(len(every), NOW, np.int64))
+    for matchers in ([Matcher("host", "=", "h3")], [Matcher("pod", "=~", "p5.*")], [Matcher("__name__", "=", "c")]):
+        assert _picks(back, matchers) == _picks(whole, matchers) != []
+    catalog_checkpoint.save(str(tmp_path), catalog_checkpoint.snapshot(back), covered_seq=2)
+    again, _, _ = catalog_checkpoint.load(str(tmp_path))
+    assert [again.labels(s) for s, _ in old + fresh] == [lb for _, lb in old + fresh]
+
+
+def test_an_upgraded_gateway_reads_its_version_2_checkpoint(tmp_path, monkeypatch):
+    """Version 2 packed each column's values as JSON: read at the first start after an upgrade, replaced by the
+    next save."""
+    import json
+
+    import zstandard
+    series = _mixed_series(random.Random(4))
+    cat = Catalog()
+    added = cat.add_many(series)
+    with monkeypatch.context() as m:
+        m.setattr(catalog_checkpoint, "_VERSION", 2)
+        m.setattr(packed_values, "pack_list", lambda v: zstandard.ZstdCompressor().compress(
+            json.dumps(v, ensure_ascii=False).encode("utf-8", "surrogatepass")))
+        catalog_checkpoint.save(str(tmp_path), catalog_checkpoint.snapshot(cat), covered_seq=4)
+    back, covered, _ = catalog_checkpoint.load(str(tmp_path))
+    assert covered == 4 and [back.labels(s) for s, _ in added] == [lb for _, lb in added]
+    catalog_checkpoint.save(str(tmp_path), catalog_checkpoint.snapshot(back), covered_seq=5)
+    again, covered, _ = catalog_checkpoint.load(str(tmp_path))
+    assert covered == 5 and [again.labels(s) for s, _ in added] == [lb for _, lb in added]
 
 
 def test_a_checkpoint_cut_short_or_of_the_old_format_is_not_used(tmp_path):
