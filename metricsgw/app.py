@@ -18,8 +18,8 @@ from .api.flights import Flights
 from .api.middleware import prometheus_errors
 from .api.remote_read import handle_read, read_gate
 from .api.remote_write import handle_write
-from .cluster.peers import SHARD_SOCKETS, PeerFanout
-from .config import Config, ConfigError
+from .cluster.peers import PeerFanout
+from .config import SHARD_SOCKETS, Config, ConfigError
 from .ingest.pipeline import IngestPipeline
 from .ingest.time_window import SampleTimeWindow
 from .limits.blocked import BlockedQueries

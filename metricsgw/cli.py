@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
         if cfg.server_single_process:
             asyncio.run(_serve(cfg))
         else:
-            from .procs.front import serve as serve_front
+            from .procs.serve import serve as serve_front
 
             asyncio.run(serve_front(cfg, argv[argv.index("serve") + 1:]))
     except ConfigError as err:

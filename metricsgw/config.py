@@ -15,6 +15,8 @@ import yaml
 
 from .model import check_writer_id
 
+# A query process's setting (procs/layout.py), not a flag: its gateway's ingest shards' sockets, in shard order.
+SHARD_SOCKETS = "cluster_shard_sockets"
 _DURATION_RE = re.compile(r"^((\d+)y)?((\d+)w)?((\d+)d)?((\d+)h)?((\d+)m)?((\d+)s)?((\d+)ms)?$")
 _DURATION_UNITS = (365 * 86400, 7 * 86400, 86400, 3600, 60, 1, 0.001)
 

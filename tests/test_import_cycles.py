@@ -130,7 +130,7 @@ def test_the_graph_sees_a_circle():
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     graph = imports(modules())
     assert graph["metricsgw.procs.child"]["metricsgw.cmdline"] is False  # a module-level import, found
-    assert graph["metricsgw.cli"]["metricsgw.procs.front"] is True  # one inside a function, found
+    assert graph["metricsgw.cli"]["metricsgw.procs.serve"] is True  # one inside a function, found
 
 
 if __name__ == "__main__":

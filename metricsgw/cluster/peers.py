@@ -48,8 +48,6 @@ POLL_S = 0.05
 # With partial answers allowed, a peer gets at most this share of what is left of the query's deadline, so that
 # a query whose peer does not answer still answers in time, without it and with a warning.
 DEADLINE_SHARE = 0.5
-# A query process's setting (procs/layout.py), not a flag: its gateway's ingest shards' sockets, in shard order.
-SHARD_SOCKETS = "cluster_shard_sockets"
 
 
 @dataclass

@@ -21,10 +21,9 @@ from ..cmdline import build_parser, config_from_args, setup_logging
 from ..config import ConfigError
 from ..storage.files.writer_lock import WriterIdInUse
 from .handoff import HandoffReceiver, front_answers, install_relay, not_a_write
-from .layout import Child, Layout, child_config, unlink_socket
+from .layout import EXIT_REFUSED, Child, Layout, child_config, unlink_socket
 
 PR_SET_PDEATHSIG = 1
-EXIT_REFUSED = 3  # the child cannot start with these settings (writer id in use, a bad setting): no restart
 
 
 def die_with_parent(parent_pid: int) -> None:

@@ -27,7 +27,7 @@ import signal
 
 import aiohttp
 from aiohttp import web
-from prometheus_client import (CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, disable_created_metrics,
+from prometheus_client import (CONTENT_TYPE_LATEST, disable_created_metrics,
                                generate_latest)
 
 from ..api import query_status
@@ -37,15 +37,13 @@ from ..cluster import extent_board, gateway_head
 from ..config import Config, ConfigError
 from ..querylog.channel import serve_records
 from ..querylog.owner import QueryLog
-from ..storage.files.writer_lock import WriterIdInUse
-from ..telemetry import QUERY_LOG_DROPPED_HELP
 from ..web import install as install_access_control
 from ..web import listen_site
 from . import exposition, front_status
 from .clients import ChildClient
 from .distributor import Distributor
-from .layout import Layout, resolve, unlink_socket
-from .orphans import flush_orphans
+from .front_telemetry import FrontTelemetry
+from .layout import Layout, unlink_socket
 from .handoff import FRONT_PATHS, MAX_BODY, MAX_WRITE_BODY, HandoffSender
 from .proxy import QueryProxy
 from .queries import FrontQueries
@@ -59,25 +57,6 @@ disable_created_metrics()  # as telemetry.py does for the children: no *_created
 
 CHILD_CHECK_TIMEOUT_S = 5.0  # /-/ready, /metrics and /-/reload of one child
 SHUTDOWN_DRAIN_S = 60.0  # requests in flight when SIGTERM comes
-
-
-class FrontTelemetry:
-    def __init__(self) -> None:
-        self.registry = r = CollectorRegistry()
-        self.child_up = Gauge("metricsgw_front_child_up", "1 while the child process runs.", ["child"], registry=r)
-        self.child_restarts = Counter("metricsgw_front_child_restarts", "Child processes restarted after they "
-                                      "ended on their own (crash, kill).", ["child"], registry=r)
-        self.write_requests = Counter("metricsgw_front_write_requests", "Remote-write requests answered by the "
-                                      "front, by status code.", ["code"], registry=r)
-        self.shard_forwards = Counter("metricsgw_front_shard_writes", "Parts of remote-write requests sent to an "
-                                      "ingest shard, by its answer.", ["child", "code"], registry=r)
-        self.proxied = Counter("metricsgw_front_proxied_requests", "Requests passed to a query process, by "
-                               "status code.", ["child", "code"], registry=r)
-        self.query_log_dropped = Counter("metricsgw_query_log_dropped_lines", QUERY_LOG_DROPPED_HELP, ["reason"],
-                                         registry=r)  # the children's figure has the same name and help
-        self.handed_off = Counter("metricsgw_front_handed_off_connections", "Client connections passed to a query "
-                                  "process at a query, or to the one ingest shard at a remote write (it serves them "
-                                  "from then on: handoff.py).", ["child"], registry=r)
 
 
 class Front:
@@ -228,26 +207,17 @@ async def _served_elsewhere() -> web.StreamResponse:
     raise RuntimeError("a connection passed to a query process was not closed here")
 
 
-async def serve(cfg: Config, serve_args: list[str]) -> None:
-    layout = resolve(cfg)
-    tel = FrontTelemetry()
-    stop = asyncio.Event()
-    refused: list[str] = []
-
-    def give_up(child: str) -> None:
-        refused.append(child)
-        stop.set()
-
-    supervisor = Supervisor(layout, serve_args, tel, give_up)
-    front = Front(cfg, layout, supervisor, tel)
-    app = front.build_app()  # checks the web config before any child starts
+async def run(cfg: Config, layout: Layout, supervisor: Supervisor, tel: FrontTelemetry, stop: asyncio.Event) -> None:
+    """The front's part of ``serve.serve``, its children started: listen until ``stop``, then stop in order."""
     try:
-        await asyncio.to_thread(flush_orphans, cfg, layout)
-    except WriterIdInUse as err:
-        raise ConfigError(str(err)) from None
+        front = Front(cfg, layout, supervisor, tel)
+        app = front.build_app()  # checks the web config: one refused stops the children already started
+    except BaseException:
+        await supervisor.stop()
+        raise
     unlink_socket(layout.records_socket)
-    records = await serve_records(layout.records_socket, front.query_log.add)  # before a query process sends
-    supervisor.start()
+    # Before the front routes anything to a query process, so before one can send a record of a query
+    records = await serve_records(layout.records_socket, front.query_log.add)
     runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=SHUTDOWN_DRAIN_S)
     await runner.setup()
     host, _, port = cfg.web_listen_address.rpartition(":")
@@ -275,5 +245,3 @@ async def serve(cfg: Config, serve_args: list[str]) -> None:
         unlink_socket(layout.records_socket)
         await asyncio.to_thread(front.query_log.close)
         log.info("stopped")
-    if refused:
-        raise ConfigError(f"{', '.join(refused)} could not start with these settings (its error is logged above)")

@@ -26,8 +26,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 
-from ..cluster.peers import SHARD_SOCKETS
-from ..config import Config
+from ..config import SHARD_SOCKETS, Config
 from ..querylog.channel import RECORDS_SOCKET, SOCKET_NAME
 
 # Default counts, measured on 2 cores (docs/processes.md): a shard per 2 cores, because the front's split of
@@ -38,6 +37,10 @@ CORES_PER_SHARD = 2
 CORES_PER_QUERIER = 4
 _MAX_SOCKET_PATH = 100  # sun_path is 108 bytes on Linux
 
+
+# A child's exit code when it cannot start with its settings (writer id in use, a bad setting): the front stops the
+# gateway instead of restarting it (supervisor.py)
+EXIT_REFUSED = 3
 
 @dataclass(frozen=True)
 class Child:

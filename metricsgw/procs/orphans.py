@@ -42,9 +42,9 @@ def _has_records(wal_dir: str) -> bool:
 
 def flush_orphans(cfg: Config, layout: Layout) -> list[str]:
     """Replay and flush every orphaned WAL (blocking; before the children start). Returns the writer ids."""
-    from ..app import storage_for  # the one place a Storage is built from the settings
-
     writers = orphaned_writers(cfg, layout)
+    if writers:  # (only then: importing the storage is most of a second the children would start later)
+        from ..app import storage_for  # the one place a Storage is built from the settings
     for writer in writers:
         log.warning("the WAL of writer %s (a layout this gateway ran before) holds samples no shard replays; "
                     "flushing it into the table first", writer)

@@ -19,7 +19,7 @@ import asyncio
 
 import aiohttp
 
-from ..storage.store import REPLAYING
+from ..storage.not_ready import REPLAYING
 from .clients import ChildClient, least_busy
 
 HOLD_S = 5.0

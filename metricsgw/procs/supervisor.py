@@ -4,7 +4,7 @@ A child is restarted however it ended (crash, kill -9, OOM kill): the data it ac
 comes back when it replays. The backoff doubles from ``FIRST_BACKOFF_S`` up to ``MAX_BACKOFF_S`` and starts
 over once a child has stayed up for ``STABLE_AFTER_S``, so a child that cannot start (a full disk at open)
 does not spin, and one that died once after hours comes back at once. A child that says it cannot start
-with its settings (``child.EXIT_REFUSED``: its writer id is held by another live process, a setting is
+with its settings (``layout.EXIT_REFUSED``: its writer id is held by another live process, a setting is
 refused) is not restarted: the front stops the gateway and exits with an error.
 From each start until the child answers that it has started (readiness.py), ``started`` is clear: the front
 holds requests for it meanwhile, and says it is starting or restarting.
@@ -20,8 +20,7 @@ import sys
 import time
 
 from . import readiness
-from .child import EXIT_REFUSED
-from .layout import Child, Layout
+from .layout import EXIT_REFUSED, Child, Layout
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +49,7 @@ class ChildProcess:
         self.last_exit = ""  # why the previous run ended, for /-/ready and the log
         self.restarts = 0
         self.started = asyncio.Event()  # this run has answered that it started (readiness.py); clear at its end
+        self.spawned = asyncio.Event()  # its first process exists
         self._stopping = False
         self._task: asyncio.Task | None = None
         self._tel = telemetry
@@ -61,11 +61,18 @@ class ChildProcess:
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"supervise {self.child.name}")
 
+    async def until_spawned(self) -> None:
+        """Once its first process exists (or its run ended without one)."""
+        spawned = asyncio.ensure_future(self.spawned.wait())
+        await asyncio.wait([spawned, self._task], return_when=asyncio.FIRST_COMPLETED)
+        spawned.cancel()
+
     async def _run(self) -> None:
         backoff = FIRST_BACKOFF_S
         while not self._stopping:
             started = time.monotonic()
             self.proc = await asyncio.create_subprocess_exec(*self.argv, stdin=asyncio.subprocess.DEVNULL)
+            self.spawned.set()
             self._tel.child_up.labels(self.child.name).set(1)
             probe = asyncio.get_running_loop().create_task(self._until_started(started))
             try:
@@ -133,6 +140,11 @@ class Supervisor:
     def start(self) -> None:
         for child in self.children.values():
             child.start()
+
+    async def spawned(self) -> None:
+        """Once every child's first process exists."""
+        for child in self.children.values():
+            await child.until_spawned()
 
     def signal_all(self, sig: int) -> None:
         for child in self.children.values():

@@ -43,6 +43,7 @@ from .memory.late_writes import LateState, LateWrites
 from .memory.memory_span import MemorySpan
 from .memory.pending_series import UnflushedSeries, fresh_keys
 from .native_store import NativeStore
+from .not_ready import REPLAYING
 from .read.querier import SampleQuerier
 from .read.series import SeriesQuerier
 from .upkeep.flusher import Flusher
@@ -56,9 +57,6 @@ from .wal.wal import WAL
 
 log = logging.getLogger(__name__)
 
-# /-/ready's reason until open() is done; the front of a multi-process gateway waits for a child past it
-# (procs/readiness.py).
-REPLAYING = "replaying the WAL"
 
 _ACTIVE_WINDOW_MS = 3600_000  # a series is active if it received a sample within the last hour
 

@@ -9,7 +9,7 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from metricsgw.cluster.peers import SHARD_SOCKETS
+from metricsgw.config import SHARD_SOCKETS
 from metricsgw.config import load
 from metricsgw.procs.clients import ChildClient
 from metricsgw.procs.distributor import PartAnswer, combine
