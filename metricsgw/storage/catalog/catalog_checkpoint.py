@@ -59,9 +59,9 @@ def snapshot(catalog: Catalog) -> dict:
         rows = len(t)
         gidx.append(t.gidx.view[:rows].copy())
         for name, col in t.columns.items():
-            # values a restart never unpacked are saved as they came; others as a copy (appends go on)
-            packed = col.packed
-            columns.append([t.index, name, packed if packed is not None else list(col.values)])
+            # values a restart never made strings are saved as they are; others as a copy (appends go on)
+            saved = col.saved_form()
+            columns.append([t.index, name, saved if saved is not None else list(col.values)])
             c = col.codes.view[:rows]
             codes.append(np.concatenate([c, np.zeros(rows - len(c), np.int32)]) if len(c) < rows else c.copy())
     return {"sids": catalog.sids.view[:n].copy(), "first_ms": catalog.first_ms.view[:n].copy(),
@@ -101,7 +101,8 @@ def save(root: str, snap: dict, covered_seq: int) -> None:
               "codes_len": np.array([len(c) for c in snap["codes"]], np.int64)}
     compressor = zstandard.ZstdCompressor(level=ZSTD_LEVEL)
     frames = [compressor.compress(np.ascontiguousarray(arrays[name], dtype).tobytes()) for name, dtype in _ARRAYS]
-    packed = [v if isinstance(v, bytes) else packed_values.pack_list(v) for _, _, v in snap["columns"]]
+    packed = [v if isinstance(v, bytes) else packed_values.pack_list(v) if isinstance(v, list) else packed_values.pack(v)
+              for _, _, v in snap["columns"]]
     header = json.dumps({"version": _VERSION, "covered_seq": covered_seq, "forgotten_until": snap.get("forgotten_until"),
                          "tables": snap["tables"], "columns": [[t, name] for t, name, _ in snap["columns"]],
                          "arrays": [[name, dtype, len(arrays[name]), len(f)] for (name, dtype), f in zip(_ARRAYS, frames)],

@@ -103,14 +103,14 @@ class Column:
                     self._packed = self._arrow = None
         return v
 
-    @property
-    def packed(self) -> bytes | None:
-        """The values packed, while they are not strings yet (a checkpoint writes them without making them
-        strings); None once they are."""
+    def saved_form(self) -> bytes | pa.BinaryArray | None:
+        """The values as a checkpoint takes them while they are not strings yet: packed, or as Arrow (neither
+        changes in place, so the snapshot taken while appends wait needs no copy, and packing waits for the
+        save); None once they are strings."""
         with _UNPACK_LOCK:
             if self._values is not None:
                 return None
-            return self._packed if self._packed is not None else packed_values.pack(self._arrow)
+            return self._packed if self._packed is not None else self._arrow
 
     def value_bytes(self, per_value: int) -> int:
         """What the values take in memory, strings counted at ``per_value`` each beside their characters (not

@@ -57,13 +57,13 @@ def test_label_values_stay_packed_until_read_and_are_saved_again_as_they_came(tm
     decoded = _count_decoding(monkeypatch)
     back, _, _ = catalog_checkpoint.load(str(tmp_path))
     assert back.nbytes() > 0  # what /metrics shows: counted as packed
-    assert decoded == [] and all(c.packed is not None for t in back.tables for c in t.columns.values())
+    assert decoded == [] and all(c.saved_form() is not None for t in back.tables for c in t.columns.values())
     catalog_checkpoint.save(str(tmp_path), catalog_checkpoint.snapshot(back), covered_seq=2)  # still packed
     assert decoded == []
     new = ((METRIC_NAME, "a"), ("ns", "n1"), ("pod", "p-new"))
     back.add_many([(series_id(new), new)])  # a write makes strings of the columns it adds to, and only those
     back.touch(np.array([series_id(new)], np.int64), np.array([NOW], np.int64))
-    assert len(decoded) == 2 and back.metrics["b"].columns["pod"].packed is not None
+    assert len(decoded) == 2 and back.metrics["b"].columns["pod"].saved_form() is not None
     assert back.labels(series_id(new)) == new
     again, covered, _ = catalog_checkpoint.load(str(tmp_path))
     assert covered == 2 and [again.labels(s) for s, _ in series] == [lb for _, lb in series]
@@ -102,7 +102,7 @@ def test_series_a_restart_brings_are_coded_without_making_loaded_values_strings(
     keys = [series_key(lb) for _, lb in fresh]
     assert back.add_keys(np.array([s for s, _ in fresh], np.int64), keys).tolist() == [
         i for i, (s, _) in enumerate(fresh) if s not in cat]
-    assert all(c.packed is not None for m in ("a", "b") for c in back.metrics[m].columns.values())
+    assert all(c.saved_form() is not None for m in ("a", "b") for c in back.metrics[m].columns.values())
     assert 60 not in decoded and 61 not in decoded  # ("c"'s new columns are made of strings)
     assert back.metrics["a"].columns["pod"].values[:61] == cat.metrics["a"].columns["pod"].values
     for s, lb in old + fresh:
