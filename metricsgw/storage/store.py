@@ -128,6 +128,7 @@ class Storage:
         startup.load_series(self)
         self.follower.start()
         t_series = time.perf_counter()
+        from_checkpoint = self.book.checkpointed  # (before the WAL: how far behind the checkpoint was is what costs)
         self.metadata_by_metric.update(metadata_file.load(self.writer_dir))
         wal_dir = self.writer_dir
         committed = self.table.committed_wal_segment()
@@ -141,10 +142,10 @@ class Storage:
         elapsed = time.perf_counter() - t0
         if self.telemetry:
             self.telemetry.replay_duration.set(elapsed)
-        log.info("storage open: %d series, %d partition files, %d WAL records replayed (%d head samples) in %.2fs "
-                 "(table %.2fs, series table %.2fs, WAL %.2fs)",
-                 len(self.catalog), len(self.table.current.samples), replayed, self.files.head_samples(), elapsed,
-                 t_table - t0, t_series - t_table, t_wal - t_series)
+        log.info("storage open: %d series (%d from the checkpoint), %d partition files, %d WAL records replayed (%d head "
+                 "samples) in %.2fs (table %.2fs, series table %.2fs, WAL %.2fs)",
+                 len(self.catalog), from_checkpoint, len(self.table.current.samples), replayed,
+                 self.files.head_samples(), elapsed, t_table - t0, t_series - t_table, t_wal - t_series)
         release_free_memory()  # what loading the series and replaying the WAL freed, before serving
         with self.files.atomically():
             self.ready = True

@@ -78,6 +78,11 @@ class CatalogBook:
         return np.concatenate([sids for e, sids in self._dropped if e > epoch])
 
     # ---------------------------------------------------------------- checkpoint
+    @property
+    def checkpointed(self) -> int:
+        """Series in the last checkpoint loaded, adopted or written."""
+        return self._checkpointed
+
     def load_checkpoint(self) -> int:
         """The catalog of this writer's checkpoint, if it has one (start-up); returns the last side file
         sequence it covers (0 without one)."""
