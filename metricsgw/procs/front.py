@@ -34,7 +34,7 @@ from ..api import query_status
 from ..api.middleware import prometheus_errors
 from ..appkeys import QUERY_LOG
 from ..cluster import extent_board, gateway_head
-from ..config import Config, ConfigError
+from ..config import Config
 from ..querylog.channel import serve_records
 from ..querylog.owner import QueryLog
 from ..web import install as install_access_control
