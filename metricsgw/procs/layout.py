@@ -42,6 +42,7 @@ _MAX_SOCKET_PATH = 100  # sun_path is 108 bytes on Linux
 # gateway instead of restarting it (supervisor.py)
 EXIT_REFUSED = 3
 
+
 @dataclass(frozen=True)
 class Child:
     role: str  # "shard" or "querier"

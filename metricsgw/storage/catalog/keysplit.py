@@ -11,7 +11,6 @@ in C. Python work is left per *distinct* name and value only.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
 
 import numpy as np
 import pyarrow as pa
@@ -25,12 +24,8 @@ class SplitKeys:
     series: np.ndarray  # per label row: index of its key
     name_codes: np.ndarray  # per label row: index into names
     names: list[str]
-    value_codes: np.ndarray  # per label row: index into values
+    value_codes: np.ndarray  # per label row: index into value_bytes
     value_bytes: pa.BinaryArray  # the distinct values, as the keys hold them (packed_values.py)
-
-    @cached_property
-    def values(self) -> list[str]:
-        return packed_values.decode(self.value_bytes)
 
     def value(self, i: int) -> str:
         return packed_values.decode(self.value_bytes.slice(i, 1))[0]

@@ -39,7 +39,6 @@ def decode(arr: pa.BinaryArray) -> list[str]:
 
 
 def pack(arr: pa.BinaryArray) -> bytes:
-    arr = arr.cast(pa.binary()) if arr.type != pa.binary() else arr
     offsets = np.frombuffer(arr.buffers()[1], np.int32, len(arr) + 1, arr.offset * 4)
     lo, hi = int(offsets[0]), int(offsets[-1])
     data = arr.buffers()[2]
@@ -57,7 +56,7 @@ def unpack(packed: bytes) -> pa.BinaryArray:
     (n,) = _COUNT.unpack_from(raw)
     end = _COUNT.size + 4 * (n + 1)
     offsets = np.frombuffer(raw, "<i4", n + 1, _COUNT.size)
-    if len(raw) - end != (int(offsets[-1]) if n + 1 else 0) or (n and (np.diff(offsets) < 0).any()):
+    if offsets[0] != 0 or len(raw) - end != int(offsets[-1]) or (np.diff(offsets) < 0).any():
         raise ValueError("packed label values: offsets do not fit the data")
     buf = pa.py_buffer(raw)
     return pa.BinaryArray.from_buffers(pa.binary(), n, [None, buf.slice(_COUNT.size, 4 * (n + 1)), buf.slice(end)])
