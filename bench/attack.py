@@ -194,24 +194,12 @@ def _describe(res: Result, body: bytes) -> None:
     res.results = len(data) if isinstance(data, (list, dict)) else None
 
 
-def _wait_idle(pid: int | None, max_s: float = 120.0) -> None:
-    """Let the previous case's leftover work finish (Prometheus goes on after a client leaves)."""
-    if not pid:
-        return
-    end = time.monotonic() + max_s
-    while time.monotonic() < end:
-        c0 = procs.tree_cpu_s(pid) or 0.0
-        time.sleep(0.5)
-        if (procs.tree_cpu_s(pid) or 0.0) - c0 < 0.1:  # < 20% of a core
-            return
-
-
 def attack_server(name: str, base: str, pid: int | None, window: dict[str, str], timeout_s: float,
                   linger_s: float, attacks=ATTACKS) -> list[Result]:
     check_loopback(base)
     out = []
     for attack in attacks:
-        _wait_idle(pid)
+        procs.wait_idle(pid)  # the previous case's leftover work
         r = run_attack(name, base, pid, attack, window, timeout_s, linger_s)
         print(f"  {name:10s} {attack.name:55s} {r.status:>16s} {r.seconds:7.2f}s {r.bytes:>12,d} B"
               + (f"  RSS {r.rss_before_mib:.0f}->{r.rss_peak_mib:.0f}->{r.rss_after_mib:.0f} MiB"

@@ -283,6 +283,20 @@ class ResourceSampler:
         return self.usage
 
 
+def wait_idle(pid: int | None, max_s: float = 120.0, window_s: float = 0.5, below: float = 0.2) -> None:
+    """Wait until a server's process tree uses under ``below`` of a core over ``window_s`` (at most ``max_s``):
+    what a fresh server still does after it says ready (metricsgw's query process loads its compiled kernels,
+    Prometheus goes on after a client leaves) is not the load a bench measures next."""
+    if not pid:
+        return
+    end = time.monotonic() + max_s
+    while time.monotonic() < end:
+        c0 = tree_cpu_s(pid) or 0.0
+        time.sleep(window_s)
+        if (tree_cpu_s(pid) or 0.0) - c0 < below * window_s:
+            return
+
+
 def dir_bytes(path: Path) -> int:
     total = 0
     for root, _dirs, files in os.walk(path):
