@@ -149,6 +149,8 @@ def _select(storage, q: ReadQuery, ctx: QueryContext) -> SeriesSet:
     if _selects_nothing(q):
         return SeriesSet(np.empty(0, np.int64), [])
     ss = storage.select_series(list(q.matchers), q.start_ms, q.end_ms, ctx)
+    if ss.label_sorted:
+        return ss
     order = sorted(range(len(ss)), key=ss.labels.__getitem__)
     return SeriesSet(ss.ids[np.array(order, np.int64)] if order else ss.ids, [ss.labels[i] for i in order])
 

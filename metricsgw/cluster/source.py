@@ -160,7 +160,7 @@ class ClusterSource:
         ids = np.concatenate([local.ids, np.fromiter(extra, np.int64, len(extra))])
         labels = local.labels + list(extra.values())
         order = sorted(range(len(ids)), key=labels.__getitem__)[:limit]
-        return SeriesSet(ids[np.array(order, np.int64)], [labels[i] for i in order])
+        return SeriesSet(ids[np.array(order, np.int64)], [labels[i] for i in order], label_sorted=True)
 
     def estimate_samples(self, series: SeriesSet, start_ms: int, end_ms: int) -> int:
         """The local estimate (the table's samples) and the peers' samples of these series in the window, counted:

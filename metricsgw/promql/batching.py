@@ -36,7 +36,7 @@ from ..storage.seam import SampleReader
 from . import batch_held, compat, functions, held, parser
 from .aggregations import aggregate, group_ids, group_sum, lost_cells
 from .calls import OVER_TIME, RATE_LIKE
-from .value import Series, drop_name
+from .value import Series, drop_name, pick
 
 # Range functions whose value for a series depends on that series' samples only.
 PER_SERIES_RANGE_FUNCS = set(RATE_LIKE) | OVER_TIME | {
@@ -188,16 +188,22 @@ def evaluate_batched(engine, op: str, expr, selector, without: bool, names: list
     room = (ctx.max_bytes - ctx.bytes) // (4 * SAMPLE_BYTES)
     target = max(1, min(engine.batch_samples, room) // workers)
     steps = len(env.steps)
-    label_order = sorted(range(len(everything)), key=everything.labels.__getitem__)  # storage lists them sorted
+    # the storage lists one metric's series sorted, and says so
+    label_order = (list(range(len(everything))) if everything.label_sorted
+                   else sorted(range(len(everything)), key=everything.labels.__getitem__))
     if _rows_collide(expr, everything, compat.dot_matches_newline(engine.promql_compat)):
         cuts, by_id = [np.arange(len(everything))], False
+        sorted_batches = everything.label_sorted  # the one batch lists the selection as it came
     else:
         # Batches of series adjacent in the table (by id) read only their row groups, where label-order batches read
         # every row group of the metric in each file, once per batch; their rows are kept and put back in label order
         # before one aggregation: the same rows in the same order as evaluating all at once.
         by_id = _kept_rows_fit(expr, everything, steps, ctx)
         cuts = _cuts(engine.source, everything, label_order, start, end, target, steps, workers, by_id)
-    batches = _batches(everything, cuts)
+        # a batch in label order lists its series in label order; one by id (positions in ascending order), when
+        # the selection is in label order
+        sorted_batches = everything.label_sorted or not by_id
+    batches = _batches(everything, cuts, sorted_batches)
     inputs = np.zeros(steps, np.int64)
     if op in STREAMED and not by_id:
         acc = _Streamed(op, without, names, steps, compat.prometheus_3(engine.promql_compat))
@@ -207,7 +213,7 @@ def evaluate_batched(engine, op: str, expr, selector, without: bool, names: list
             ctx.charge_points(acc.grown(), "aggregation")
         lost = acc.lost()
         if lost.any():  # Prometheus 3's compensated sum: the few cells that cancelled out, once more exactly
-            again = _batches(everything, cuts)
+            again = _batches(everything, cuts, sorted_batches)
             acc.add_exactly(lost, _evaluate_each(engine, expr, again, env, len(everything)))
         return acc.result(), inputs
     parts = list(_evaluate_each(engine, expr, batches, env, len(everything), keep=True))
@@ -269,10 +275,10 @@ def _cuts(source, everything, label_order: list[int], start: int, end: int, targ
     return [np.sort(order[a:b]) if by_id else order[a:b] for a, b in zip(cuts, cuts[1:] + [n])]
 
 
-def _batches(everything, cuts: list[np.ndarray]) -> Iterator:
+def _batches(everything, cuts: list[np.ndarray], label_sorted: bool) -> Iterator:
     kind = type(everything)
     for idx in cuts:
-        yield kind(everything.ids[idx], [everything.labels[i] for i in idx.tolist()])
+        yield kind(everything.ids[idx], pick(everything.labels, idx), label_sorted)
 
 
 def _evaluate_each(engine, expr, batches, env, scan_series: int, keep: bool = False) -> Iterator[Series]:

@@ -11,8 +11,8 @@ import numpy as np
 from .. import npsort
 from ..errors import ExecError
 from ..model import METRIC_NAME, Labels
-from .aggregations import group_ids, grouper
-from .value import ScalarSteps, Series, drop_name
+from .aggregations import group_ids, group_keys, grouper
+from .value import ScalarSteps, Series, drop_names, pick
 
 ARITH = {"+", "-", "*", "/", "%", "^", "atan2"}
 # Arithmetic whose result drops the metric name. Not atan2: Prometheus 2.42's
@@ -71,7 +71,7 @@ def vector_scalar(op: str, vec: Series, sc: ScalarSteps, vec_on_left: bool, retu
         vals, mask = res, vec.mask
     labels = vec.labels
     if op in DROPS_NAME or return_bool:
-        labels = [drop_name(l) for l in labels]
+        labels = drop_names(labels)
     return dedupe(Series(labels, np.where(mask, vals, 0.0), mask).compact())
 
 
@@ -168,8 +168,8 @@ def _match_rows(op: str, many: Series, one: Series, sigs: dict[Labels, int], row
     partner at each step, as whole (rows x steps) matrices -- the same element-wise operations
     the row-by-row loop does, so the same bits."""
     steps = many.mask.shape[1]
-    of = grouper(not on, names)
-    g = np.fromiter((sigs.get(of(l), -1) for l in many.labels), np.int64, len(many))
+    keys = list(group_keys(many.labels, not on, names))
+    g = np.fromiter((sigs.get(k, -1) for k in keys), np.int64, len(many))
     rows = np.flatnonzero(g >= 0)
     g = g[rows]
     r = row[g]  # the partner's row at each step, -1 where it has none
@@ -186,8 +186,8 @@ def _match_rows(op: str, many: Series, one: Series, sigs: dict[Labels, int], row
     if not len(keep):
         return Series.empty(steps)
     if card == "one-to-one" and not on and not names:
-        name_goes = op in DROPS_NAME or return_bool
-        labels = [drop_name(many.labels[i]) if name_goes else many.labels[i] for i in rows[keep].tolist()]
+        # the signature is the label set without its name (``ignoring ()``)
+        labels = pick(keys if op in DROPS_NAME or return_bool else many.labels, rows[keep])
     else:
         labels = [_result_labels(many.labels[i], None, op, on, names, card, [], return_bool)
                   for i in rows[keep].tolist()]

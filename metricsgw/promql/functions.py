@@ -13,13 +13,13 @@ import re2
 from ..errors import ExecError
 from ..model import METRIC_NAME, Labels, is_label_name
 from .binary import dedupe
-from .value import ScalarSteps, Series, drop_name
+from .value import ScalarSteps, Series, drop_names
 
 
 def _map(s: Series, fn) -> Series:
     with np.errstate(all="ignore"):
         vals = fn(s.values)
-    return dedupe(Series([drop_name(l) for l in s.labels], np.where(s.mask, vals, 0.0), s.mask))
+    return dedupe(Series(drop_names(s.labels), np.where(s.mask, vals, 0.0), s.mask))
 
 
 def _round(x: np.ndarray, to_nearest: np.ndarray) -> np.ndarray:
@@ -76,7 +76,7 @@ def clamp(s: Series, lo: np.ndarray | None, hi: np.ndarray | None) -> Series:
 
 def timestamp(s: Series, steps_ms: np.ndarray) -> Series:
     t = s.sample_t if s.sample_t is not None else np.broadcast_to(steps_ms[None, :], s.mask.shape)
-    return dedupe(Series([drop_name(l) for l in s.labels], np.where(s.mask, t / 1000.0, 0.0), s.mask))
+    return dedupe(Series(drop_names(s.labels), np.where(s.mask, t / 1000.0, 0.0), s.mask))
 
 
 def vector(sc: ScalarSteps) -> Series:

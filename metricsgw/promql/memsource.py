@@ -86,7 +86,7 @@ class MemSource:
             hits = hits[:limit]
         if ctx is not None:
             ctx.charge_series(len(hits), "series selection")  # as the storage does
-        return SeriesSet(np.array([s for _, s in hits], np.int64), [lbls for lbls, _ in hits])
+        return SeriesSet(np.array([s for _, s in hits], np.int64), [lbls for lbls, _ in hits], label_sorted=True)
 
     def estimate_samples(self, series: SeriesSet, start_ms: int, end_ms: int) -> int:
         n = 0

@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import npsort
 from . import window_kernels
-from .value import Ranges, Series, drop_name
+from .value import Ranges, Series, drop_names
 from .window_loops import (avg_windows, avg_windows3, holt_winters_values, kahan_sum_windows, linear_regression,
                            ts_of_extreme_windows, var_windows)
 
@@ -26,7 +26,7 @@ def _exact_small_integers(x: np.ndarray) -> bool:
 
 
 def _series(r: Ranges, values: np.ndarray, mask: np.ndarray, keep_name: bool = False) -> Series:
-    labels = list(r.labels) if keep_name else [drop_name(l) for l in r.labels]
+    labels = list(r.labels) if keep_name else drop_names(r.labels)
     return Series(labels, np.where(mask, values, 0.0), mask).compact()
 
 

@@ -13,25 +13,28 @@ from ..limits.context import QueryContext
 from ..model import Labels, Matcher, is_stale
 from ..storage.seam import SampleReader
 from . import window_kernels
-from .value import Ranges, Series
+from .value import Ranges, Series, pick
 
 
 class Loaded:
     """Samples of the selected series, grouped by series in label order."""
 
     def __init__(self, labels: list[Labels], t: np.ndarray, v: np.ndarray, offsets: np.ndarray,
-                 hint: np.ndarray | None = None):
+                 hint: np.ndarray | None = None, hint_sorted: bool = False):
         self.labels, self.t, self.v, self.offsets = labels, t, v, offsets
         # Series in the order the source listed them: sorting from there is cheap when the
-        # source lists them (mostly) in label order, as the storage does per metric.
-        self.hint = hint
+        # source lists them (mostly) in label order, as the storage does per metric; nothing to sort when it says
+        # they are (``hint_sorted``: a selection of one metric, a batch of one).
+        self.hint, self.hint_sorted = hint, hint_sorted
 
     def label_order(self) -> np.ndarray:
         """Series indexes in label order (the order results are returned in)."""
         if not len(self.labels):
             return np.empty(0, np.int64)
         hint = self.hint if self.hint is not None else np.arange(len(self.labels), dtype=np.int64)
-        pre = [self.labels[i] for i in hint.tolist()]
+        if self.hint_sorted:
+            return hint
+        pre = pick(self.labels, hint)
         # timsort: near-linear when ``pre`` is made of a few sorted runs
         return hint[np.array(sorted(range(len(pre)), key=pre.__getitem__), dtype=np.int64)]
 
@@ -43,7 +46,7 @@ class Loaded:
         keep = ~stale
         counts = _segment_counts(keep, self.offsets)
         offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-        return Loaded(self.labels, self.t[keep], self.v[keep], offsets, self.hint)
+        return Loaded(self.labels, self.t[keep], self.v[keep], offsets, self.hint, self.hint_sorted)
 
 
 def _segment_counts(flags: np.ndarray, offsets: np.ndarray) -> np.ndarray:
@@ -78,8 +81,7 @@ def load(source: SampleReader, matchers: list[Matcher], start_ms: int, end_ms: i
     # Each block series' position in the selection (sids are unique there).
     by_sid = np.argsort(ss.ids, kind="stable")
     pos = by_sid[np.searchsorted(ss.ids, block.sid[starts], sorter=by_sid)].astype(np.int64)
-    labels = [ss.labels[i] for i in pos.tolist()]
-    return Loaded(labels, block.t, block.v, offsets, np.argsort(pos, kind="stable"))
+    return Loaded(pick(ss.labels, pos), block.t, block.v, offsets, np.argsort(pos, kind="stable"), ss.label_sorted)
 
 
 def _keys(offsets: np.ndarray, t: np.ndarray, base: int, span: int) -> np.ndarray:
@@ -173,7 +175,7 @@ def instant(loaded: Loaded, ref_ms: np.ndarray, lookback_ms: int, left_open: boo
     mask = has & (st >= oldest) & ~is_stale(sv)
     values = np.where(mask, sv, 0.0)
     order = loaded.label_order()
-    return Series([loaded.labels[i] for i in order], values[order], mask[order],
+    return Series(pick(loaded.labels, order), values[order], mask[order],
                   np.where(mask, st, 0)[order]).compact()
 
 
@@ -183,7 +185,7 @@ def ranges(loaded: Loaded, end_ms: np.ndarray, range_ms: int, left_open: bool) -
     lo, hi = search_many(ld.offsets, ld.t, [(end_ms - range_ms, "right" if left_open else "left"), (end_ms, "right")])
     # Rows in label order; samples stay put (lo/hi are global indices).
     order = ld.label_order()
-    return Ranges([ld.labels[i] for i in order], ld.t, ld.v, ld.offsets, lo[order], hi[order], end_ms, range_ms)
+    return Ranges(pick(ld.labels, order), ld.t, ld.v, ld.offsets, lo[order], hi[order], end_ms, range_ms)
 
 
 def series_as_samples(s: Series, grid_ms: np.ndarray) -> Loaded:

@@ -96,6 +96,9 @@ class SeriesSet:
 
     ids: np.ndarray
     labels: list[Labels]
+    # The label sets are in ascending order (the order Prometheus lists series in), so the engine need not compare
+    # them to put its rows in that order. False says nothing.
+    label_sorted: bool = False
 
     def __len__(self) -> int:
         return len(self.ids)

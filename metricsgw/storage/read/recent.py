@@ -36,7 +36,7 @@ class RecentView:
         if not len(ss):
             return ss
         keep = np.flatnonzero(self._in_window(ss.ids, start_ms, end_ms))
-        return SeriesSet(ss.ids[keep], [ss.labels[i] for i in keep.tolist()])
+        return SeriesSet(ss.ids[keep], [ss.labels[i] for i in keep.tolist()], ss.label_sorted)  # a subset keeps order
 
     def select_ids(self, matchers: list[Matcher], start_ms: int | None, end_ms: int | None,
                    ctx: QueryContext | None = None) -> np.ndarray:

@@ -59,7 +59,8 @@ class SeriesQuerier:
             total += len(rows)
             if limit is not None and total >= limit:
                 break
-        return SeriesSet(np.concatenate(ids) if ids else np.empty(0, np.int64), labels)
+        # each metric's series in label order, so one metric's (or none) are in label order
+        return SeriesSet(np.concatenate(ids) if ids else np.empty(0, np.int64), labels, len(ids) <= 1)
 
     def _select_both(self, cat, archive, matchers: list[Matcher], start_ms: int | None, end_ms: int | None,
                      ctx: QueryContext | None, limit: int | None) -> SeriesSet:
@@ -96,7 +97,7 @@ class SeriesQuerier:
             total += len(order)
             if limit is not None and total >= limit:
                 break
-        return SeriesSet(np.concatenate(ids) if ids else np.empty(0, np.int64), labels)
+        return SeriesSet(np.concatenate(ids) if ids else np.empty(0, np.int64), labels, len(ids) <= 1)
 
     def _catalogs(self, start_ms: int | None, ctx: QueryContext | None, end_ms: int | None = None,
                   matchers: list[Matcher] | None = None) -> list:
