@@ -56,24 +56,39 @@ def group_ids(labels: list[Labels], without: bool, names: list[str],
 
 
 def group_keys(labels: Sequence[Labels], without: bool, names: list[str]) -> Iterable[Labels]:
-    """``grouper(without, names)`` of each label set. For ``by`` one or two names, each name's place is taken from
-    the first set and checked in each by one lookup (one metric's series hold their labels at the same places),
-    not bisected for: grouping 400k series by (namespace, pod), 0.55 s -> 0.30; ``without ()`` (a binary
-    operator's default matching) as ``drop_names``."""
+    """``grouper(without, names)`` of each label set. For ``by`` one or two names, the names' usual places in a
+    set of each size are taken from a few dozen sets and checked in each by one lookup (one metric's series of one
+    size mostly hold their labels at the same places; a set where they are not is bisected as before): grouping
+    400k series by (namespace, pod), 0.55 s -> 0.30. ``without ()`` (a binary operator's default matching) is
+    ``drop_names``."""
     of = grouper(without, names)
     if without and not names:
         return drop_names(labels)
     wanted = sorted(set(names))
     if without or not labels or not 1 <= len(wanted) <= 2:
         return map(of, labels)
-    place = {n: i for i, (n, _) in enumerate(labels[0])}
-    if not all(n in place for n in wanted):
+    at = _usual_places(labels, wanted)
+    if not at:
         return map(of, labels)
     if len(wanted) == 1:
-        (a,), (i,) = wanted, [place[n] for n in wanted]
-        return ((lb[i],) if len(lb) > i and lb[i][0] == a else of(lb) for lb in labels)
-    (a, b), (i, j) = wanted, [place[n] for n in wanted]  # i < j: label sets are sorted by name
-    return ((lb[i], lb[j]) if len(lb) > j and lb[i][0] == a and lb[j][0] == b else of(lb) for lb in labels)
+        (a,) = wanted
+        return ((lb[p[0]],) if (p := at.get(len(lb))) and lb[p[0]][0] == a else of(lb) for lb in labels)
+    a, b = wanted  # p[0] < p[1]: label sets are sorted by name
+    return ((lb[p[0]], lb[p[1]]) if (p := at.get(len(lb))) and lb[p[0]][0] == a and lb[p[1]][0] == b else of(lb)
+            for lb in labels)
+
+
+def _usual_places(labels: Sequence[Labels], wanted: list[str], probes: int = 64) -> dict[int, tuple[int, ...]]:
+    """For each size of set among ``probes`` sets spread over ``labels``: the places ``wanted`` names hold in most
+    of those of that size that hold them all."""
+    seen: dict[int, dict[tuple[int, ...], int]] = {}
+    for k in np.linspace(0, len(labels) - 1, min(probes, len(labels))).astype(np.int64).tolist():
+        place = {n: i for i, (n, _) in enumerate(labels[k])}
+        if all(n in place for n in wanted):
+            counts = seen.setdefault(len(labels[k]), {})
+            key = tuple(place[n] for n in wanted)
+            counts[key] = counts.get(key, 0) + 1
+    return {size: max(counts, key=counts.__getitem__) for size, counts in seen.items()}
 
 
 def _groups(s: Series, without: bool, names: list[str]) -> tuple[list[Labels], np.ndarray]:

@@ -4,6 +4,7 @@ shapes: labels missing, extra labels before and after, upper-case names sorting 
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import numpy as np
@@ -31,8 +32,8 @@ def _sets(seed: int, n: int = 3000) -> list[tuple]:
 @pytest.mark.parametrize("names", [["namespace"], ["pod", "namespace"], ["pod", "pod"], ["Hostname", "zz"],
                                    ["absent"], ["a", "pod"], ["__name__"], ["namespace", "pod", "zz"]])
 def test_group_ids_as_one_set_at_a_time(seed, names):
-    sets = _sets(seed)
-    for without in (False, True):
+    # as they come, and with a first set that holds none of the names (the places come from the others)
+    for sets, without in itertools.product((_sets(seed), [(("__name__", "m"),)] + _sets(seed)), (False, True)):
         keys: dict = {}
         got = group_ids(sets, without, names, keys)
         of, plain = grouper(without, names), {}
