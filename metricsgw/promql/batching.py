@@ -36,7 +36,7 @@ from ..storage.seam import SampleReader
 from . import batch_held, compat, functions, held, parser
 from .aggregations import aggregate, group_ids, group_sum, lost_cells
 from .calls import OVER_TIME, RATE_LIKE
-from .value import Series, drop_name, pick
+from .value import Series, drop_names, pick
 
 # Range functions whose value for a series depends on that series' samples only.
 PER_SERIES_RANGE_FUNCS = set(RATE_LIKE) | OVER_TIME | {
@@ -120,7 +120,7 @@ def _rows_collide(expr, series: SeriesSet, dot_nl: bool) -> bool:
     calls = [node for node in _row_steps(expr) if isinstance(node, pp.Call) and node.func.name in LABEL_FUNCS]
     if not calls or not len(series):
         return False
-    rows = Series([drop_name(l) for l in series.labels], np.zeros((len(series), 0)), np.zeros((len(series), 0), bool))
+    rows = Series(drop_names(series.labels), np.zeros((len(series), 0)), np.zeros((len(series), 0), bool))
     for node in reversed(calls):  # innermost first
         args = [parser.unwrap(a).val for a in node.args[1:]]
         if METRIC_NAME in args:  # a step that reads or writes the name: not worth the thought

@@ -21,7 +21,7 @@ from . import batching, binary, compat, held, limits, native_eval, native_values
 from .aggregations import aggregate, check_parameter, count_values
 from .calls import call
 from .parallel import Parts
-from .value import Matrix, Ranges, Scalar, ScalarSteps, Series, String, StringValue, Value, Vector, drop_name
+from .value import Matrix, Ranges, Scalar, ScalarSteps, Series, String, StringValue, Value, Vector, drop_names
 
 
 @dataclass
@@ -340,7 +340,7 @@ class Engine:
         if self.prometheus_3 and isinstance(res, Series) and parser.is_bool(node):
             res = native_eval.bool_comparison(self, node, res, env)  # histograms compared with == bool / != bool
         if self.prometheus_3 and isinstance(res, Series) and parser.op_name(node).lower() == "atan2":
-            res = binary.dedupe(Series([drop_name(lb) for lb in res.labels], res.values, res.mask))  # 2.42 kept it
+            res = binary.dedupe(Series(drop_names(res.labels), res.values, res.mask))  # 2.42 kept it
         inputs = held.per_step(lhs, len(env.steps)) + held.per_step(rhs, len(env.steps))
         held.step_by_step(env.ctx, base, inputs, res, "binary operation")
         return res
@@ -387,7 +387,7 @@ def _negate(v):
     if isinstance(v, ScalarSteps):
         return ScalarSteps(-v.values)
     if isinstance(v, Series):
-        return binary.dedupe(Series([drop_name(l) for l in v.labels], -v.values, v.mask))
+        return binary.dedupe(Series(drop_names(v.labels), -v.values, v.mask))
     raise BadData("unary expression only allowed on expressions of type scalar or instant vector")
 
 

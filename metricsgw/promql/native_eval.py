@@ -38,7 +38,7 @@ from . import rangefuncs as R
 from .aggregations import group_ids, group_sum
 from .native_values import HistRanges, HistSeries
 from . import functions as F
-from .value import Ranges, ScalarSteps, Series, StringValue, drop_name
+from .value import Ranges, ScalarSteps, Series, StringValue, drop_names
 
 # Functions whose float evaluation (calls.py) reads their last argument's histogram part itself:
 # the histogram_* functions, and those that count or time samples of any kind; histogram_quantiles reads
@@ -196,7 +196,7 @@ def rate(engine, node: "pp.Call", env) -> HistSeries | None:
     kept = ok[rows, cols]
     values[rows[kept], cols[kept]] = np.arange(len(out))
     env.ctx.check("histogram rate")
-    series = Series([drop_name(lb) for lb in r.labels], values, ok).compact()
+    series = Series(drop_names(r.labels), values, ok).compact()
     if len(set(series.labels)) != len(series.labels):
         raise ExecError("vector cannot contain metrics with the same labelset")
     return HistSeries(series, out) if len(series) else None
@@ -305,7 +305,7 @@ def instant_rate(engine, node: "pp.Call", env) -> HistSeries | None:
         values[i, k] = len(out)
         h = dataclasses.replace(h, reset_hint=native.GAUGE, buckets=None)
         out.append(native_math.scaled(h, seconds, True) if is_rate else h)
-    series = Series([drop_name(lb) for lb in r.labels], values, ok).compact()
+    series = Series(drop_names(r.labels), values, ok).compact()
     if len(set(series.labels)) != len(series.labels):
         raise ExecError("vector cannot contain metrics with the same labelset")
     return HistSeries(series, out) if len(series) else None

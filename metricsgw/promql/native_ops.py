@@ -24,12 +24,12 @@ from . import (annotations, binary, compat, mixed_windows, native, native_binary
 from . import rangefuncs as R
 from .aggregations import group_ids
 from .native_values import HistRanges, HistSeries, Joined, build, cells, with_histogram_points
-from .value import Ranges, ScalarSteps, Series, drop_name
+from .value import Ranges, ScalarSteps, Series, drop_names
 
 
 def _scalar_op(h: HistSeries, by: np.ndarray, divide: bool) -> HistSeries | None:
     s = h.series
-    return build(cells(s), [drop_name(lb) for lb in s.labels], s.mask.shape,
+    return build(cells(s), drop_names(s.labels), s.mask.shape,
                   lambda j, _, k: native_math.scaled(h.hists[j], float(by[k]), divide))
 
 
@@ -270,7 +270,7 @@ def sum_over_time(h, mean: bool, annotate) -> HistSeries | None:
             annotate(annotations.mismatched_custom_buckets("aggregation"))
         return _with_hints(native_math.compact(acc).to_float_histogram(), [h.hists[j] for j in indexes], annotate)
 
-    labels = [drop_name(lb) for lb in r.labels]
+    labels = drop_names(r.labels)
     present = [labels[i] for i in np.flatnonzero(ok.any(axis=1))]
     if len(set(present)) != len(present):  # as the float range functions (calls._dedupe_whole)
         raise ExecError("vector cannot contain metrics with the same labelset")
@@ -304,7 +304,7 @@ def times_over_time(floats: Ranges, h: HistRanges, last: bool) -> Series:
     labels = list(times)
     t = np.array([times[lb] for lb in labels], np.int64).reshape(len(labels), len(floats.range_end))
     mask = (t != np.iinfo(np.int64).min) & (t != np.iinfo(np.int64).max)
-    out = Series([drop_name(lb) for lb in labels], np.where(mask, t / 1000.0, 0.0), mask).compact()
+    out = Series(drop_names(labels), np.where(mask, t / 1000.0, 0.0), mask).compact()
     if len(set(out.labels)) != len(out.labels):
         raise ExecError("vector cannot contain metrics with the same labelset")
     return out
@@ -335,7 +335,7 @@ def points_over_time(floats: Ranges, h: HistRanges, present: bool) -> Series:
     n = np.array([counts[lb] for lb in labels], np.float64).reshape(len(labels), len(floats.range_end))
     mask = n > 0
     values = np.where(mask, 1.0, 0.0) if present else n
-    out = Series([drop_name(lb) for lb in labels], values, mask).compact()
+    out = Series(drop_names(labels), values, mask).compact()
     if len(set(out.labels)) != len(out.labels):
         raise ExecError("vector cannot contain metrics with the same labelset")
     return out
@@ -370,7 +370,7 @@ def pairs_over_time(floats: Ranges, h: HistRanges, resets: bool) -> Series:
     mask = np.zeros(values.shape, bool)
     for (i, k), n in mixed.items():
         values[i, k], mask[i, k] = n, True
-    return _merged(out, Series([drop_name(lb) for lb in floats.labels], values, mask).compact())
+    return _merged(out, Series(drop_names(floats.labels), values, mask).compact())
 
 
 def _layout_and_counts(h: "native.FloatHistogram") -> tuple:

@@ -16,7 +16,7 @@ import numpy as np
 from . import annotations, native, native_quantile3
 from .binary import dedupe
 from .format import format_g
-from .value import Ranges, Series, drop_name
+from .value import Ranges, Series, drop_name, drop_names
 
 
 class Joined:
@@ -60,7 +60,7 @@ def _per_point(h: HistSeries, fn) -> Series:
     rows, cols = np.nonzero(s.mask)
     idx = s.values[rows, cols].astype(np.int64)
     out[rows, cols] = fn(idx, cols)
-    return dedupe(Series([drop_name(lb) for lb in s.labels], out, s.mask.copy()))
+    return dedupe(Series(drop_names(s.labels), out, s.mask.copy()))
 
 
 def count(h: HistSeries) -> Series:
