@@ -38,6 +38,7 @@ def _load(parts: list[str]) -> None:
         except Exception as err:  # the scan falls back to numpy; the table loads (and says why not) at first use
             log.warning("compiled write-path kernels not loaded, the scan takes the numpy path: %s", err)
     if "queries" in parts:
-        from .promql import window_kernels
+        from .promql import histogram_scalars, window_kernels
 
         window_kernels.load()  # says itself why not, and the numpy paths answer
+        histogram_scalars.load()  # the same

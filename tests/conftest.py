@@ -13,10 +13,12 @@ pytest_plugins = ["tests.lanes"]  # the e2e mark and its guard: the fast lane
 @pytest.fixture(scope="session", autouse=True)
 def compiled_window_kernels():
     """Engines built in a test take the compiled window kernels, as a query process does once it has loaded them
-    (compiled.py); a test of the numpy paths unloads them for its own run (tests/promql/numpy_windows.py)."""
-    from metricsgw.promql import window_kernels
+    (compiled.py); a test of the numpy paths unloads them for its own run (tests/promql/numpy_windows.py). The
+    histogram kernel likewise (tests/promql/test_histogram_scalars.py runs protobuf's path beside it)."""
+    from metricsgw.promql import histogram_scalars, window_kernels
 
     assert window_kernels.load(), "the compiled window kernels must load where the tests run"
+    assert histogram_scalars.load(), "the compiled histogram kernel must load where the tests run"
 
 
 @pytest.fixture(scope="session")

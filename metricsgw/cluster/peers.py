@@ -35,7 +35,7 @@ import aiohttp
 from ..errors import BadData, LimitExceeded, PayloadTooLarge
 from ..limits.context import SAMPLE_BYTES, SERIES_BYTES, QueryContext
 from ..model import Matcher
-from ..storage.native_store import HISTOGRAM_BYTES
+from ..storage.native_store import histogram_bytes_each
 from . import extent_board, head_columns, head_protocol, read_client_codec, unix_http
 from .failures import CALL_ERRORS, REFUSAL_BYTES, Refused, classify
 from .policy import PeerFailure, policy
@@ -274,8 +274,8 @@ class PeerFanout:
         """An answer charged to the query's memory as it arrives; a failure the query cannot do without raised."""
         if isinstance(got, PeerFailure):
             return policy(peer, got, ctx, partial)
-        held = sum(len(r.block) * SAMPLE_BYTES + len(r.hists) * HISTOGRAM_BYTES + len(r.ids) * SERIES_BYTES
-                   for r in got.results)
+        held = sum(len(r.block) * SAMPLE_BYTES + len(r.hists) * histogram_bytes_each(r.hists)
+                   + len(r.ids) * SERIES_BYTES for r in got.results)
         ctx.charge_bytes(held, f"reading the recent samples of {peer.label}")
         return got
 

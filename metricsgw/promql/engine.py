@@ -33,6 +33,10 @@ class Env:
     trims: dict = field(default_factory=dict)  # the query's trim operators (parser.parse_with_trims)
     # the selectors Prometheus 3 reads histogram statistics only from (stats_decoding.py), by id
     stats: frozenset = frozenset()
+    # Histogram selections made at these steps (native_eval.histogram_selection): the float and the histogram
+    # evaluation of an instant selector both need them, and loading them twice held them twice. Not copied by
+    # ``dataclasses.replace`` (init=False): other steps, another batch's source, or another part's charges.
+    histogram_selections: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
 
 class Engine:

@@ -19,9 +19,11 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
+import pyarrow as pa
 
 from ..model import is_stale
 from ..remote.proto import remote_v1_pb2 as v1pb
+from . import histogram_scalars
 from .format import format_json
 from .native_bounds import EXPONENTIAL_BOUNDS
 
@@ -51,59 +53,107 @@ def decode(blob: bytes) -> FloatHistogram:
     return from_message(v1pb.Histogram.FromString(blob))
 
 
-class Decoded:
-    """Stored histograms, parsed at once (cheap: upb) and turned into FloatHistograms only when a
-    query touches one (that is the costly part, and a selection touches one sample per step)."""
+# What a decoded histogram holds (a FloatHistogram of ~40 buckets as Python floats in lists: ~2.8 KB measured),
+# and how many a selection keeps decoded at once: enough for the steps that reuse a histogram (a step shorter
+# than the scrape interval picks the same one again), bounded whatever the selection's size.
+DECODED_BYTES = 3072
+DECODED_KEPT = 4096
 
-    def __init__(self, blobs: list[bytes]) -> None:
-        self._messages = [v1pb.Histogram.FromString(b) for b in blobs]
-        self._decoded: dict[int, FloatHistogram] = {}
+
+class Decoded:
+    """Stored histograms, kept as their bytes (an Arrow binary column, ~125 B each at 40 buckets) and made
+    FloatHistograms only when a query touches one: a selection loads every sample in its window but touches one
+    per step. Counts, sums and reset hints of all are read at once without parsing (histogram_scalars.py).
+    Parsed messages are not kept (~1.3 KB each), and decoded histograms only the last ``DECODED_KEPT``: so what a
+    selection holds is its bytes, which the storage charged as it read them, and a bounded cache, charged here."""
+
+    def __init__(self, blobs, ctx=None) -> None:
+        if isinstance(blobs, pa.ChunkedArray):
+            blobs = blobs.combine_chunks()
+        arr = blobs if isinstance(blobs, (pa.BinaryArray, pa.LargeBinaryArray)) else pa.array(blobs, pa.binary())
+        buffers = arr.buffers()
+        wide = np.int64 if isinstance(arr, pa.LargeBinaryArray) else np.int32
+        self._n = len(arr)
+        self._offsets = np.frombuffer(buffers[1], wide)[arr.offset:arr.offset + self._n + 1].astype(np.int64) \
+            if self._n else np.zeros(1, np.int64)
+        self._data = np.frombuffer(buffers[2], np.uint8) if self._n and buffers[2] is not None else np.zeros(0, np.uint8)
+        self._scalars: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # (count, sum, reset hint)
+        self._decoded: dict[int, FloatHistogram] = {}  # the last DECODED_KEPT decoded, oldest first
         self._hints: dict[int, int] = {}  # counter reset hints given instead of the stored ones
+        if ctx is not None and self._n:
+            ctx.charge_bytes(min(self._n, DECODED_KEPT) * DECODED_BYTES, "decoding histograms")
 
     def __len__(self) -> int:
-        return len(self._messages)
+        return self._n
 
     def __getitem__(self, i: int) -> FloatHistogram:
         h = self._decoded.get(i)
         if h is None:
-            h = self._decoded[i] = from_message(self._messages[i])
+            h = from_message(self.message(i))
             if i in self._hints:
                 h.reset_hint = self._hints[i]
+            if len(self._decoded) >= DECODED_KEPT:
+                del self._decoded[next(iter(self._decoded))]
+            self._decoded[i] = h
         return h
 
+    def message(self, i: int) -> "v1pb.Histogram":
+        """The stored message of histogram ``i``, parsed now (not kept)."""
+        return v1pb.Histogram.FromString(self._data[self._offsets[i]:self._offsets[i + 1]].tobytes())
+
     @property
-    def messages(self) -> list:
-        """The parsed protobuf messages (native_columns reads them without decoding)."""
-        return self._messages
+    def messages(self) -> "_Messages":
+        """The protobuf messages, each parsed when asked for (native_columns reads them without decoding)."""
+        return _Messages(self)
+
+    def _read_scalars(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if self._scalars is None:
+            self._scalars = histogram_scalars.read(self._data, self._offsets)
+        return self._scalars
 
     def hints(self, js: np.ndarray) -> np.ndarray:
         """The counter reset hint of each histogram ``js`` names, those given instead of the stored ones
         included, without decoding any."""
-        msgs, given = self._messages, self._hints
-        return np.fromiter((given.get(j, msgs[j].reset_hint) for j in js.tolist()), np.int64, len(js))
+        out = self._read_scalars()[2][np.asarray(js, np.int64)]
+        if self._hints:
+            given = self._hints
+            for k, j in enumerate(np.asarray(js, np.int64).tolist()):
+                if j in given:
+                    out[k] = given[j]
+        return out
 
     def reset_hints(self, idx: list[int]) -> np.ndarray:
         """The stored counter reset hints (stats_decoding.py makes up others)."""
-        msgs = self._messages
-        return np.array([msgs[i].reset_hint for i in idx], np.int64)
+        return self._read_scalars()[2][np.asarray(idx, np.int64)]
 
     def with_hints(self, hints: dict[int, int]) -> "Decoded":
         """The same histograms, those of ``hints`` with the counter reset hint it gives them."""
         out = Decoded([])
-        out._messages, out._hints = self._messages, {**self._hints, **hints}
+        out._n, out._offsets, out._data, out._scalars = self._n, self._offsets, self._data, self._scalars
+        out._hints = {**self._hints, **hints}
         return out
 
     def stale(self) -> np.ndarray:
-        return is_stale(np.array([m.sum for m in self._messages], np.float64))
+        return is_stale(self._read_scalars()[1])
 
     def counts(self, idx: list[int]) -> np.ndarray:
-        msgs = self._messages
-        return np.array([m.count_float if m.WhichOneof("count") == "count_float" else float(m.count_int)
-                         for m in map(msgs.__getitem__, idx)], np.float64)
+        return self._read_scalars()[0][np.asarray(idx, np.int64)]
 
     def sums(self, idx: list[int]) -> np.ndarray:
-        msgs = self._messages
-        return np.array([msgs[i].sum for i in idx], np.float64)
+        return self._read_scalars()[1][np.asarray(idx, np.int64)]
+
+
+class _Messages:
+    """``Decoded``'s messages as a sequence, each parsed when indexed."""
+
+    def __init__(self, hists: Decoded) -> None:
+        self._hists = hists
+
+    def __len__(self) -> int:
+        return len(self._hists)
+
+    def __getitem__(self, i: int) -> "v1pb.Histogram":
+        return self._hists.message(i)
 
 
 def from_message(h: "v1pb.Histogram") -> FloatHistogram:

@@ -2,7 +2,8 @@
 evaluates it on histogram samples (2.42, and Prometheus 3 where 2.42 is wrong: see native_ops.py).
 
 Floats keep their own fast path. A histogram selection reuses it: the histograms of the selected
-series are loaded (``source.read_histograms``), decoded once, and the float selection machinery
+series are loaded (``source.read_histograms``) and kept as their stored bytes (native.Decoded: each is parsed
+when a step touches it, its count, sum and reset hint read for all at once), and the float selection machinery
 (selectors.instant / selectors.ranges: lookback, staleness, windows, all steps at once) runs on
 their *indexes* as values, a stale histogram (sum = stale NaN) carrying the stale marker instead.
 The result is a ``HistSeries`` (a Series whose values index ``hists``) or, for a range selector, a
@@ -76,7 +77,7 @@ def _load(engine, ms, start: int, end: int, env) -> tuple[selectors.Loaded, nati
     block = source.read_histograms(ss.ids, start, end, env.ctx)
     if not len(block):
         return None
-    hists = native.Decoded(block.blob.to_pylist())
+    hists = native.Decoded(block.blob, env.ctx)
     values = np.arange(len(hists), dtype=np.float64)
     values[hists.stale()] = STALE_NAN
     starts = np.concatenate([[0], np.flatnonzero(block.sid[1:] != block.sid[:-1]) + 1])
@@ -114,7 +115,18 @@ def newest_only(s: Series, other: Series) -> Series:
 
 
 def histogram_selection(engine, node: "pp.VectorSelector", env) -> HistSeries | None:
-    """Each series' newest histogram sample within the lookback, whatever float samples it has."""
+    """Each series' newest histogram sample within the lookback, whatever float samples it has (made once per
+    selector, source and env: ``Env.histogram_selections``)."""
+    key = (id(node), id(engine.source))
+    made = env.histogram_selections.get(key)
+    if made is not None and made[0] is node and made[1] is engine.source:
+        return made[2]
+    out = _histogram_selection(engine, node, env)
+    env.histogram_selections[key] = (node, engine.source, out)
+    return out
+
+
+def _histogram_selection(engine, node: "pp.VectorSelector", env) -> HistSeries | None:
     ref = engine.ref_times(node, env)
     ms, start, end = engine.selector_window(node, env)
     got = _load(engine, ms, start, end, env)

@@ -31,10 +31,26 @@ from .files import native_files, parquet_io
 from .fileset import FileSet
 from .memory.native_head import NativeHead, merge_exemplars, merge_histograms, take
 
-# What a histogram sample costs a query's memory budget: its decoded buckets dominate (a
-# typical exponential histogram has 10-40 buckets of 16 bytes plus spans); an exemplar is small.
-HISTOGRAM_BYTES = 512
+# What a loaded histogram sample costs a query's memory budget: its stored bytes twice (the merge of a read's
+# parts copies them once), and its row: sid and t, and what the engine keeps beside the bytes (promql/native.py's
+# Decoded: offset, count, sum, reset hint, the selection's value). The engine parses a histogram only when a step
+# touches it, and keeps a bounded number decoded, which it charges itself. An exemplar is small.
+HISTOGRAM_ROW_BYTES = 64
 EXEMPLAR_BYTES = 128
+
+
+def histogram_bytes_each(block: HistogramBlock) -> int:
+    """What each histogram of ``block`` costs a query's memory, on average (see HISTOGRAM_ROW_BYTES)."""
+    n = len(block)
+    if not n:
+        return HISTOGRAM_ROW_BYTES
+    blob = block.blob
+    stored = blob.nbytes if hasattr(blob, "nbytes") else sum(map(len, blob))
+    return 2 * -(-stored // n) + HISTOGRAM_ROW_BYTES
+
+
+def exemplar_bytes_each(block: ExemplarBlock) -> int:
+    return EXEMPLAR_BYTES
 
 
 @dataclass(frozen=True)
@@ -42,12 +58,12 @@ class _Kind:
     name: str  # the table kind, the NativeHead method, the stage named in errors
     read_file: Callable
     merge: Callable
-    bytes_each: int
+    bytes_each: Callable  # of a block: what each of its rows costs a query's memory
 
 
 _NO_ROWS = np.empty(0, np.int64)  # (a write without exemplars, the usual one, skips their catalog lookup)
-_HISTOGRAMS = _Kind("histograms", native_files.read_histograms, merge_histograms, HISTOGRAM_BYTES)
-_EXEMPLARS = _Kind("exemplars", native_files.read_exemplars, merge_exemplars, EXEMPLAR_BYTES)
+_HISTOGRAMS = _Kind("histograms", native_files.read_histograms, merge_histograms, histogram_bytes_each)
+_EXEMPLARS = _Kind("exemplars", native_files.read_exemplars, merge_exemplars, exemplar_bytes_each)
 
 
 class NativeStore:
@@ -165,10 +181,10 @@ class NativeStore:
                     continue
                 ctx.check(stage)
                 parts.append(kind.read_file(path, ids_sorted, start_ms, end_ms))
-                ctx.charge_loaded(len(parts[-1]), stage, kind.bytes_each)
+                ctx.charge_loaded(len(parts[-1]), stage, kind.bytes_each(parts[-1]))
         for h in view.native_heads:
             parts.append(getattr(h, kind.name)(ids_sorted, start_ms, end_ms))
-            ctx.charge_loaded(len(parts[-1]), stage, kind.bytes_each)
+            ctx.charge_loaded(len(parts[-1]), stage, kind.bytes_each(parts[-1]))
         return kind.merge(parts)
 
     # ---------------------------------------------------------------- retention

@@ -18,7 +18,7 @@ from ...limits.context import QueryContext
 from ...model import Matcher, SampleBlock
 from ..batch import SeriesSet
 from ..memory.native_head import merge_exemplars, merge_histograms
-from ..native_store import EXEMPLAR_BYTES, HISTOGRAM_BYTES
+from ..native_store import exemplar_bytes_each, histogram_bytes_each
 from .merge import merge_parts
 
 
@@ -95,16 +95,16 @@ class RecentView:
         return merge_parts(ids_sorted, parts, start_ms, end_ms)
 
     def read_histograms(self, ids: np.ndarray, start_ms: int, end_ms: int, ctx: QueryContext):
-        return self._native("histograms", merge_histograms, HISTOGRAM_BYTES, ids, start_ms, end_ms, ctx)
+        return self._native("histograms", merge_histograms, histogram_bytes_each, ids, start_ms, end_ms, ctx)
 
     def read_exemplars(self, ids: np.ndarray, start_ms: int, end_ms: int, ctx: QueryContext):
-        return self._native("exemplars", merge_exemplars, EXEMPLAR_BYTES, ids, start_ms, end_ms, ctx)
+        return self._native("exemplars", merge_exemplars, exemplar_bytes_each, ids, start_ms, end_ms, ctx)
 
-    def _native(self, kind: str, merge, bytes_each: int, ids, start_ms: int, end_ms: int, ctx: QueryContext):
+    def _native(self, kind: str, merge, bytes_each, ids, start_ms: int, end_ms: int, ctx: QueryContext):
         ids_sorted = npsort.unique(np.asarray(ids, np.int64))
         parts = [getattr(h, kind)(ids_sorted, start_ms, end_ms) for h in self.native_heads]  # oldest first
         for p in parts:
-            ctx.charge_loaded(len(p), f"head read ({kind})", bytes_each)
+            ctx.charge_loaded(len(p), f"head read ({kind})", bytes_each(p))
         return merge(parts)
 
     def _blocks(self, ids_sorted: np.ndarray, start_ms: int, end_ms: int) -> list[SampleBlock]:
