@@ -97,6 +97,10 @@ class Decoded:
             self._decoded[i] = h
         return h
 
+    def stored(self) -> tuple[np.ndarray, np.ndarray]:
+        """(the stored bytes, each histogram's start in them and the end: ``offsets[i]:offsets[i + 1]``)."""
+        return self._data, self._offsets
+
     def message(self, i: int) -> "v1pb.Histogram":
         """The stored message of histogram ``i``, parsed now (not kept)."""
         return v1pb.Histogram.FromString(self._data[self._offsets[i]:self._offsets[i + 1]].tobytes())

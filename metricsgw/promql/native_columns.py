@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import histogram_scalars
 from .native import CUSTOM_BUCKETS_SCHEMA, GAUGE, Decoded, FloatHistogram, bound, bucket_indexes, spans_of
 
 ZERO, COUNT, SUM = 0, 1, 2  # the columns before the buckets
@@ -104,23 +105,12 @@ class WindowRates:
         self.layout_of = np.full(len(hists), -1, np.int64)  # per histogram: its layout's number (-1: not plain)
         self.row_of = np.zeros(len(hists), np.int64)  # per histogram: its row in its layout's matrix
         self.layouts: list[_Rows] = []
-        numbers: dict[Layout, int] = {}  # -1: not plain
-        messages = hists.messages
-        for j in needed.tolist():
-            m = messages[j]
-            layout = Layout(m.schema, m.zero_threshold, tuple((s.offset, s.length) for s in m.positive_spans),
-                            tuple((s.offset, s.length) for s in m.negative_spans), tuple(m.custom_values))
-            number = numbers.get(layout)
-            if number is None:
-                number = numbers[layout] = len(self.layouts) if layout.plain() else -1
-                if number >= 0:
-                    self.layouts.append(_Rows(layout))
-            if number < 0:
-                continue
-            self.layout_of[j] = number
-            self.row_of[j] = self.layouts[number].add(m)
-        for rows in self.layouts:
-            rows.finish()
+        self._numbers: dict[Layout, int] = {}  # -1: not plain
+        got = histogram_scalars.rows(*hists.stored(), needed) if isinstance(hists, Decoded) else None
+        if got is not None:
+            self._from_columns(got, needed)
+        else:
+            self._from_messages(hists, needed.tolist())
         self.pos_layout = self.layout_of[js]  # per sample position
         self.pos_row = self.row_of[js]
         # a change of layout between positions p - 1 and p (or a layout not plain), counted: a window [lo, hi)
@@ -129,6 +119,59 @@ class WindowRates:
         change[1:] = (self.pos_layout[1:] != self.pos_layout[:-1]) | (self.pos_layout[1:] < 0)
         self._changes = np.cumsum(change)
         self._resets: np.ndarray | None = None
+
+    def _number(self, layout: Layout) -> int:
+        """The layout's number (-1: not plain), a new one the first time it is seen."""
+        number = self._numbers.get(layout)
+        if number is None:
+            number = self._numbers[layout] = len(self.layouts) if layout.plain() else -1
+            if number >= 0:
+                self.layouts.append(_Rows(layout))
+        return number
+
+    def _from_messages(self, hists: Decoded, needed: list[int]) -> None:
+        """Each histogram parsed (until the compiled kernel has loaded)."""
+        messages = hists.messages
+        for j in needed:
+            m = messages[j]
+            number = self._number(Layout(m.schema, m.zero_threshold,
+                                         tuple((s.offset, s.length) for s in m.positive_spans),
+                                         tuple((s.offset, s.length) for s in m.negative_spans), tuple(m.custom_values)))
+            if number >= 0:
+                self.layout_of[j] = number
+                self.row_of[j] = self.layouts[number].add(m)
+        for rows in self.layouts:
+            rows.finish()
+
+    def _from_columns(self, c: "histogram_scalars.Rows", needed: np.ndarray) -> None:
+        """The histograms read by the compiled pass: a layout worked out once per run of histograms sharing it
+        (``c.same``), each layout's matrix gathered from the flat values. One the pass could not read (an
+        encoding other than the usual one) counts as not plain: its windows take native_math's path, which parses
+        it."""
+        heads = np.flatnonzero(~c.same)
+        number_of_run = np.full(len(heads), -1, np.int64)
+        for r, i in enumerate(heads.tolist()):
+            if not c.ok[i]:
+                continue
+            s0, n_pos, n_neg = int(c.starts[i, 0]), int(c.sizes[i, 0]), int(c.sizes[i, 1])
+            offs, lens = c.span_offset[s0:s0 + n_pos + n_neg].tolist(), c.span_length[s0:s0 + n_pos + n_neg].tolist()
+            v0 = int(c.starts[i, 2])
+            number_of_run[r] = self._number(Layout(int(c.schema[i]), float(c.zero_threshold[i]),
+                                                   tuple(zip(offs[:n_pos], lens[:n_pos])),
+                                                   tuple(zip(offs[n_pos:], lens[n_pos:])),
+                                                   tuple(c.custom_values[v0:v0 + int(c.sizes[i, 4])].tolist())))
+        number = number_of_run[np.cumsum(~c.same) - 1] if len(needed) else np.zeros(0, np.int64)
+        number[~c.ok] = -1
+        for k, rows in enumerate(self.layouts):
+            members = np.flatnonzero(number == k)
+            width = len(rows.pos_idx) + len(rows.neg_idx)
+            matrix = np.empty((len(members), BUCKETS + width), np.float64)
+            matrix[:, ZERO], matrix[:, COUNT], matrix[:, SUM] = (c.zero_count[members], c.count[members],
+                                                                 c.sum[members])
+            matrix[:, BUCKETS:] = c.values[c.starts[members, 1][:, None] + np.arange(width)]
+            rows.matrix = matrix
+            self.layout_of[needed[members]] = k
+            self.row_of[needed[members]] = np.arange(len(members))
 
     def uniform(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         """Which windows [lo, hi) (of 2 samples or more) hold histograms of one plain layout."""

@@ -95,3 +95,59 @@ def test_the_decoded_cache_is_charged_to_the_query():
     ctx = QueryContext(max_bytes=10 * native.DECODED_BYTES)
     with pytest.raises(Exception, match="too much memory in decoding histograms"):
         native.Decoded(blobs, ctx)
+
+
+def _unpacked_deltas(fields: dict) -> bytes:
+    """An integer histogram with its deltas unpacked (proto3 parsers take both): the compiled pass leaves it to
+    protobuf."""
+    h = v1pb.Histogram(count_int=fields["count_int"], sum=1.0, schema=0, zero_threshold=1e-128)
+    h.positive_spans.add(offset=0, length=len(fields["positive_deltas"]))
+    out = h.SerializeToString()
+    for d in fields["positive_deltas"]:
+        out += bytes([0x60]) + _varint((d << 1) ^ (d >> 63))  # field 12, wire 0, zigzag
+    return out
+
+
+def _varint(u: int) -> bytes:
+    u &= (1 << 64) - 1
+    out = bytearray()
+    while True:
+        b, u = u & 0x7F, u >> 7
+        out.append(b | (0x80 if u else 0))
+        if not u:
+            return bytes(out)
+
+
+def test_window_rows_read_compiled_equal_those_parsed():
+    """native_columns.WindowRates from the compiled pass and from protobuf: the same layouts, rows and matrices,
+    bit for bit, over every kind of histogram test_native_columns queries, and one encoded unpacked."""
+    from metricsgw.promql import native_columns
+    from tests.native_requests import histogram_bytes
+    from tests.promql.test_native_columns import _series_histograms
+
+    rng = np.random.default_rng(11)
+    blobs = []
+    for kind in ["int", "float", "mixed", "custom", "inside_zero", "gauge", "int"]:
+        blobs += [histogram_bytes(h) for h in _series_histograms(rng, kind)]
+    blobs.insert(5, _unpacked_deltas({"count_int": 6, "positive_deltas": [1, 2, -1]}))
+    hists = native.Decoded(blobs)
+    v = np.arange(len(blobs), dtype=np.float64)[rng.random(len(blobs)) > 0.05]  # some never in a window
+    compiled = native_columns.WindowRates(hists, v)
+    assert compiled.layout_of[5] == -1  # not read by the pass: its windows take native_math's path
+    try:
+        histogram_scalars.unload()
+        parsed = native_columns.WindowRates(hists, v)
+    finally:
+        assert histogram_scalars.load()
+    # the parser reads the unpacked one (a plain layout of its own); every other histogram is in the same layout
+    # with the same row, bit for bit
+    for j in range(len(blobs)):
+        a, b = int(compiled.layout_of[j]), int(parsed.layout_of[j])
+        if j == 5:
+            continue
+        assert (a >= 0) == (b >= 0), j
+        if a >= 0:
+            assert compiled.layouts[a].layout == parsed.layouts[b].layout
+            row_a = compiled.layouts[a].matrix[compiled.row_of[j]]
+            assert row_a.tobytes() == parsed.layouts[b].matrix[parsed.row_of[j]].tobytes()
+    assert len(compiled.layouts) > 5 and (compiled.layout_of >= 0).sum() > len(blobs) // 2
