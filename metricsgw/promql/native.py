@@ -92,8 +92,8 @@ class Decoded:
             h = from_message(self.message(i))
             if i in self._hints:
                 h.reset_hint = self._hints[i]
-            if len(self._decoded) >= DECODED_KEPT:
-                del self._decoded[next(iter(self._decoded))]
+            if len(self._decoded) >= DECODED_KEPT:  # (pop: never a KeyError, should two threads evict at once)
+                self._decoded.pop(next(iter(self._decoded), None), None)
             self._decoded[i] = h
         return h
 
