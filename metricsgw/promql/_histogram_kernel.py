@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..remote._protowire import varint
+from ..remote._protowire import bucket_span, varint, zigzag
 
 
 @njit(cache=True, nogil=True, boundscheck=True)
@@ -72,11 +72,6 @@ def scalars(buf, offsets):
 
 
 @njit(cache=True, nogil=True, boundscheck=True)
-def _zigzag(u):
-    return np.int64(u >> np.uint64(1)) ^ -np.int64(u & np.uint64(1))
-
-
-@njit(cache=True, nogil=True, boundscheck=True)
 def _walk(buf, p, end, i, fill, schema, zt, zc, cnt, sm, sizes, starts, span_off, span_len, values, customs):
     """One histogram message: its scalars, and the sizes of its parts (``sizes[i]``: positive spans, negative
     spans, positive values, negative values, custom values, positive counts, negative counts) or, with ``fill``,
@@ -101,7 +96,7 @@ def _walk(buf, p, end, i, fill, schema, zt, zc, cnt, sm, sizes, starts, span_off
             elif field == 4:
                 if value > np.uint64(0xFFFFFFFF):
                     return False
-                schema[i] = _zigzag(value)
+                schema[i] = zigzag(value)
             elif field == 6:
                 zc[i] = np.float64(value)
             elif field != 14 and field != 15:
@@ -127,22 +122,9 @@ def _walk(buf, p, end, i, fill, schema, zt, zc, cnt, sm, sizes, starts, span_off
                 return False
             stop = p + np.int64(length)
             if field == 8 or field == 11:
-                offset = np.int64(0)
-                span_length = np.int64(0)
-                q = p
-                while q < stop:
-                    k2, q = varint(buf, q, stop)
-                    if q < 0 or (k2 & np.uint64(7)) != 0:
-                        return False
-                    v2, q = varint(buf, q, stop)
-                    if q < 0 or v2 > np.uint64(0xFFFFFFFF):
-                        return False
-                    if (k2 >> np.uint64(3)) == 1:
-                        offset = _zigzag(v2)
-                    elif (k2 >> np.uint64(3)) == 2:
-                        span_length = np.int64(v2)
-                    else:
-                        return False
+                offset, span_length, read = bucket_span(buf, p, stop)
+                if not read:
+                    return False
                 if field == 11:
                     if fill:
                         span_off[starts[i, 0] + ps] = offset
@@ -160,12 +142,12 @@ def _walk(buf, p, end, i, fill, schema, zt, zc, cnt, sm, sizes, starts, span_off
                     if q < 0:
                         return False
                     if field == 12:
-                        run_p += _zigzag(v2)
+                        run_p += zigzag(v2)
                         if fill:
                             values[starts[i, 1] + pv] = np.float64(run_p)
                         pv += 1
                     else:
-                        run_n += _zigzag(v2)
+                        run_n += zigzag(v2)
                         if fill:
                             values[starts[i, 1] + sizes[i, 2] + nv] = np.float64(run_n)
                         nv += 1

@@ -17,7 +17,8 @@ import promql_parser as pp
 from ..errors import BadData, NotSupported
 from ..limits.context import SAMPLE_BYTES, QueryContext
 from ..storage.seam import SampleReader
-from . import batching, binary, compat, held, limits, native_eval, native_values, parser, selectors, stats_decoding
+from . import (batching, binary, compat, held, limits, native_eval, native_select, native_values, parser, selectors,
+               stats_decoding)
 from .aggregations import aggregate, check_parameter, count_values
 from .calls import call
 from .parallel import Parts
@@ -33,7 +34,7 @@ class Env:
     trims: dict = field(default_factory=dict)  # the query's trim operators (parser.parse_with_trims)
     # the selectors Prometheus 3 reads histogram statistics only from (stats_decoding.py), by id
     stats: frozenset = frozenset()
-    # Histogram selections made at these steps (native_eval.histogram_selection): the float and the histogram
+    # Histogram selections made at these steps (native_select.histogram_selection): the float and the histogram
     # evaluation of an instant selector both need them, and loading them twice held them twice. Not copied by
     # ``dataclasses.replace`` (init=False): other steps, another batch's source, or another part's charges.
     histogram_selections: dict = field(default_factory=dict, init=False, repr=False, compare=False)
@@ -218,9 +219,9 @@ class Engine:
 
     def vector_selector(self, node: "pp.VectorSelector", env: Env) -> Series:
         s = self.float_selection(node, env)
-        hists = native_eval.histogram_selection(self, node, env)
+        hists = native_select.histogram_selection(self, node, env)
         if hists is not None:  # a series' newest sample within the lookback is a histogram: no float there
-            s = native_eval.newest_only(s, hists.series)
+            s = native_select.newest_only(s, hists.series)
         held.selected(env.ctx, s, "instant vector selection")
         return s
 

@@ -74,9 +74,11 @@ class Decoded:
         buffers = arr.buffers()
         wide = np.int64 if isinstance(arr, pa.LargeBinaryArray) else np.int32
         self._n = len(arr)
-        self._offsets = np.frombuffer(buffers[1], wide)[arr.offset:arr.offset + self._n + 1].astype(np.int64) \
-            if self._n else np.zeros(1, np.int64)
-        self._data = np.frombuffer(buffers[2], np.uint8) if self._n and buffers[2] is not None else np.zeros(0, np.uint8)
+        self._offsets, self._data = np.zeros(1, np.int64), np.zeros(0, np.uint8)
+        if self._n:
+            self._offsets = np.frombuffer(buffers[1], wide)[arr.offset:arr.offset + self._n + 1].astype(np.int64)
+            if buffers[2] is not None:  # (all of them empty)
+                self._data = np.frombuffer(buffers[2], np.uint8)
         self._scalars: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # (count, sum, reset hint)
         self._decoded: dict[int, FloatHistogram] = {}  # the last DECODED_KEPT decoded, oldest first
         self._hints: dict[int, int] = {}  # counter reset hints given instead of the stored ones
@@ -118,10 +120,11 @@ class Decoded:
     def hints(self, js: np.ndarray) -> np.ndarray:
         """The counter reset hint of each histogram ``js`` names, those given instead of the stored ones
         included, without decoding any."""
-        out = self._read_scalars()[2][np.asarray(js, np.int64)]
+        js = np.asarray(js, np.int64)
+        out = self._read_scalars()[2][js]
         if self._hints:
             given = self._hints
-            for k, j in enumerate(np.asarray(js, np.int64).tolist()):
+            for k, j in enumerate(js.tolist()):
                 if j in given:
                     out[k] = given[j]
         return out

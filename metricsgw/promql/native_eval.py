@@ -1,7 +1,7 @@
 """Native histograms in the engine: the histogram part of every expression's value, as Prometheus
 evaluates it on histogram samples (2.42, and Prometheus 3 where 2.42 is wrong: see native_ops.py).
 
-Floats keep their own fast path. A histogram selection reuses it: the histograms of the selected
+Floats keep their own fast path. A histogram selection (native_select.py) reuses it: the histograms of the selected
 series are loaded (``source.read_histograms``) and kept as their stored bytes (native.Decoded: each is parsed
 when a step touches it, its count, sum and reset hint read for all at once), and the float selection machinery
 (selectors.instant / selectors.ranges: lookback, staleness, windows, all steps at once) runs on
@@ -12,9 +12,9 @@ rates and sums work histogram by histogram on their few buckets (native_math.py)
 per selected point.
 
 ``evaluate`` is a second evaluator beside the float one, and it is total: every node either has
-its histogram part worked out here (selectors, subqueries, rate/increase/delta; in native_ops.py
-sum/avg, sum/avg/last_over_time, binary operators, unary minus), or is one whose float evaluation takes its argument's
-histograms into account itself (``CONSUMERS``, count/group: calls.py, engine.py), or is refused
+its histogram part worked out here (selectors through native_select.py, subqueries, rate/increase/delta; in
+native_ops.py sum/avg, sum/avg/last_over_time, binary operators, unary minus), or is one whose float evaluation
+takes its argument's histograms into account itself (``CONSUMERS``, count/group: calls.py, engine.py), or is refused
 (NotSupported, a 400) as soon as any of its arguments holds a histogram. So histograms are never
 dropped silently: an answer is right or it is an error. The engine asks ``evaluate`` for the whole
 query after the float evaluation; a result shows both parts (a series' float points and histogram
@@ -31,9 +31,8 @@ import numpy as np
 import promql_parser as pp
 
 from ..errors import BadData, ExecError, NotSupported
-from ..model import METRIC_NAME, STALE_NAN
 from . import (annotations, compat, limits, mixed_windows, native, native_binary3, native_columns, native_math,
-               native_ops, parser, selectors, stats_decoding)
+               native_ops, native_select, parser, selectors)
 from .binary import dedupe
 from . import rangefuncs as R
 from .aggregations import group_ids, group_sum
@@ -59,99 +58,6 @@ FLOAT_ONLY = {"abs", "ceil", "floor", "exp", "sqrt", "ln", "log2", "log10", "sgn
               "mad_over_time", "ts_of_min_over_time", "ts_of_max_over_time",
               "sort", "sort_desc", "scalar", "day_of_month", "day_of_week", "day_of_year", "days_in_month", "hour",
               "minute", "month", "year"}
-
-
-def _load(engine, ms, start: int, end: int, env) -> tuple[selectors.Loaded, native.Decoded] | None:
-    source = engine.source
-    if not hasattr(source, "histogram_metrics"):
-        return None
-    names = [m for m in ms if m.name == METRIC_NAME]
-    # A source over peers knows their histogram metrics only once asked for this selection.
-    held = (source.histogram_metrics_in(ms, start, end, env.ctx) if hasattr(source, "histogram_metrics_in")
-            else source.histogram_metrics())
-    if not any(all(m.matches(name) for m in names) for name in held):
-        return None  # no metric of the selector has histograms: no second series selection for floats
-    ss = source.select_series(ms, start, end, env.ctx)
-    if not len(ss):
-        return None
-    block = source.read_histograms(ss.ids, start, end, env.ctx)
-    if not len(block):
-        return None
-    hists = native.Decoded(block.blob, env.ctx)
-    values = np.arange(len(hists), dtype=np.float64)
-    values[hists.stale()] = STALE_NAN
-    starts = np.concatenate([[0], np.flatnonzero(block.sid[1:] != block.sid[:-1]) + 1])
-    offsets = np.concatenate([starts, [len(block)]]).astype(np.int64)
-    by_sid = np.argsort(ss.ids, kind="stable")
-    pos = by_sid[np.searchsorted(ss.ids, block.sid[starts], sorter=by_sid)]
-    return selectors.Loaded([ss.labels[i] for i in pos.tolist()], block.t, values, offsets,
-                            np.argsort(pos, kind="stable")), hists
-
-
-def select(engine, node: "pp.VectorSelector", env) -> HistSeries | None:
-    """Histograms of the selector at every step, or None when the source holds none there; a step whose
-    newest sample of a series is a float has no histogram."""
-    hists = histogram_selection(engine, node, env)
-    if hists is None:
-        return None
-    series = newest_only(hists.series, engine.float_selection(node, env))
-    return HistSeries(series, hists.hists) if series.mask.any() else None
-
-
-def newest_only(s: Series, other: Series) -> Series:
-    """``s`` without the points where ``other`` (the same selector's samples of the other kind) holds a
-    newer sample of the series: an instant selector answers each series' newest sample, float or histogram."""
-    rows = {lb: i for i, lb in enumerate(other.labels)}
-    mine = [(i, rows[lb]) for i, lb in enumerate(s.labels) if lb in rows]
-    if not mine:
-        return s
-    a, b = (np.array(x, np.int64) for x in zip(*mine))
-    newer = other.mask[b] & (other.sample_t[b] > s.sample_t[a])
-    if not newer.any():
-        return s
-    mask = s.mask.copy()
-    mask[a] &= ~newer
-    return Series(s.labels, np.where(mask, s.values, 0.0), mask, np.where(mask, s.sample_t, 0)).compact()
-
-
-def histogram_selection(engine, node: "pp.VectorSelector", env) -> HistSeries | None:
-    """Each series' newest histogram sample within the lookback, whatever float samples it has (made once per
-    selector, source and env: ``Env.histogram_selections``)."""
-    key = (id(node), id(engine.source))
-    made = env.histogram_selections.get(key)
-    if made is not None and made[0] is node and made[1] is engine.source:
-        return made[2]
-    out = _histogram_selection(engine, node, env)
-    env.histogram_selections[key] = (node, engine.source, out)
-    return out
-
-
-def _histogram_selection(engine, node: "pp.VectorSelector", env) -> HistSeries | None:
-    ref = engine.ref_times(node, env)
-    ms, start, end = engine.selector_window(node, env)
-    got = _load(engine, ms, start, end, env)
-    if got is None:
-        return None
-    loaded, hists = got
-    env.ctx.charge_points(max(0, len(loaded.labels) * len(ref) - len(loaded.t)), "histogram selection")
-    if id(node) in env.stats:
-        hists = stats_decoding.instant_hints(loaded, hists, ref, engine.lookback_ms, engine.left_open)
-    series = selectors.instant(loaded, ref, engine.lookback_ms, engine.left_open)
-    return HistSeries(series, hists) if len(series) else None
-
-
-def select_ranges(engine, node: "pp.MatrixSelector", env) -> HistRanges | None:
-    """The histograms in each step's window (stale markers left out), or None when there are none."""
-    ms, start, end = engine.selector_window(node, env)
-    got = _load(engine, ms, start, end, env)
-    if got is None:
-        return None
-    loaded, hists = got
-    ref, rng = engine.ref_times(node.vector_selector, env), parser.duration_ms(node.range)
-    if id(node.vector_selector) in env.stats:
-        hists = stats_decoding.range_hints(loaded, hists, ref, rng, engine.left_open)
-    r = selectors.ranges(loaded, ref, rng, engine.left_open)
-    return HistRanges(r, hists) if (r.hi > r.lo).any() else None
 
 
 def subquery(engine, node: "pp.SubqueryExpr", env) -> HistRanges | None:
@@ -357,9 +263,9 @@ def evaluate(engine, node, env) -> HistSeries | HistRanges | None:
     evaluation itself); NotSupported when ``node`` would drop histograms its arguments hold."""
     node = parser.unwrap(node)
     if isinstance(node, pp.VectorSelector):
-        return select(engine, node, env)
+        return native_select.select(engine, node, env)
     if isinstance(node, pp.MatrixSelector):
-        return select_ranges(engine, node, env)
+        return native_select.select_ranges(engine, node, env)
     if isinstance(node, pp.Call):
         name = node.func.name
         if name in RATES:

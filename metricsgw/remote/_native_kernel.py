@@ -24,15 +24,10 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ._protowire import varint
+from ._protowire import bucket_span, varint, zigzag
 
 LOOK_CLOSER = 0
 ACCEPTED = 1
-
-
-@njit(cache=True, nogil=True, boundscheck=True)
-def _zigzag(u):
-    return np.int64(u >> np.uint64(1)) ^ -np.int64(u & np.uint64(1))
 
 
 @njit(cache=True, nogil=True, boundscheck=True)
@@ -68,7 +63,7 @@ def _one(buf, p, end):
             elif field == 4:
                 if value > np.uint64(0xFFFFFFFF):
                     return LOOK_CLOSER, t
-                schema = _zigzag(value)
+                schema = zigzag(value)
             elif field == 6:
                 if value >= np.uint64(1) << np.uint64(53):
                     return LOOK_CLOSER, t
@@ -93,27 +88,9 @@ def _one(buf, p, end):
             stop = p + np.int64(length)
             if field == 8 or field == 11:
                 side = 1 if field == 11 else 0
-                offset = np.int64(0)
-                span_length = np.int64(0)
-                q = p
-                while q < stop:
-                    k2, q = varint(buf, q, stop)
-                    if q < 0 or (k2 & np.uint64(7)) != 0:
-                        return LOOK_CLOSER, t
-                    v2, q = varint(buf, q, stop)
-                    if q < 0:
-                        return LOOK_CLOSER, t
-                    f2 = k2 >> np.uint64(3)
-                    if f2 == 1:
-                        if v2 > np.uint64(0xFFFFFFFF):
-                            return LOOK_CLOSER, t
-                        offset = _zigzag(v2)
-                    elif f2 == 2:
-                        if v2 > np.uint64(0xFFFFFFFF):
-                            return LOOK_CLOSER, t
-                        span_length = np.int64(v2)
-                    else:
-                        return LOOK_CLOSER, t
+                offset, span_length, read = bucket_span(buf, p, stop)
+                if not read:
+                    return LOOK_CLOSER, t
                 if side == 1:
                     if seen_p > 0 and offset < 0:
                         return LOOK_CLOSER, t
@@ -132,13 +109,13 @@ def _one(buf, p, end):
                     if q < 0:
                         return LOOK_CLOSER, t
                     if side == 1:
-                        run_p += _zigzag(v2)
+                        run_p += zigzag(v2)
                         if run_p < 0:
                             return LOOK_CLOSER, t
                         tot_p += run_p
                         given_p += 1
                     else:
-                        run_n += _zigzag(v2)
+                        run_n += zigzag(v2)
                         if run_n < 0:
                             return LOOK_CLOSER, t
                         tot_n += run_n
